@@ -1,0 +1,201 @@
+package rdq
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Unlimited, as Policy.MaxAttempts, retries a task until it succeeds or fails
+// permanently.
+const Unlimited = -1
+
+// Policy defaults, used for zero fields of a Policy.
+const (
+	DefaultMaxAttempts    = 20
+	DefaultInitialBackoff = time.Second
+	DefaultMultiplier     = 2.0
+	DefaultMaxBackoff     = time.Hour
+	DefaultJitter         = 0.2
+)
+
+// Class is a classifier's verdict on an error.
+type Class int
+
+// The classes a Policy.Classify function may return.
+const (
+	// ClassDefault leaves the decision to the rest of the policy.
+	ClassDefault Class = iota
+	// ClassRetryable retries the task per the backoff schedule.
+	ClassRetryable
+	// ClassPermanent dead-letters the task at once.
+	ClassPermanent
+)
+
+// Policy decides what happens to a task after a failed attempt: retry after
+// a backoff, or the dead-letter queue. The zero Policy is valid and uses the
+// defaults above.
+//
+// The backoff for attempt n (1-based, counted in the task's current life) is
+//
+//	Delay(n) = min(InitialBackoff × Multiplier^(n-1), MaxBackoff)
+//
+// and the delay actually applied is spread downwards by Jitter, uniformly in
+// [Delay(n)×(1-Jitter), Delay(n)], so that tasks failed together do not
+// retry together.
+type Policy struct {
+	// MaxAttempts is how many attempts one life of a task gets, the first
+	// included; Unlimited for no limit; 0 for DefaultMaxAttempts.
+	MaxAttempts int
+	// InitialBackoff is the delay after the first failed attempt.
+	InitialBackoff time.Duration
+	// Multiplier grows the delay from one attempt to the next; must be >= 1.
+	Multiplier float64
+	// MaxBackoff caps the delay.
+	MaxBackoff time.Duration
+	// Jitter in [0, 1] is the fraction by which a delay may be shortened
+	// at random. 0 means DefaultJitter; use NoJitter for none.
+	Jitter float64
+	// Classify, if set, is asked about every failure before the defaults:
+	// ClassPermanent dead-letters the task even without Permanent,
+	// ClassRetryable retries even a Permanent error.
+	Classify func(error) Class
+}
+
+// NoJitter, as Policy.Jitter, disables jitter (a zero Jitter means the
+// default).
+const NoJitter = -1.0
+
+// Validate reports a policy whose fields are out of range, with an error
+// wrapping ErrInvalid.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxAttempts < Unlimited:
+		return fmt.Errorf("%w: policy MaxAttempts %d: use a positive number, 0 for the default or rdq.Unlimited", ErrInvalid, p.MaxAttempts)
+	case p.InitialBackoff < 0:
+		return fmt.Errorf("%w: policy InitialBackoff %s is negative", ErrInvalid, p.InitialBackoff)
+	case p.MaxBackoff < 0:
+		return fmt.Errorf("%w: policy MaxBackoff %s is negative", ErrInvalid, p.MaxBackoff)
+	case p.Multiplier != 0 && (p.Multiplier < 1 || math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0)):
+		return fmt.Errorf("%w: policy Multiplier %v: use a finite number >= 1", ErrInvalid, p.Multiplier)
+	case p.Jitter != NoJitter && (p.Jitter < 0 || p.Jitter > 1 || math.IsNaN(p.Jitter)):
+		return fmt.Errorf("%w: policy Jitter %v: use a fraction in [0, 1] or rdq.NoJitter", ErrInvalid, p.Jitter)
+	}
+	return nil
+}
+
+func (p Policy) maxAttempts() int {
+	if p.MaxAttempts == 0 {
+		return DefaultMaxAttempts
+	}
+	return p.MaxAttempts
+}
+
+func (p Policy) jitter() float64 {
+	switch {
+	case p.Jitter == NoJitter:
+		return 0
+	case p.Jitter == 0:
+		return DefaultJitter
+	}
+	return p.Jitter
+}
+
+// Delay is the backoff after failed attempt n of a life, before jitter:
+// min(InitialBackoff × Multiplier^(n-1), MaxBackoff). It is pure and
+// monotonically non-decreasing in n; n < 1 is treated as 1.
+func (p Policy) Delay(n int) time.Duration {
+	initial, mult, ceiling := p.InitialBackoff, p.Multiplier, p.MaxBackoff
+	if initial == 0 {
+		initial = DefaultInitialBackoff
+	}
+	if mult == 0 {
+		mult = DefaultMultiplier
+	}
+	if ceiling == 0 {
+		ceiling = DefaultMaxBackoff
+	}
+	if n < 1 {
+		n = 1
+	}
+	d := float64(initial) * math.Pow(mult, float64(n-1))
+	if d >= float64(ceiling) || math.IsInf(d, 0) || math.IsNaN(d) {
+		return max(ceiling, initial)
+	}
+	return time.Duration(d)
+}
+
+// JitteredDelay is Delay(n) shortened by the fraction Jitter×u, for u in
+// [0, 1) drawn uniformly at random by the caller. It is pure: the same n and
+// u always give the same delay, within [Delay(n)×(1-Jitter), Delay(n)].
+func (p Policy) JitteredDelay(n int, u float64) time.Duration {
+	d := p.Delay(n)
+	if u < 0 || math.IsNaN(u) {
+		u = 0
+	}
+	if u >= 1 {
+		u = math.Nextafter(1, 0)
+	}
+	return d - time.Duration(float64(d)*p.jitter()*u)
+}
+
+// Decision is what the policy says to do with a task after an attempt.
+type Decision struct {
+	// Outcome is recorded on the attempt.
+	Outcome Outcome
+	// Dead is true when the task goes to the dead-letter queue.
+	Dead bool
+	// RetryIn is the delay before the next attempt when the task is
+	// retried (neither succeeded nor dead).
+	RetryIn time.Duration
+}
+
+// Decide applies the policy to the result err of attempt n (1-based, in the
+// task's current life; n counts this attempt). u in [0, 1) is the random
+// draw for jitter. In order:
+//
+//   - nil: success;
+//   - Classify's verdict, if any, else Permanent: dead at once;
+//   - n >= MaxAttempts (unless Unlimited): dead, attempts exhausted;
+//   - RetryAfter(d): retry in d;
+//   - otherwise: retry in JitteredDelay(n, u).
+func (p Policy) Decide(n int, err error, u float64) Decision {
+	if err == nil {
+		return Decision{Outcome: OutcomeSuccess}
+	}
+	class := ClassDefault
+	if p.Classify != nil {
+		class = p.Classify(err)
+	}
+	if class == ClassDefault && IsPermanent(err) {
+		class = ClassPermanent
+	}
+	if class == ClassPermanent {
+		return Decision{Outcome: OutcomePermanentFailure, Dead: true}
+	}
+	return p.retryOrDie(n, err, u, OutcomeRetryableFailure)
+}
+
+// DecideLeaseExpired applies the policy after attempt n was lost to an
+// expired lease: retry per the backoff schedule, or dead when attempts are
+// exhausted.
+func (p Policy) DecideLeaseExpired(n int, u float64) Decision {
+	return p.retryOrDie(n, nil, u, OutcomeLeaseExpired)
+}
+
+func (p Policy) retryOrDie(n int, err error, u float64, outcome Outcome) Decision {
+	if limit := p.maxAttempts(); limit != Unlimited && n >= limit {
+		return Decision{Outcome: outcome, Dead: true}
+	}
+	if d, ok := RetryAfterOf(err); ok {
+		return Decision{Outcome: outcome, RetryIn: d}
+	}
+	return Decision{Outcome: outcome, RetryIn: p.JitteredDelay(n, u)}
+}
+
+// Exhausted reports whether a task that has made n attempts in its current
+// life may not be attempted again.
+func (p Policy) Exhausted(n int) bool {
+	limit := p.maxAttempts()
+	return limit != Unlimited && n >= limit
+}

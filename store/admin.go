@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/srjn45/rdq"
+)
+
+// Admin is the dead-letter queue and operations interface: browse, group,
+// redrive and purge dead tasks, read the audit log and queue statistics.
+// Package dlq builds the operator-facing product on it. A backend that
+// implements Store should implement Admin on the same type.
+//
+// Every mutation is set-based (one statement, or one bounded chunk) and
+// writes its audit entry in the same transaction as the change.
+type Admin interface {
+	// ListDead returns up to p.Limit DEAD tasks matching p.Filter, newest
+	// dead first (FinishedAt then ID, descending), strictly after p.After
+	// when set. Paging with the last task's cursor neither skips nor
+	// repeats a task.
+	ListDead(ctx context.Context, p ListDeadParams) ([]*rdq.Task, error)
+
+	// DeadGroups groups the DEAD tasks matching filter by failure
+	// fingerprint, largest group first.
+	DeadGroups(ctx context.Context, filter DeadFilter) ([]Group, error)
+
+	// CountDead counts the DEAD tasks matching filter.
+	CountDead(ctx context.Context, filter DeadFilter) (int64, error)
+
+	// RedriveDead redrives up to p.Limit DEAD tasks matching p.Filter, as
+	// Store.Redrive does for IDs, and reports how many it redrove and how
+	// many matching tasks it left dead because of p.MaxLife. Callers
+	// redrive everything by calling again until Redriven is zero.
+	RedriveDead(ctx context.Context, p RedriveDeadParams) (RedriveDeadResult, error)
+
+	// PurgeDead deletes up to p.Limit DEAD tasks (and their attempts)
+	// matching p.Filter and returns how many it deleted.
+	PurgeDead(ctx context.Context, p PurgeDeadParams) (int64, error)
+
+	// ListAudit returns audit entries matching p, newest first.
+	ListAudit(ctx context.Context, p ListAuditParams) ([]AuditEntry, error)
+
+	// Stats returns per-queue counts, one entry per queue that has tasks,
+	// ordered by queue name.
+	Stats(ctx context.Context, p StatsParams) ([]QueueStats, error)
+}
+
+// DeadFilter selects dead tasks. Zero fields match everything; set fields
+// combine with AND.
+type DeadFilter struct {
+	// IDs, if not empty, limits the selection to these tasks.
+	IDs []rdq.ID
+	// Queue, Handler, ErrorType and Fingerprint match exactly against the
+	// task and its last error.
+	Queue       string
+	Handler     string
+	ErrorType   string
+	Fingerprint string
+	// DeadAfter and DeadBefore bound when the task went dead: at or after
+	// DeadAfter, strictly before DeadBefore.
+	DeadAfter  time.Time
+	DeadBefore time.Time
+	// MessageContains matches a case-insensitive substring of the last
+	// error message.
+	MessageContains string
+}
+
+// Cursor is a position in the newest-first listing of dead tasks.
+type Cursor struct {
+	FinishedAt time.Time
+	ID         rdq.ID
+}
+
+// CursorOf returns the cursor just past t in a listing.
+func CursorOf(t *rdq.Task) Cursor { return Cursor{FinishedAt: t.FinishedAt, ID: t.ID} }
+
+// ListDeadParams is the input of Admin.ListDead.
+type ListDeadParams struct {
+	Filter DeadFilter
+	// After, if set, continues a listing after this position.
+	After *Cursor
+	// Limit is the page size; at least one.
+	Limit int
+}
+
+// Group is one failure fingerprint among dead tasks.
+type Group struct {
+	Fingerprint string
+	ErrorType   string
+	// Message is the last error message of ExampleID.
+	Message   string
+	Count     int64
+	FirstSeen time.Time
+	LastSeen  time.Time
+	// ExampleID is the most recently dead task of the group.
+	ExampleID rdq.ID
+}
+
+// RedriveDeadParams is the input of Admin.RedriveDead.
+type RedriveDeadParams struct {
+	Filter DeadFilter
+	// Limit bounds one call (one chunk); at least one.
+	Limit int
+	// Delay, Spread, MaxLife, Actor and Reason are as in RedriveParams.
+	Delay   time.Duration
+	Spread  time.Duration
+	MaxLife int
+	Actor   string
+	Reason  string
+	// Now overrides the store's clock; nil in production.
+	Now *time.Time
+}
+
+// RedriveDeadResult reports one RedriveDead call.
+type RedriveDeadResult struct {
+	// Redriven is how many tasks went back to PENDING.
+	Redriven int64
+	// AtLimit is how many matching tasks stayed dead because they reached
+	// MaxLife (counted over the whole filter, not only this chunk).
+	AtLimit int64
+}
+
+// PurgeDeadParams is the input of Admin.PurgeDead.
+type PurgeDeadParams struct {
+	Filter DeadFilter
+	// Limit bounds one call (one chunk); at least one.
+	Limit int
+	// Action is the audit action: "purge" or "retention".
+	Action string
+	// Actor and Reason are written to the audit log.
+	Actor  string
+	Reason string
+}
+
+// AuditEntry is one mutation of the dead-letter queue or of retention.
+type AuditEntry struct {
+	// ID increases with every entry.
+	ID int64
+	// At is on the store's clock.
+	At time.Time
+	// Actor is who did it, as the caller named them.
+	Actor string
+	// Action is "redrive", "purge", "edit_payload" or "retention".
+	Action string
+	// Filter is the selection as JSON, when the mutation was by filter.
+	Filter string
+	// IDs are the tasks affected, when the mutation was by ID.
+	IDs []rdq.ID
+	// Count is how many tasks were affected.
+	Count int64
+	// Reason is the caller's explanation.
+	Reason string
+	// Details holds action-specific facts, e.g. the old and new payload
+	// hashes of a payload edit.
+	Details map[string]string
+}
+
+// ListAuditParams is the input of Admin.ListAudit. Zero fields match
+// everything.
+type ListAuditParams struct {
+	Actor  string
+	Action string
+	// Since and Until bound At: at or after Since, strictly before Until.
+	Since time.Time
+	Until time.Time
+	// BeforeID continues a listing below this entry ID.
+	BeforeID int64
+	// Limit is the page size; at least one.
+	Limit int
+}
+
+// StatsParams is the input of Admin.Stats.
+type StatsParams struct {
+	// SucceededWindow is how far back succeeded tasks are counted.
+	SucceededWindow time.Duration
+	// Now overrides the store's clock; nil in production.
+	Now *time.Time
+}
+
+// QueueStats describes one queue.
+type QueueStats struct {
+	Queue    string
+	Pending  int64
+	InFlight int64
+	Dead     int64
+	// Succeeded counts tasks that succeeded within StatsParams.SucceededWindow.
+	Succeeded int64
+	// OldestDueAge is how long the longest-waiting due PENDING task has
+	// been due (from its due time, not its creation); zero if none is due.
+	OldestDueAge time.Duration
+}
