@@ -132,17 +132,25 @@ func ErrorTypeOf(err error) string {
 			return t
 		}
 	}
-	for e := err; e != nil; {
-		if !isPlainWrapper(e) {
-			return reflect.TypeOf(e).String()
+	e := err
+	for isPlainWrapper(e) {
+		var next error
+		switch w := e.(type) {
+		case interface{ Unwrap() error }:
+			next = w.Unwrap()
+		case interface{ Unwrap() []error }:
+			// fmt.Errorf with several %w: the first wrapped error,
+			// as errors.As would visit it.
+			if errs := w.Unwrap(); len(errs) > 0 {
+				next = errs[0]
+			}
 		}
-		next := errors.Unwrap(e)
 		if next == nil {
-			return reflect.TypeOf(e).String()
+			break
 		}
 		e = next
 	}
-	return reflect.TypeOf(err).String()
+	return reflect.TypeOf(e).String()
 }
 
 func isPlainWrapper(err error) bool {
@@ -158,42 +166,51 @@ func isPlainWrapper(err error) bool {
 }
 
 // Truncate caps s at limit bytes, cutting at a UTF-8 boundary and appending a
-// mark such as "…[truncated 1234 bytes]" so a reader knows text is missing.
-// The result, mark included, is at most limit bytes when limit leaves room
-// for the mark.
+// mark such as "…[truncated 1234 bytes]" so a reader knows text is missing;
+// the mark states exactly how many bytes were dropped. The result, mark
+// included, is at most limit bytes when limit leaves room for the mark;
+// otherwise it is the mark alone.
 func Truncate(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	mark := fmt.Sprintf("…[truncated %d bytes]", len(s)-limit)
-	keep := limit - len(mark)
-	if keep < 0 {
-		keep = 0
+	// Keep as much as fits beside a mark that states exactly how many
+	// bytes were dropped. Shrinking the kept part can lengthen the mark by
+	// a digit, and the cut moves back to a rune boundary, so iterate until
+	// kept text and mark fit together; keep strictly decreases, so this
+	// ends.
+	keep := max(limit, 0)
+	for {
+		room := max(limit-len(truncationMark(len(s)-keep)), 0)
+		if keep <= room {
+			return s[:keep] + truncationMark(len(s)-keep)
+		}
+		keep = room
+		for keep > 0 && !utf8.RuneStart(s[keep]) {
+			keep--
+		}
 	}
-	// The mark's own length depends on the dropped count; recompute once.
-	mark = fmt.Sprintf("…[truncated %d bytes]", len(s)-keep)
-	keep = limit - len(mark)
-	if keep < 0 {
-		keep = 0
-	}
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + mark
+}
+
+func truncationMark(dropped int) string {
+	return fmt.Sprintf("…[truncated %d bytes]", dropped)
 }
 
 var (
 	fpUUID   = regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	fpHex0x  = regexp.MustCompile(`(?i)\b0x[0-9a-f]+\b`)
 	fpHex    = regexp.MustCompile(`(?i)\b(?:0x)?[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b(?:0x)?[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b`)
 	fpNumber = regexp.MustCompile(`\d+(?:\.\d+)?`)
 	fpSpace  = regexp.MustCompile(`\s+`)
 )
 
 // NormalizeMessage strips what varies between occurrences of one failure
-// from an error message: UUIDs become "<id>", hexadecimal tokens with
-// digits "<hex>", numbers "<n>", and runs of white space one space.
+// from an error message: UUIDs become "<id>", 0x-prefixed hexadecimal and
+// hexadecimal tokens of six or more characters mixing digits and letters
+// "<hex>", numbers "<n>", and runs of white space one space.
 func NormalizeMessage(msg string) string {
 	msg = fpUUID.ReplaceAllString(msg, "<id>")
+	msg = fpHex0x.ReplaceAllString(msg, "<hex>")
 	msg = fpHex.ReplaceAllStringFunc(msg, func(tok string) string {
 		if len(tok) < 6 { // short words like "cafe1" are more likely words
 			return tok

@@ -40,9 +40,10 @@ const (
 //
 //	Delay(n) = min(InitialBackoff × Multiplier^(n-1), MaxBackoff)
 //
-// and the delay actually applied is spread downwards by Jitter, uniformly in
-// [Delay(n)×(1-Jitter), Delay(n)], so that tasks failed together do not
-// retry together.
+// (a MaxBackoff below InitialBackoff is raised to InitialBackoff, so the
+// first delay is always InitialBackoff), and the delay actually applied is
+// spread downwards by Jitter, uniformly in [Delay(n)×(1-Jitter), Delay(n)],
+// so that tasks failed together do not retry together.
 type Policy struct {
 	// MaxAttempts is how many attempts one life of a task gets, the first
 	// included; Unlimited for no limit; 0 for DefaultMaxAttempts.
@@ -102,8 +103,9 @@ func (p Policy) jitter() float64 {
 }
 
 // Delay is the backoff after failed attempt n of a life, before jitter:
-// min(InitialBackoff × Multiplier^(n-1), MaxBackoff). It is pure and
-// monotonically non-decreasing in n; n < 1 is treated as 1.
+// min(InitialBackoff × Multiplier^(n-1), max(MaxBackoff, InitialBackoff)),
+// zero fields taking their defaults. It is pure and monotonically
+// non-decreasing in n; n < 1 is treated as 1.
 func (p Policy) Delay(n int) time.Duration {
 	initial, mult, ceiling := p.InitialBackoff, p.Multiplier, p.MaxBackoff
 	if initial == 0 {

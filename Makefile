@@ -1,0 +1,23 @@
+# The commands the README promises. Each works on a fresh clone.
+
+.PHONY: quickstart test bench fuzz
+
+# Runs the quickstart on the embedded default store (set RDQ_DATABASE_URL to
+# use PostgreSQL instead).
+quickstart:
+	go run ./examples/quickstart
+
+# Runs the whole test suite: vet, then every package's tests with the race
+# detector. Needs PostgreSQL (RDQ_TEST_DATABASE_URL, default
+# postgres://postgres@127.0.0.1:5432/test).
+test:
+	go vet ./...
+	go test -race -count=1 -timeout 40m ./...
+
+# Runs the benchmarks of the end-to-end path on both stores.
+bench:
+	go test -run '^$$' -bench . -benchtime 20000x ./worker/ ./sqlitestore/
+
+# Fuzzes the envelope decoder for a minute.
+fuzz:
+	go test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 60s .
