@@ -2,6 +2,7 @@ package rdq
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -66,18 +67,21 @@ func (t *Task) Validate() error {
 	if len(t.IdempotencyKey) > MaxIdempotencyKeyLength {
 		return fmt.Errorf("%w: idempotency key is %d bytes; the limit is %d", ErrInvalid, len(t.IdempotencyKey), MaxIdempotencyKeyLength)
 	}
-	if !utf8.ValidString(t.IdempotencyKey) {
-		return fmt.Errorf("%w: idempotency key is not valid UTF-8", ErrInvalid)
+	if !utf8.ValidString(t.IdempotencyKey) || strings.IndexByte(t.IdempotencyKey, 0) >= 0 {
+		return fmt.Errorf("%w: idempotency key must be UTF-8 text without NUL bytes", ErrInvalid)
+	}
+	if strings.IndexByte(t.ContentType, 0) >= 0 {
+		return fmt.Errorf("%w: content type contains a NUL byte", ErrInvalid)
 	}
 	if len(t.Headers) > MaxHeaders {
 		return fmt.Errorf("%w: %d headers; the limit is %d", ErrInvalid, len(t.Headers), MaxHeaders)
 	}
 	for k, v := range t.Headers {
-		if k == "" || len(k) > MaxHeaderKeyLength || !utf8.ValidString(k) {
-			return fmt.Errorf("%w: header name %q must be 1 to %d bytes of UTF-8", ErrInvalid, truncateForError(k), MaxHeaderKeyLength)
+		if k == "" || len(k) > MaxHeaderKeyLength || !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+			return fmt.Errorf("%w: header name %q must be 1 to %d bytes of UTF-8 text without NUL bytes", ErrInvalid, truncateForError(k), MaxHeaderKeyLength)
 		}
-		if len(v) > MaxHeaderValueLength || !utf8.ValidString(v) {
-			return fmt.Errorf("%w: header %q value must be at most %d bytes of UTF-8", ErrInvalid, truncateForError(k), MaxHeaderValueLength)
+		if len(v) > MaxHeaderValueLength || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%w: header %q value must be at most %d bytes of UTF-8 text without NUL bytes", ErrInvalid, truncateForError(k), MaxHeaderValueLength)
 		}
 	}
 	return nil

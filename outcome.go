@@ -246,21 +246,35 @@ type Failure struct {
 }
 
 // Describe turns err into a Failure: its type, capped message, a panic's
-// capped stack, and its fingerprint. Describe(nil) is the zero Failure.
+// capped stack, and its fingerprint. The text is made valid UTF-8 without NUL
+// bytes (see the Failure fields), so every store can record it.
+// Describe(nil) is the zero Failure.
 func Describe(err error) Failure {
 	if err == nil {
 		return Failure{}
 	}
 	f := Failure{
-		Type:    ErrorTypeOf(err),
-		Message: Truncate(err.Error(), MaxMessageBytes),
+		Type:    cleanText(ErrorTypeOf(err)),
+		Message: Truncate(cleanText(err.Error()), MaxMessageBytes),
 	}
 	var p *PanicError
 	if errors.As(err, &p) {
-		f.Stack = Truncate(string(p.Stack), MaxStackBytes)
+		f.Stack = Truncate(cleanText(string(p.Stack)), MaxStackBytes)
 	}
 	f.Fingerprint = Fingerprint(f.Type, f.Message)
 	return f
+}
+
+// cleanText makes s storable as text by any backend: invalid UTF-8 becomes
+// U+FFFD and NUL bytes become the visible escape "\x00". Error text often
+// quotes binary data (a response body, a corrupt record); it must never make
+// the attempt that records it fail.
+func cleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", `\x00`)
+	}
+	return s
 }
 
 // LeaseExpiredFailure describes the synthetic failure a store records when it

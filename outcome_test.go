@@ -373,3 +373,19 @@ func TestErrorTypeOfOSErrors(t *testing.T) {
 		t.Errorf("ErrorTypeOf(Atoi error) = %q", got)
 	}
 }
+
+func TestDescribeMakesTextStorable(t *testing.T) {
+	err := &PanicError{Value: "bad \x00 body \xff\xfe", Stack: []byte("goroutine 1 \x00\xc3")}
+	f := Describe(err)
+	for name, s := range map[string]string{"message": f.Message, "stack": f.Stack} {
+		if !utf8.ValidString(s) {
+			t.Errorf("%s %q is not valid UTF-8", name, s)
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			t.Errorf("%s %q contains a NUL byte", name, s)
+		}
+	}
+	if want := `panic: bad \x00 body ` + "\uFFFD"; f.Message != want {
+		t.Errorf("message = %q, want %q", f.Message, want)
+	}
+}

@@ -1,0 +1,482 @@
+// Package callback runs rdq tasks as HTTP callbacks: a queue's handler is a
+// remote endpoint that the worker POSTs each task to.
+//
+// A Caller builds handlers (func(context.Context, *rdq.Task) error, which a
+// worker registers like any in-process handler). Each execution is one POST
+// of the task's payload, with its Content-Type, to the registered URL and
+// these headers:
+//
+//	X-Rdq-Task-Id       the task's UUID
+//	X-Rdq-Queue         its queue
+//	X-Rdq-Handler       its handler name
+//	X-Rdq-Attempt       this attempt's number within the task's life (1, 2, ...)
+//	X-Rdq-Life          the task's life (0, +1 per redrive)
+//	X-Rdq-Lease-Token   the execution's fencing token; with the task id it
+//	                    names this execution, so a receiver can use it as an
+//	                    idempotency key and refuse an execution older than
+//	                    one it has seen
+//	X-Rdq-Timestamp     Unix time in seconds when the request was signed
+//	X-Rdq-Signature     "v1=" + hex HMAC-SHA256(secret, timestamp + "." + body)
+//	traceparent         W3C trace context of the attempt (and tracestate)
+//	X-Rdq-Meta-<Name>   each task header whose name is a valid HTTP field name
+//
+// The response decides the attempt: 2xx is success; 408, 429 and 5xx are
+// retryable failures, honouring a Retry-After header (rdq.RetryAfter); other
+// statuses, 3xx included, are permanent failures (rdq.Permanent) that send
+// the task to the dead-letter queue at once. Transport errors are retryable,
+// and a call that outlives Config.Timeout fails like a handler timeout
+// (rdq.TimeoutError). A failed attempt's message holds the status and the
+// start of the response body. Redirects are never followed, and every target
+// must be admitted by the allowlist both when it is registered and when it
+// is called.
+//
+// Receivers check requests with Verify (or VerifyHandler), which rejects
+// unsigned, mis-signed and stale requests.
+package callback
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/srjn45/rdq"
+)
+
+// The headers of a callback request.
+const (
+	HeaderTaskID     = "X-Rdq-Task-Id"
+	HeaderQueue      = "X-Rdq-Queue"
+	HeaderHandler    = "X-Rdq-Handler"
+	HeaderAttempt    = "X-Rdq-Attempt"
+	HeaderLife       = "X-Rdq-Life"
+	HeaderLeaseToken = "X-Rdq-Lease-Token"
+	HeaderTimestamp  = "X-Rdq-Timestamp"
+	HeaderSignature  = "X-Rdq-Signature"
+	// HeaderMetaPrefix prefixes task headers forwarded to the receiver.
+	HeaderMetaPrefix = "X-Rdq-Meta-"
+)
+
+// Defaults of a Config.
+const (
+	// DefaultTimeout bounds one callback when Config.Timeout is zero.
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxErrorBody is how much of a failed response's body is kept
+	// in the attempt's error message when Config.MaxErrorBody is zero.
+	DefaultMaxErrorBody = 1 << 10
+	// DefaultMaxRetryAfter caps a receiver's Retry-After when
+	// Config.MaxRetryAfter is zero.
+	DefaultMaxRetryAfter = time.Hour
+	// MinSecretLength is the shortest accepted signing secret, in bytes.
+	MinSecretLength = 16
+)
+
+var errInvalidConfig = fmt.Errorf("%w: callback", rdq.ErrInvalid)
+
+// Config configures a Caller.
+type Config struct {
+	// Secret signs every request (see Sign); at least MinSecretLength
+	// bytes. Required.
+	Secret []byte
+	// Allow lists the permitted targets; at least one entry. An entry is
+	// a URL prefix ("https://hooks.example.com/rdq/": that scheme, host,
+	// port and path prefix, matched at a path-segment boundary unless the
+	// prefix ends in "/") or a bare host ("hooks.internal" for any port
+	// over http or https, "127.0.0.1:9000" for that port only).
+	Allow []string
+	// Timeout bounds one callback, response body included; zero means
+	// DefaultTimeout. The worker's own handler timeout, if shorter, ends
+	// it earlier.
+	Timeout time.Duration
+	// MaxErrorBody is how many bytes of a failed response's body are kept
+	// in the error; zero means DefaultMaxErrorBody.
+	MaxErrorBody int
+	// MaxRetryAfter caps the delay a Retry-After header may ask for; zero
+	// means DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+	// Transport sends the requests; nil means a clone of
+	// http.DefaultTransport. The allowlist is enforced in front of it.
+	Transport http.RoundTripper
+	// Propagator writes the trace context of the attempt into the request;
+	// nil means W3C trace context (traceparent, tracestate). When the
+	// attempt's context carries no span, the task's own traceparent and
+	// tracestate headers are sent.
+	Propagator propagation.TextMapPropagator
+	// UserAgent is sent with every request; empty means "rdq-callback".
+	UserAgent string
+}
+
+// Caller makes handlers that run tasks as HTTP callbacks. It is safe for
+// concurrent use. Close it to release idle connections.
+type Caller struct {
+	secret        []byte
+	allow         allowlist
+	client        *http.Client
+	transport     http.RoundTripper
+	timeout       time.Duration
+	maxErrorBody  int
+	maxRetryAfter time.Duration
+	propagator    propagation.TextMapPropagator
+	userAgent     string
+}
+
+// New returns a Caller for cfg, or an error wrapping rdq.ErrInvalid that
+// names the problem.
+func New(cfg Config) (*Caller, error) {
+	if len(cfg.Secret) < MinSecretLength {
+		return nil, fmt.Errorf("%w: the signing secret is %d bytes; use at least %d random bytes", errInvalidConfig, len(cfg.Secret), MinSecretLength)
+	}
+	if len(cfg.Allow) == 0 {
+		return nil, fmt.Errorf("%w: the allowlist is empty; list the hosts or URL prefixes callbacks may target", errInvalidConfig)
+	}
+	if cfg.Timeout < 0 || cfg.MaxErrorBody < 0 || cfg.MaxRetryAfter < 0 {
+		return nil, fmt.Errorf("%w: Timeout, MaxErrorBody and MaxRetryAfter must not be negative", errInvalidConfig)
+	}
+	allow, err := newAllowlist(cfg.Allow)
+	if err != nil {
+		return nil, err
+	}
+	c := &Caller{
+		secret:        append([]byte(nil), cfg.Secret...),
+		allow:         allow,
+		timeout:       cfg.Timeout,
+		maxErrorBody:  cfg.MaxErrorBody,
+		maxRetryAfter: cfg.MaxRetryAfter,
+		propagator:    cfg.Propagator,
+		userAgent:     cfg.UserAgent,
+		transport:     cfg.Transport,
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.maxErrorBody == 0 {
+		c.maxErrorBody = DefaultMaxErrorBody
+	}
+	if c.maxRetryAfter == 0 {
+		c.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	if c.propagator == nil {
+		c.propagator = propagation.TraceContext{}
+	}
+	if c.userAgent == "" {
+		c.userAgent = "rdq-callback"
+	}
+	if c.transport == nil {
+		c.transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	c.client = &http.Client{
+		Transport: &allowTransport{allow: allow, next: c.transport},
+		// Never follow a redirect: the 3xx response is the result.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c, nil
+}
+
+// Close releases the idle connections of the Caller's transport (when it
+// has a CloseIdleConnections method). Handlers stay usable.
+func (c *Caller) Close() {
+	if ci, ok := c.transport.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// Check reports whether target is an acceptable callback URL: absolute
+// http or https, without credentials or fragment, and admitted by the
+// allowlist. Its error wraps ErrNotAllowed (and rdq.ErrInvalid).
+func (c *Caller) Check(target string) error {
+	_, err := c.parseTarget(target)
+	return err
+}
+
+func (c *Caller) parseTarget(target string) (*url.URL, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w: %q is not a URL", rdq.ErrInvalid, ErrNotAllowed, target)
+	}
+	if err := c.allow.check(u); err != nil {
+		return nil, fmt.Errorf("%w: %w", rdq.ErrInvalid, err)
+	}
+	return u, nil
+}
+
+// Handler returns a handler that POSTs each task to target. target is
+// checked against the allowlist now, and again at every call.
+func (c *Caller) Handler(target string) (func(context.Context, *rdq.Task) error, error) {
+	u, err := c.parseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, t *rdq.Task) error { return c.call(ctx, u, t) }, nil
+}
+
+// Router returns one handler that POSTs each task to the target of its
+// queue, from targets (queue name → URL), every one checked now against the
+// allowlist. A task of a queue without a target fails permanently.
+func (c *Caller) Router(targets map[string]string) (func(context.Context, *rdq.Task) error, error) {
+	parsed := make(map[string]*url.URL, len(targets))
+	for queue, target := range targets {
+		if err := rdq.ValidateName("queue", queue); err != nil {
+			return nil, err
+		}
+		u, err := c.parseTarget(target)
+		if err != nil {
+			return nil, fmt.Errorf("queue %s: %w", queue, err)
+		}
+		parsed[queue] = u
+	}
+	return func(ctx context.Context, t *rdq.Task) error {
+		u, ok := parsed[t.Queue]
+		if !ok {
+			return rdq.Permanent(fmt.Errorf("callback: no callback target for queue %q", t.Queue))
+		}
+		return c.call(ctx, u, t)
+	}, nil
+}
+
+// StatusError is the failure of a callback that answered with a status
+// other than 2xx. Its error type (for grouping in the DLQ) is "http_" and
+// the status code, e.g. "http_503".
+type StatusError struct {
+	// URL is the target, without query.
+	URL string
+	// StatusCode and Status are the response's.
+	StatusCode int
+	Status     string
+	// Location is the redirect target of a 3xx response, if any.
+	Location string
+	// Body is the start of the response body, valid UTF-8, at most
+	// Config.MaxErrorBody bytes plus a truncation mark.
+	Body string
+}
+
+// Error describes the failure: target, status and the start of the body.
+func (e *StatusError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "callback POST %s: %s", e.URL, e.Status)
+	if e.Location != "" {
+		fmt.Fprintf(&b, " (redirect to %s not followed)", e.Location)
+	}
+	if e.Body != "" {
+		fmt.Fprintf(&b, ": body: %s", e.Body)
+	}
+	return b.String()
+}
+
+// ErrorType names the failure by status code, e.g. "http_500".
+func (e *StatusError) ErrorType() string { return "http_" + strconv.Itoa(e.StatusCode) }
+
+// TransportError is a callback that got no response: connection refused,
+// reset, DNS failure, TLS error. It is retryable; its error type is
+// "transport".
+type TransportError struct {
+	// URL is the target, without query.
+	URL string
+	// Err is the underlying error.
+	Err error
+}
+
+func (e *TransportError) Error() string { return fmt.Sprintf("callback POST %s: %v", e.URL, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// ErrorType is "transport".
+func (e *TransportError) ErrorType() string { return "transport" }
+
+// Retryable reports whether a callback answering with status code is
+// retried: 408, 429 and 5xx are; every other non-2xx status is permanent.
+func Retryable(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+}
+
+func (c *Caller) call(ctx context.Context, u *url.URL, t *rdq.Task) error {
+	target := redact(u)
+	if err := c.allow.check(u); err != nil {
+		return rdq.Permanent(err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, u.String(), bytes.NewReader(t.Payload))
+	if err != nil {
+		return rdq.Permanent(fmt.Errorf("callback POST %s: %w", target, err))
+	}
+	c.setHeaders(callCtx, req, t)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			// The worker's context ended: its timeout or shutdown.
+			return fmt.Errorf("callback POST %s: %w", target, context.Cause(ctx))
+		case callCtx.Err() != nil:
+			return fmt.Errorf("callback POST %s: %w", target, &rdq.TimeoutError{After: c.timeout})
+		case errors.Is(err, ErrNotAllowed):
+			return rdq.Permanent(err)
+		}
+		return &TransportError{URL: target, Err: unwrapURLError(err)}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		// Drain a little so the connection can be reused; the body of a
+		// success is not used.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil
+	}
+	snippet, readErr := c.readSnippet(resp.Body)
+	if readErr != nil && callCtx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("callback POST %s: %s, reading the body: %w", target, resp.Status, &rdq.TimeoutError{After: c.timeout})
+	}
+	se := &StatusError{URL: target, StatusCode: resp.StatusCode, Status: resp.Status, Body: snippet}
+	if se.Status == "" {
+		se.Status = strconv.Itoa(resp.StatusCode)
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		se.Location = resp.Header.Get("Location")
+		if loc, err := url.Parse(se.Location); err == nil {
+			se.Location = redact(u.ResolveReference(loc))
+		}
+	}
+	if !Retryable(resp.StatusCode) {
+		return rdq.Permanent(se)
+	}
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		return rdq.RetryAfter(min(d, c.maxRetryAfter), se)
+	}
+	return se
+}
+
+func (c *Caller) setHeaders(ctx context.Context, req *http.Request, t *rdq.Task) {
+	h := req.Header
+	for k, v := range t.Headers {
+		if validFieldName(k) && validFieldValue(v) {
+			h.Set(HeaderMetaPrefix+k, v)
+		}
+	}
+	ct := t.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("User-Agent", c.userAgent)
+	h.Set(HeaderTaskID, t.ID.String())
+	h.Set(HeaderQueue, t.Queue)
+	h.Set(HeaderHandler, t.Handler)
+	h.Set(HeaderAttempt, strconv.Itoa(t.NextAttempt()))
+	h.Set(HeaderLife, strconv.Itoa(t.Life))
+	h.Set(HeaderLeaseToken, strconv.FormatInt(t.LeaseToken, 10))
+	c.propagator.Inject(ctx, propagation.HeaderCarrier(h))
+	if h.Get("traceparent") == "" {
+		for _, k := range []string{"traceparent", "tracestate"} {
+			if v := t.Headers[k]; v != "" && validFieldValue(v) {
+				h.Set(k, v)
+			}
+		}
+	}
+	ts := time.Now().Unix()
+	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+	h.Set(HeaderSignature, Sign(c.secret, ts, t.Payload))
+}
+
+// readSnippet reads the start of a failed response's body as valid UTF-8,
+// marking a truncation.
+func (c *Caller) readSnippet(body io.Reader) (string, error) {
+	buf, err := io.ReadAll(io.LimitReader(body, int64(c.maxErrorBody)+1))
+	more := len(buf) > c.maxErrorBody
+	if more {
+		buf = buf[:c.maxErrorBody]
+		// Drop a rune cut in half by the limit.
+		for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax; i-- {
+			if utf8.RuneStart(buf[i]) {
+				if !utf8.FullRune(buf[i:]) {
+					buf = buf[:i]
+				}
+				break
+			}
+		}
+	}
+	s := strings.TrimSpace(strings.ToValidUTF8(string(buf), "\uFFFD"))
+	if more {
+		s += "…[truncated]"
+	}
+	return s, err
+}
+
+// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		if secs > int64(24*365*time.Hour/time.Second) {
+			secs = int64(24 * 365 * time.Hour / time.Second)
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// allowTransport enforces the allowlist on every request it sends.
+type allowTransport struct {
+	allow allowlist
+	next  http.RoundTripper
+}
+
+func (t *allowTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := t.allow.check(req.URL); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	return t.next.RoundTrip(req)
+}
+
+// validFieldName reports whether k can be an HTTP header name.
+func validFieldName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// validFieldValue reports whether v can be sent as an HTTP header value.
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,255 @@
+// Package client submits tasks to rdq.
+//
+// A producer needs only this package and a store: it pulls in nothing of the
+// worker, Prometheus or OpenTelemetry's SDK. Submitting is one round trip to
+// the store, for one task or a batch.
+//
+//	c, err := client.New(client.Config{Store: st})
+//	...
+//	res, err := c.Submit(ctx, client.Task{
+//		Queue:          "emails",
+//		Handler:        "send-welcome",
+//		Payload:        []byte(`{"user":42}`),
+//		ContentType:    "application/json",
+//		IdempotencyKey: "welcome-42",
+//		FirstFailure:   sendErr, // the failure that made us submit, if any
+//	})
+//
+// The trace context of the submitting context is written into the task's
+// headers (W3C traceparent) through the OpenTelemetry propagation API, so
+// the worker's execution joins the submitter's trace.
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+)
+
+// DefaultID is the worker ID recorded on a first failure when Config.ID is
+// empty.
+const DefaultID = "client"
+
+// Config configures a Client.
+type Config struct {
+	// Store receives the tasks. Required.
+	Store store.Store
+	// ID names the submitter in attempt history: a Task's FirstFailure is
+	// recorded as attempt 1 run by this ID. Empty means DefaultID.
+	ID string
+	// Propagator writes the trace context of the submitting context into
+	// task headers. Nil means the global otel.GetTextMapPropagator() at
+	// the time of each submit (which propagates nothing until the
+	// application installs one, e.g. propagation.TraceContext{}).
+	Propagator propagation.TextMapPropagator
+}
+
+// Client submits tasks to a store. It is safe for concurrent use.
+type Client struct {
+	store      store.Store
+	id         string
+	propagator propagation.TextMapPropagator
+}
+
+// New returns a Client for cfg. It returns an error wrapping rdq.ErrInvalid
+// if cfg.Store is nil.
+func New(cfg Config) (*Client, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: client: Config.Store is nil", rdq.ErrInvalid)
+	}
+	id := cfg.ID
+	if id == "" {
+		id = DefaultID
+	}
+	return &Client{store: cfg.Store, id: id, propagator: cfg.Propagator}, nil
+}
+
+// Task is a task to submit.
+type Task struct {
+	// Queue and Handler are required; see rdq.ValidateName for the
+	// accepted names.
+	Queue   string
+	Handler string
+	// Payload is opaque to rdq, at most rdq.MaxPayloadBytes. It is never
+	// logged.
+	Payload []byte
+	// ContentType describes Payload, e.g. "application/json". Optional.
+	ContentType string
+	// Headers are stored with the task and given to its handler. The
+	// trace context of the submitting context is added to them (a key the
+	// caller already set is kept as given). The caller's map is not
+	// modified.
+	Headers map[string]string
+	// IdempotencyKey, if not empty, makes the submission idempotent within
+	// Queue: while a task with this key exists in the queue, submitting
+	// again returns that task with Result.Duplicate set and inserts
+	// nothing. Within one SubmitMany batch, later repeats of a key report
+	// the first one's task as a duplicate.
+	IdempotencyKey string
+	// Delay postpones the first attempt; zero makes the task due now.
+	// Negative is invalid.
+	Delay time.Duration
+	// FirstFailure, if not nil, is the failure that made the caller
+	// submit. It is recorded as attempt 1 with outcome
+	// RETRYABLE_FAILURE (error type, message and fingerprint from
+	// rdq.Describe) and counts against the queue's MaxAttempts.
+	FirstFailure error
+}
+
+// Result is the outcome of one submitted task.
+type Result struct {
+	// Task is the stored task: the new one, or the existing one when
+	// Duplicate is true. It is a snapshot.
+	Task *rdq.Task
+	// Duplicate reports that a task with the same idempotency key already
+	// existed in the queue and nothing was inserted.
+	Duplicate bool
+}
+
+// Submit stores one task. Invalid input is reported as an error wrapping
+// rdq.ErrInvalid that says what is wrong; store failures are wrapped as
+// returned by the store.
+func (c *Client) Submit(ctx context.Context, t Task) (Result, error) {
+	nt, err := c.prepare(ctx, t)
+	if err != nil {
+		return Result{}, fmt.Errorf("client: submit: %w", err)
+	}
+	res, err := c.store.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{nt}})
+	if err != nil {
+		return Result{}, fmt.Errorf("client: submit: %w", err)
+	}
+	if len(res) != 1 {
+		return Result{}, fmt.Errorf("client: submit: store returned %d results for 1 task", len(res))
+	}
+	return Result{Task: res[0].Task, Duplicate: res[0].Duplicate}, nil
+}
+
+// SubmitMany stores tasks in one call to the store (one round trip for
+// stores that batch) and returns their results in input order. It is all or
+// nothing: if any task is invalid, the error wraps rdq.ErrInvalid and names
+// the task's index ("task 3: ..."), and nothing is stored; if the store
+// fails, nothing is stored. An empty batch does nothing.
+func (c *Client) SubmitMany(ctx context.Context, tasks []Task) ([]Result, error) {
+	if len(tasks) == 0 {
+		return nil, nil
+	}
+	type dedupKey struct{ queue, key string }
+	firstOf := make(map[dedupKey]int)  // idempotency key -> index in batch
+	sendIdx := make([]int, len(tasks)) // input index -> index in batch, or -1 - index of first occurrence
+	batch := make([]store.NewTask, 0, len(tasks))
+	for i, t := range tasks {
+		nt, err := c.prepare(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("client: task %d: %w", i, err)
+		}
+		if nt.IdempotencyKey != "" {
+			k := dedupKey{nt.Queue, nt.IdempotencyKey}
+			if j, ok := firstOf[k]; ok {
+				sendIdx[i] = -1 - j
+				continue
+			}
+			firstOf[k] = len(batch)
+		}
+		sendIdx[i] = len(batch)
+		batch = append(batch, nt)
+	}
+	res, err := c.store.Enqueue(ctx, store.EnqueueParams{Tasks: batch})
+	if err != nil {
+		return nil, fmt.Errorf("client: submit %d tasks: %w", len(tasks), err)
+	}
+	if len(res) != len(batch) {
+		return nil, fmt.Errorf("client: store returned %d results for %d tasks", len(res), len(batch))
+	}
+	out := make([]Result, len(tasks))
+	for i, j := range sendIdx {
+		if j >= 0 {
+			out[i] = Result{Task: res[j].Task, Duplicate: res[j].Duplicate}
+			continue
+		}
+		first := res[-1-j]
+		var snapshot *rdq.Task
+		if first.Task != nil {
+			cp := *first.Task
+			snapshot = &cp
+		}
+		out[i] = Result{Task: snapshot, Duplicate: true}
+	}
+	return out, nil
+}
+
+// Get returns a task and its full attempt history across lives, in
+// attempt-number order. It returns an error wrapping store.ErrNotFound if
+// there is no such task.
+func (c *Client) Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, error) {
+	t, attempts, err := c.store.Get(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: get %s: %w", id, err)
+	}
+	return t, attempts, nil
+}
+
+// prepare validates t and turns it into a store.NewTask with a fresh ID,
+// trace context in its headers and its first failure described.
+func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
+	if t.Delay < 0 {
+		return store.NewTask{}, fmt.Errorf("%w: delay %s is negative", rdq.ErrInvalid, t.Delay)
+	}
+	headers := c.headers(ctx, t.Headers)
+	check := rdq.Task{
+		Queue:          t.Queue,
+		Handler:        t.Handler,
+		Payload:        t.Payload,
+		ContentType:    t.ContentType,
+		Headers:        headers,
+		IdempotencyKey: t.IdempotencyKey,
+	}
+	if err := check.Validate(); err != nil {
+		return store.NewTask{}, err
+	}
+	nt := store.NewTask{
+		ID:             rdq.NewID(),
+		Queue:          t.Queue,
+		Handler:        t.Handler,
+		Payload:        t.Payload,
+		ContentType:    t.ContentType,
+		Headers:        headers,
+		IdempotencyKey: t.IdempotencyKey,
+		Delay:          t.Delay,
+	}
+	if t.FirstFailure != nil {
+		nt.FirstFailure = &store.AttemptRecord{
+			Outcome:  rdq.OutcomeRetryableFailure,
+			Failure:  rdq.Describe(t.FirstFailure),
+			WorkerID: c.id,
+		}
+	}
+	return nt, nil
+}
+
+// headers returns a copy of h with the trace context of ctx added, or nil
+// if there is nothing to store.
+func (c *Client) headers(ctx context.Context, h map[string]string) map[string]string {
+	prop := c.propagator
+	if prop == nil {
+		prop = otel.GetTextMapPropagator()
+	}
+	carrier := propagation.MapCarrier{}
+	prop.Inject(ctx, carrier)
+	if len(h) == 0 && len(carrier) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(h)+len(carrier))
+	for k, v := range carrier {
+		out[k] = v
+	}
+	for k, v := range h {
+		out[k] = v // the caller's headers win
+	}
+	return out
+}

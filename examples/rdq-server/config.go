@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/server"
+	"github.com/srjn45/rdq/worker"
+)
+
+// config is the JSON configuration file; see config.json beside this file.
+type config struct {
+	// Listen and GRPCListen are the REST and gRPC addresses.
+	Listen     string `json:"listen"`
+	GRPCListen string `json:"grpc_listen"`
+	// DatabaseURL selects the store: postgres://... for PostgreSQL, a file
+	// path or sqlite:PATH for the embedded store. RDQ_DATABASE_URL, when
+	// set, wins; empty means the embedded store in rdq-server.db.
+	DatabaseURL string `json:"database_url"`
+	// TLSCertFile and TLSKeyFile, when both set, serve REST and gRPC over
+	// TLS.
+	TLSCertFile string `json:"tls_cert_file"`
+	TLSKeyFile  string `json:"tls_key_file"`
+	// WorkerID names this node's worker; empty means a generated one.
+	WorkerID string `json:"worker_id"`
+	// DemoReceiver, if set, is an address where a built-in callback
+	// receiver answers (see receiver.go), so the sample works alone.
+	DemoReceiver string `json:"demo_receiver"`
+
+	Callback struct {
+		Secret    string   `json:"secret"`
+		SecretEnv string   `json:"secret_env"`
+		Allow     []string `json:"allow"`
+		Timeout   duration `json:"timeout"`
+	} `json:"callback"`
+
+	Queues map[string]queueConfig `json:"queues"`
+
+	Principals []struct {
+		Name     string `json:"name"`
+		Token    string `json:"token"`
+		TokenEnv string `json:"token_env"`
+		Grants   []struct {
+			Queue string `json:"queue"`
+			Role  string `json:"role"`
+		} `json:"grants"`
+	} `json:"principals"`
+}
+
+type queueConfig struct {
+	// URL is the callback every task of the queue is POSTed to.
+	URL string `json:"url"`
+	// Handlers are the handler names tasks of the queue may name.
+	Handlers       []string `json:"handlers"`
+	MaxAttempts    int      `json:"max_attempts"`
+	InitialBackoff duration `json:"initial_backoff"`
+	MaxBackoff     duration `json:"max_backoff"`
+	Concurrency    int      `json:"concurrency"`
+	Timeout        duration `json:"timeout"`
+}
+
+// duration is a time.Duration written as a string such as "1.5s".
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+func loadConfig(path string) (*config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.GRPCListen == "" {
+		c.GRPCListen = "127.0.0.1:9090"
+	}
+	if u := os.Getenv("RDQ_DATABASE_URL"); u != "" {
+		c.DatabaseURL = u
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return nil, errors.New("set both tls_cert_file and tls_key_file, or neither")
+	}
+	if len(c.Queues) == 0 {
+		return nil, errors.New("no queues configured")
+	}
+	for name, q := range c.Queues {
+		if len(q.Handlers) == 0 {
+			return nil, fmt.Errorf("queue %s: list the handler names its tasks may use", name)
+		}
+	}
+	return &c, nil
+}
+
+// secret returns the value of envName if set, else literal.
+func secret(literal, envName string) string {
+	if envName != "" {
+		if v := os.Getenv(envName); v != "" {
+			return v
+		}
+	}
+	return literal
+}
+
+// tokens builds the authenticator from the principals.
+func (c *config) tokens() (*server.Tokens, error) {
+	m := map[string]*server.Principal{}
+	for _, p := range c.Principals {
+		pr := &server.Principal{Name: p.Name}
+		for _, g := range p.Grants {
+			role, err := server.ParseRole(g.Role)
+			if err != nil {
+				return nil, fmt.Errorf("principal %s: %w", p.Name, err)
+			}
+			pr.Grants = append(pr.Grants, server.Grant{Queue: g.Queue, Role: role})
+		}
+		tok := secret(p.Token, p.TokenEnv)
+		if _, dup := m[tok]; dup {
+			return nil, fmt.Errorf("principal %s: token already used by another principal", p.Name)
+		}
+		m[tok] = pr
+	}
+	return server.NewTokens(m)
+}
+
+// workerQueues returns the worker's per-queue configuration.
+func (c *config) workerQueues() map[string]worker.QueueConfig {
+	out := make(map[string]worker.QueueConfig, len(c.Queues))
+	for name, q := range c.Queues {
+		out[name] = worker.QueueConfig{
+			Policy: rdq.Policy{
+				MaxAttempts:    q.MaxAttempts,
+				InitialBackoff: time.Duration(q.InitialBackoff),
+				MaxBackoff:     time.Duration(q.MaxBackoff),
+			},
+			Concurrency: q.Concurrency,
+			Timeout:     time.Duration(q.Timeout),
+		}
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+// Command rdq-server runs rdq as a network service: tasks are submitted over
+// REST/JSON (/v1/...) or gRPC (rdq.v1.RdqService, on its own port), each
+// queue's handler is an HTTP callback, and the dead-letter queue is operated
+// over the same API. It is glue around the library: package server (API,
+// auth, metrics), package callback (signed HTTP callbacks), package worker
+// and a store.
+//
+//	go run ./examples/rdq-server                         # sample config, embedded store
+//	RDQ_DATABASE_URL=postgres://... go run ./examples/rdq-server -config my.json
+//
+// Endpoints: REST and /healthz, /readyz, /metrics on "listen"; gRPC on
+// "grpc_listen" (a separate port, so each protocol keeps its own server,
+// limits and timeouts). With tls_cert_file and tls_key_file both serve TLS.
+// SIGINT or SIGTERM stops intake, lets running callbacks finish (up to
+// -grace) and exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/srjn45/rdq/callback"
+	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/server"
+	"github.com/srjn45/rdq/sqlitestore"
+	"github.com/srjn45/rdq/worker"
+)
+
+func main() {
+	cfgPath := flag.String("config", "examples/rdq-server/config.json", "configuration file (JSON)")
+	grace := flag.Duration("grace", 30*time.Second, "how long running callbacks may finish at shutdown")
+	verbose := flag.Bool("v", false, "log at debug level")
+	flag.Parse()
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := run(*cfgPath, *grace, log); err != nil {
+		log.Error("rdq-server failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
+	cfg, err := loadConfig(cfgPath)
+	if err != nil {
+		return fmt.Errorf("loading the configuration: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	st, ready, closeStore, err := openStore(ctx, cfg.DatabaseURL, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	// Callbacks: one router sends each task to its queue's URL; the
+	// worker runs it under every handler name the queues declare.
+	caller, err := callback.New(callback.Config{
+		Secret:  []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)),
+		Allow:   cfg.Callback.Allow,
+		Timeout: time.Duration(cfg.Callback.Timeout),
+	})
+	if err != nil {
+		return err
+	}
+	defer caller.Close()
+	targets := map[string]string{}
+	served := map[string][]string{}
+	var handlers []string
+	for name, q := range cfg.Queues {
+		targets[name] = q.URL
+		served[name] = q.Handlers
+		handlers = append(handlers, q.Handlers...)
+	}
+	route, err := caller.Router(targets)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+
+	w, err := worker.New(worker.Config{Store: st, ID: cfg.WorkerID, Logger: log, Queues: cfg.workerQueues(), Metrics: reg})
+	if err != nil {
+		return err
+	}
+	slices.Sort(handlers)
+	for _, h := range slices.Compact(handlers) {
+		w.Handle(h, route)
+	}
+
+	tokens, err := cfg.tokens()
+	if err != nil {
+		return err
+	}
+	svc, err := server.New(server.Config{
+		Store: st, Auth: tokens, Queues: served, Logger: log, Metrics: reg, Gatherer: reg, Ready: ready,
+	})
+	if err != nil {
+		return err
+	}
+
+	if cfg.DemoReceiver != "" {
+		stopReceiver, err := startDemoReceiver(cfg.DemoReceiver, []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)), log)
+		if err != nil {
+			return err
+		}
+		defer stopReceiver()
+	}
+
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), grace+5*time.Second)
+		defer cancel()
+		if err := w.Stop(sctx); err != nil {
+			log.Error("stopping the worker", "error", err)
+		}
+	}()
+
+	// REST on one listener, gRPC on another.
+	httpSrv := &http.Server{
+		Addr:              cfg.Listen,
+		Handler:           svc.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      server.DefaultRequestTimeout + 15*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	var grpcOpts []grpc.ServerOption
+	tlsOn := cfg.TLSCertFile != ""
+	if tlsOn {
+		creds, err := credentials.NewServerTLSFromFile(cfg.TLSCertFile, cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("loading the TLS certificate: %w", err)
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(creds))
+	}
+	grpcSrv := svc.NewGRPCServer(grpcOpts...)
+	reflection.Register(grpcSrv) // lets grpcurl discover rdq.v1 without the .proto file
+	httpLis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	grpcLis, err := net.Listen("tcp", cfg.GRPCListen)
+	if err != nil {
+		return errors.Join(err, httpLis.Close())
+	}
+
+	errc := make(chan error, 2)
+	go func() {
+		var err error
+		if tlsOn {
+			err = httpSrv.ServeTLS(httpLis, cfg.TLSCertFile, cfg.TLSKeyFile)
+		} else {
+			err = httpSrv.Serve(httpLis)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		errc <- err
+	}()
+	go func() { errc <- grpcSrv.Serve(grpcLis) }()
+	log.Info("rdq-server serving", "rest", httpLis.Addr().String(), "grpc", grpcLis.Addr().String(), "tls", tlsOn, "worker_id", w.ID())
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: no new requests; running callbacks may finish", "grace", grace)
+	case serveErr = <-errc:
+		log.Error("a listener failed; shutting down", "error", serveErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		log.Error("stopping the REST server", "error", err)
+	}
+	stopped := make(chan struct{})
+	go func() { grpcSrv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		grpcSrv.Stop()
+	}
+	return serveErr
+}
+
+// openStore opens PostgreSQL for a postgres:// URL, else the embedded store
+// at the given path (sqlite:PATH or PATH; rdq-server.db when empty), and
+// migrates it. It returns the store, a readiness check and a closer.
+func openStore(ctx context.Context, url string, log *slog.Logger) (dlq.Backend, func(context.Context) error, func(), error) {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		pool, err := pgxpool.New(ctx, url)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+		}
+		st, err := pgstore.New(pool, pgstore.Config{Logger: log})
+		if err == nil {
+			err = st.Migrate(ctx)
+		}
+		if err != nil {
+			pool.Close()
+			return nil, nil, nil, fmt.Errorf("opening the PostgreSQL store: %w", err)
+		}
+		log.Info("store: PostgreSQL", "schema", st.Schema())
+		return st, pool.Ping, pool.Close, nil
+	}
+	path := strings.TrimPrefix(url, "sqlite:")
+	if path == "" {
+		path = "rdq-server.db"
+	}
+	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Logger: log})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("opening the embedded store: %w", err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		return nil, nil, nil, errors.Join(fmt.Errorf("migrating the embedded store: %w", err), st.Close())
+	}
+	log.Info("store: embedded", "path", path)
+	closeFn := func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the store", "error", err)
+		}
+	}
+	return st, nil, closeFn, nil
+}

@@ -1,0 +1,306 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+)
+
+// Audit actions pgstore writes.
+const (
+	ActionRedrive     = "redrive"
+	ActionEditPayload = "edit_payload"
+	ActionPurge       = "purge"
+	ActionRetention   = "retention"
+)
+
+// ListDead returns up to p.Limit DEAD tasks matching p.Filter, newest dead
+// first (FinishedAt, then ID, descending), strictly after p.After when set.
+// Each page is one index range scan: see sql.go for the index behind each
+// filter field.
+func (s *Store) ListDead(ctx context.Context, p store.ListDeadParams) ([]*rdq.Task, error) {
+	if p.Limit < 1 {
+		return nil, errInvalid("list dead: limit %d, want at least 1", p.Limit)
+	}
+	query, args := s.listDeadQuery(p)
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list dead: %w", err)
+	}
+	tasks, err := collectTasks(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list dead: %w", err)
+	}
+	return tasks, nil
+}
+
+// listDeadQuery renders sqlListDead for p.
+func (s *Store) listDeadQuery(p store.ListDeadParams) (string, []any) {
+	st := newStmt()
+	st.set("filter", st.deadFilter(p.Filter))
+	st.set("after", "")
+	if p.After != nil {
+		st.set("after", sqlListDeadAfter)
+		st.set("cursor_at", st.param(p.After.FinishedAt))
+		st.set("cursor_id", st.param([16]byte(p.After.ID)))
+	}
+	st.set("limit", st.param(p.Limit))
+	return st.render(s.q, sqlListDead), st.args
+}
+
+// DeadGroups groups the DEAD tasks matching filter by failure fingerprint,
+// largest group first (ties by fingerprint). Each group's example is its
+// most recently dead task, whose error type and message describe the group.
+func (s *Store) DeadGroups(ctx context.Context, filter store.DeadFilter) ([]store.Group, error) {
+	st := newStmt()
+	st.set("filter", st.deadFilter(filter))
+	rows, err := s.pool.Query(ctx, st.render(s.q, sqlDeadGroups), st.args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: dead groups: %w", err)
+	}
+	defer rows.Close()
+	var groups []store.Group
+	for rows.Next() {
+		var g store.Group
+		var id [16]byte
+		if err := rows.Scan(&g.Fingerprint, &g.Count, &g.FirstSeen, &g.LastSeen, &id, &g.ErrorType, &g.Message); err != nil {
+			return nil, fmt.Errorf("pgstore: dead groups: %w", err)
+		}
+		g.ExampleID = id
+		groups = append(groups, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: dead groups: %w", err)
+	}
+	return groups, nil
+}
+
+// CountDead counts the DEAD tasks matching filter.
+func (s *Store) CountDead(ctx context.Context, filter store.DeadFilter) (int64, error) {
+	st := newStmt()
+	st.set("filter", st.deadFilter(filter))
+	var n int64
+	if err := s.pool.QueryRow(ctx, st.render(s.q, sqlCountDead), st.args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("pgstore: count dead: %w", err)
+	}
+	return n, nil
+}
+
+// RedriveDead redrives up to p.Limit DEAD tasks matching p.Filter, as
+// Redrive does, in one statement that also writes the "redrive" audit entry
+// (with the filter as JSON) when any task moved, and counts the matching
+// tasks that p.MaxLife keeps dead. Tasks locked by a concurrent operation
+// are skipped, so concurrent bulk redrives share the work. Call it until
+// Redriven is zero to redrive everything.
+func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (store.RedriveDeadResult, error) {
+	if p.Limit < 1 {
+		return store.RedriveDeadResult{}, errInvalid("redrive dead: limit %d, want at least 1", p.Limit)
+	}
+	if p.Delay < 0 || p.Spread < 0 {
+		return store.RedriveDeadResult{}, errInvalid("redrive dead: negative delay or spread")
+	}
+	query, args, err := s.redriveDeadQuery(p)
+	if err != nil {
+		return store.RedriveDeadResult{}, fmt.Errorf("pgstore: redrive dead: %w", err)
+	}
+	var res store.RedriveDeadResult
+	var notified int64
+	err = s.pool.QueryRow(ctx, query, args...).Scan(&res.Redriven, &res.AtLimit, &notified)
+	if err != nil {
+		return store.RedriveDeadResult{}, fmt.Errorf("pgstore: redrive dead: %w", err)
+	}
+	return res, nil
+}
+
+// redriveDeadQuery renders sqlRedriveDead for p.
+func (s *Store) redriveDeadQuery(p store.RedriveDeadParams) (string, []any, error) {
+	filterJSON, err := filterToJSON(p.Filter)
+	if err != nil {
+		return "", nil, err
+	}
+	st := newStmt()
+	st.set("filter", st.deadFilter(p.Filter))
+	st.set("limit", st.param(p.Limit))
+	st.set("now", st.param(p.Now))
+	st.set("delay", st.param(micros(p.Delay)))
+	st.set("spread", st.param(micros(p.Spread)))
+	st.set("actor", st.param(clean(p.Actor)))
+	st.set("filter_json", st.param(filterJSON))
+	st.set("reason", st.param(clean(p.Reason)))
+	st.set("channel", st.param(s.channel))
+	if p.MaxLife > 0 {
+		st.set("max_life", st.param(p.MaxLife))
+		st.set("life_limit", sqlRedriveDeadLifeLimit)
+		st.set("at_limit", sqlRedriveDeadAtLimit)
+	} else {
+		st.set("life_limit", "")
+		st.set("at_limit", "0::bigint")
+	}
+	return st.render(s.q, sqlRedriveDead), st.args, nil
+}
+
+// PurgeDead deletes up to p.Limit DEAD tasks matching p.Filter, with their
+// attempts, in one statement that also writes the audit entry (p.Action,
+// "purge" when empty, with the filter as JSON) when any were deleted. It
+// returns how many it deleted.
+func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, error) {
+	if p.Limit < 1 {
+		return 0, errInvalid("purge dead: limit %d, want at least 1", p.Limit)
+	}
+	query, args, err := s.purgeDeadQuery(p)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("pgstore: purge dead: %w", err)
+	}
+	return n, nil
+}
+
+// purgeDeadQuery validates p.Action and renders sqlPurgeDead for p.
+func (s *Store) purgeDeadQuery(p store.PurgeDeadParams) (string, []any, error) {
+	action := p.Action
+	if action == "" {
+		action = ActionPurge
+	}
+	if action != ActionPurge && action != ActionRetention {
+		return "", nil, errInvalid("purge dead: action %q, want %q or %q", action, ActionPurge, ActionRetention)
+	}
+	filterJSON, err := filterToJSON(p.Filter)
+	if err != nil {
+		return "", nil, fmt.Errorf("pgstore: purge dead: %w", err)
+	}
+	st := newStmt()
+	st.set("filter", st.deadFilter(p.Filter))
+	st.set("limit", st.param(p.Limit))
+	st.set("actor", st.param(clean(p.Actor)))
+	st.set("action", st.param(action))
+	st.set("filter_json", st.param(filterJSON))
+	st.set("reason", st.param(clean(p.Reason)))
+	return st.render(s.q, sqlPurgeDead), st.args, nil
+}
+
+// ListAudit returns up to p.Limit audit entries matching p, newest first
+// (descending ID).
+func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]store.AuditEntry, error) {
+	if p.Limit < 1 {
+		return nil, errInvalid("list audit: limit %d, want at least 1", p.Limit)
+	}
+	st := newStmt()
+	st.set("filter", st.auditFilter(p))
+	st.set("limit", st.param(p.Limit))
+	rows, err := s.pool.Query(ctx, st.render(s.q, sqlListAudit), st.args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list audit: %w", err)
+	}
+	defer rows.Close()
+	var entries []store.AuditEntry
+	for rows.Next() {
+		var (
+			e       store.AuditEntry
+			ids     [][16]byte
+			details map[string]string
+		)
+		if err := rows.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Filter, &ids, &e.Count, &e.Reason, &details); err != nil {
+			return nil, fmt.Errorf("pgstore: list audit: %w", err)
+		}
+		for _, id := range ids {
+			e.IDs = append(e.IDs, id)
+		}
+		if len(details) > 0 {
+			e.Details = details
+		}
+		entries = append(entries, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: list audit: %w", err)
+	}
+	return entries, nil
+}
+
+// Stats returns per-queue counts, ordered by queue name, one entry per
+// queue that has tasks. Succeeded counts tasks that finished within
+// p.SucceededWindow (every retained one when the window is zero).
+// OldestDueAge is measured from the due time of the longest-waiting due
+// PENDING task, on the store's clock.
+func (s *Store) Stats(ctx context.Context, p store.StatsParams) ([]store.QueueStats, error) {
+	rows, err := s.pool.Query(ctx, s.q.stats, p.Now, micros(p.SucceededWindow))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: stats: %w", err)
+	}
+	defer rows.Close()
+	var out []store.QueueStats
+	for rows.Next() {
+		var (
+			queue, status string
+			n             int64
+			oldest        pgtype.Timestamptz
+			now           time.Time
+		)
+		if err := rows.Scan(&queue, &status, &n, &oldest, &now); err != nil {
+			return nil, fmt.Errorf("pgstore: stats: %w", err)
+		}
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			out = append(out, store.QueueStats{Queue: queue})
+		}
+		qs := &out[len(out)-1]
+		switch rdq.Status(status) {
+		case rdq.StatusPending:
+			qs.Pending = n
+			if oldest.Valid && !oldest.Time.After(now) {
+				qs.OldestDueAge = now.Sub(oldest.Time)
+			}
+		case rdq.StatusInFlight:
+			qs.InFlight = n
+		case rdq.StatusDead:
+			qs.Dead = n
+		case rdq.StatusSucceeded:
+			qs.Succeeded = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: stats: %w", err)
+	}
+	return out, nil
+}
+
+// filterJSON is the audit log's record of a DeadFilter.
+type filterJSON struct {
+	IDs             []rdq.ID   `json:"ids,omitempty"`
+	Queue           string     `json:"queue,omitempty"`
+	Handler         string     `json:"handler,omitempty"`
+	ErrorType       string     `json:"error_type,omitempty"`
+	Fingerprint     string     `json:"fingerprint,omitempty"`
+	DeadAfter       *time.Time `json:"dead_after,omitempty"`
+	DeadBefore      *time.Time `json:"dead_before,omitempty"`
+	MessageContains string     `json:"message_contains,omitempty"`
+}
+
+// filterToJSON renders f for the audit log; fields left zero are omitted,
+// so the empty filter is "{}".
+func filterToJSON(f store.DeadFilter) (string, error) {
+	j := filterJSON{
+		IDs: f.IDs, Queue: f.Queue, Handler: f.Handler, ErrorType: f.ErrorType,
+		Fingerprint: f.Fingerprint, MessageContains: f.MessageContains,
+	}
+	if !f.DeadAfter.IsZero() {
+		t := f.DeadAfter.UTC()
+		j.DeadAfter = &t
+	}
+	if !f.DeadBefore.IsZero() {
+		t := f.DeadBefore.UTC()
+		j.DeadBefore = &t
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return "", fmt.Errorf("encoding the filter: %w", err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,191 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/pgtest"
+	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
+)
+
+// seedPlanData fills the schema with enough tasks, spread over statuses,
+// queues, handlers and errors, for the planner's choices to mean something,
+// and refreshes the statistics.
+func seedPlanData(t *testing.T, ctx context.Context, conn *pgx.Conn, schema string) {
+	t.Helper()
+	seed := fmt.Sprintf(`
+INSERT INTO %[1]s.tasks (id, queue, handler, payload, status, next_attempt_at, created_at, updated_at,
+                         finished_at, lease_expires_at, last_error_type, last_error_message, last_error_fingerprint)
+SELECT md5(i::text)::uuid,
+       'q' || (i %% 40), 'h' || (i %% 30), '\x00'::bytea,
+       CASE WHEN i %% 10 < 7 THEN 'DEAD' WHEN i %% 10 < 9 THEN 'PENDING' ELSE 'SUCCEEDED' END,
+       now() - (i %% 100) * interval '1 second', now(), now(),
+       CASE WHEN i %% 10 < 7 OR i %% 10 = 9 THEN now() - random() * interval '30 days' END,
+       NULL,
+       'e' || (i %% 25), 'error number ' || i, 'f' || (i %% 100)
+FROM generate_series(1, 30000) AS i`, schema)
+	if _, err := conn.Exec(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ANALYZE %s.tasks", schema)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQueriesUseIndexes checks with EXPLAIN that the hot and the browsing
+// queries are served by their indexes, both with custom plans and with the
+// generic plans PostgreSQL switches to for prepared statements.
+func TestQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, schema := pgtest.NewStore(t)
+	pool := pgtest.Pool(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	seedPlanData(t, ctx, conn.Conn(), schema)
+
+	cursor := &store.Cursor{FinishedAt: time.Now().Add(-time.Hour), ID: rdq.MustParseID("80000000-0000-7000-8000-000000000000")}
+	claimSQL, claimArgs := pgstore.ClaimQuery(s, []string{"q3"}, 10)
+	reclaimSQL, reclaimArgs := pgstore.ReclaimQuery(s, 10)
+	type query struct {
+		name  string
+		sql   string
+		args  []any
+		index string // the index the plan must use; alternatives separated by |
+	}
+	queries := []query{
+		// An ordered index range per queue: not a bitmap scan, which
+		// would read and sort every due task of the queue.
+		{"claim", claimSQL, claimArgs, "Index Scan using tasks_claim_idx"},
+		{"reclaim", reclaimSQL, reclaimArgs, "Index Scan using tasks_lease_expiry_idx"},
+	}
+	finishSQL, finishArgs := pgstore.FinishQuery(s, 500)
+	heartbeatSQL, heartbeatArgs := pgstore.HeartbeatQuery(s, 500)
+	releaseSQL, releaseArgs := pgstore.ReleaseQuery(s, 500)
+	queries = append(queries,
+		// By ID, or through the (small) set of tasks in flight.
+		query{"finish", finishSQL, finishArgs, "tasks_pkey|tasks_lease_expiry_idx"},
+		query{"heartbeat", heartbeatSQL, heartbeatArgs, "tasks_pkey|tasks_lease_expiry_idx"},
+		query{"release", releaseSQL, releaseArgs, "tasks_pkey|tasks_lease_expiry_idx"})
+	purgeSQL, purgeArgs := pgstore.PurgeSucceededQuery(s, 1000)
+	queries = append(queries, query{"purge succeeded", purgeSQL, purgeArgs, "tasks_succeeded_idx"})
+	for _, f := range []struct {
+		name  string
+		f     store.DeadFilter
+		index string
+	}{
+		{"redrive dead by queue", store.DeadFilter{Queue: "q3"}, "tasks_dead_queue_idx"},
+		{"redrive dead by fingerprint", store.DeadFilter{Fingerprint: "f7"}, "tasks_dead_fingerprint_idx"},
+	} {
+		sql, args := pgstore.RedriveDeadQuery(s, store.RedriveDeadParams{Filter: f.f, Limit: 1000, MaxLife: 3})
+		queries = append(queries, query{f.name, sql, args, f.index})
+		sql, args = pgstore.PurgeDeadQuery(s, store.PurgeDeadParams{Filter: f.f, Limit: 1000})
+		queries = append(queries, query{strings.Replace(f.name, "redrive", "purge", 1), sql, args, f.index})
+	}
+	dead := []struct {
+		name  string
+		p     store.ListDeadParams
+		index string
+	}{
+		{"list dead", store.ListDeadParams{Limit: 50}, "tasks_dead_idx"},
+		{"list dead, next page", store.ListDeadParams{Limit: 50, After: cursor}, "tasks_dead_idx"},
+		{"list dead by time", store.ListDeadParams{Limit: 50, Filter: store.DeadFilter{DeadBefore: time.Now().Add(-time.Hour)}}, "tasks_dead_idx"},
+		{"list dead by queue", store.ListDeadParams{Limit: 50, Filter: store.DeadFilter{Queue: "q3"}}, "tasks_dead_queue_idx"},
+		{"list dead by queue, next page", store.ListDeadParams{Limit: 50, After: cursor, Filter: store.DeadFilter{Queue: "q3"}}, "tasks_dead_queue_idx"},
+		{"list dead by handler", store.ListDeadParams{Limit: 50, Filter: store.DeadFilter{Handler: "h2"}}, "tasks_dead_handler_idx"},
+		{"list dead by error type", store.ListDeadParams{Limit: 50, Filter: store.DeadFilter{ErrorType: "e1"}}, "tasks_dead_error_type_idx"},
+		{"list dead by fingerprint", store.ListDeadParams{Limit: 50, Filter: store.DeadFilter{Fingerprint: "f7"}}, "tasks_dead_fingerprint_idx"},
+		{"list dead by message", store.ListDeadParams{Limit: 50, Filter: store.DeadFilter{MessageContains: "number 1"}}, "tasks_dead_idx"},
+	}
+	for _, d := range dead {
+		sql, args := pgstore.ListDeadQuery(s, d.p)
+		queries = append(queries, query{d.name, sql, args, d.index})
+	}
+
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		for _, q := range queries {
+			plan := explain(t, ctx, conn.Conn(), mode, q.sql, q.args)
+			if !containsAny(plan, strings.Split(q.index, "|")) {
+				t.Errorf("%s (%s): plan does not use %s:\n%s", q.name, mode, q.index, plan)
+			}
+			for _, table := range []string{"tasks", "attempts"} {
+				if strings.Contains(plan, "Seq Scan on "+table) {
+					t.Errorf("%s (%s): plan scans the whole %s table:\n%s", q.name, mode, table, plan)
+				}
+			}
+		}
+	}
+}
+
+// explain returns the plan of sql as text. With planCacheMode
+// "force_generic_plan" it is the plan a prepared statement settles on
+// after its first executions, which cannot depend on the parameter values.
+func explain(t *testing.T, ctx context.Context, conn *pgx.Conn, planCacheMode, sql string, args []any) string {
+	t.Helper()
+	if _, err := conn.Exec(ctx, "SELECT set_config('plan_cache_mode', $1, false)", planCacheMode); err != nil {
+		t.Fatal(err)
+	}
+	const name = "rdq_explain"
+	if _, err := conn.Prepare(ctx, name, sql); err != nil {
+		t.Fatalf("preparing: %v\n%s", err, sql)
+	}
+	defer func() {
+		if err := conn.Deallocate(ctx, name); err != nil {
+			t.Error(err)
+		}
+	}()
+	// EXECUTE takes its arguments as SQL literals, which the simple
+	// protocol renders; IDs travel in their text form.
+	placeholders := make([]string, len(args))
+	literalArgs := []any{pgx.QueryExecModeSimpleProtocol}
+	for i, a := range args {
+		placeholders[i] = fmt.Sprintf("$%d", i+1)
+		switch v := a.(type) {
+		case [16]byte:
+			a = rdq.ID(v).String()
+		case [][16]byte:
+			texts := make([]string, len(v))
+			for i, id := range v {
+				texts[i] = rdq.ID(id).String()
+			}
+			a = texts
+		}
+		literalArgs = append(literalArgs, a)
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+name+"("+strings.Join(placeholders, ", ")+")", literalArgs...)
+	if err != nil {
+		t.Fatalf("EXPLAIN: %v\n%s", err, sql)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,85 @@
+package pgstore
+
+import (
+	"github.com/srjn45/rdq"
+	"time"
+
+	"github.com/srjn45/rdq/store"
+)
+
+// ClaimQuery returns the claim statement and its arguments, for EXPLAIN.
+func ClaimQuery(s *Store, queues []string, limit int) (string, []any) {
+	return s.q.claim, []any{queues, limit, micros(time.Minute), nil, "explain"}
+}
+
+// ListDeadQuery returns the ListDead statement for p and its arguments.
+func ListDeadQuery(s *Store, p store.ListDeadParams) (string, []any) {
+	return s.listDeadQuery(p)
+}
+
+// ReclaimQuery returns the reclaim statement and its arguments.
+func ReclaimQuery(s *Store, limit int) (string, []any) {
+	return s.q.reclaimExpired, []any{[]string{}, limit, micros(time.Minute), "explain", nil, "t", "m", "f"}
+}
+
+// RedriveDeadQuery returns the RedriveDead statement for p and its arguments.
+func RedriveDeadQuery(s *Store, p store.RedriveDeadParams) (string, []any) {
+	q, args, err := s.redriveDeadQuery(p)
+	if err != nil {
+		panic(err)
+	}
+	return q, args
+}
+
+// PurgeDeadQuery returns the PurgeDead statement for p and its arguments.
+func PurgeDeadQuery(s *Store, p store.PurgeDeadParams) (string, []any) {
+	q, args, err := s.purgeDeadQuery(p)
+	if err != nil {
+		panic(err)
+	}
+	return q, args
+}
+
+// sampleLeases returns n leases on IDs that do not exist, for EXPLAIN.
+func sampleLeases(n int) ([][16]byte, []int64) {
+	ids := make([][16]byte, n)
+	tokens := make([]int64, n)
+	for i := range ids {
+		ids[i] = rdq.NewID()
+		tokens[i] = 1
+	}
+	return ids, tokens
+}
+
+// FinishQuery returns the Finish statement with arguments for n
+// completions, each with a failed attempt.
+func FinishQuery(s *Store, n int) (string, []any) {
+	ids, tokens := sampleLeases(n)
+	statuses := make([]string, n)
+	retries := make([]int64, n)
+	text := make([]*string, n)
+	durations := make([]int64, n)
+	v := "RETRYABLE_FAILURE"
+	for i := range statuses {
+		statuses[i] = "PENDING"
+		text[i] = &v
+	}
+	return s.q.finish, []any{ids, tokens, statuses, retries, text, text, text, text, text, text, durations, nil, s.channel}
+}
+
+// HeartbeatQuery returns the Heartbeat statement with arguments for n leases.
+func HeartbeatQuery(s *Store, n int) (string, []any) {
+	ids, tokens := sampleLeases(n)
+	return s.q.heartbeat, []any{ids, tokens, micros(time.Minute), nil}
+}
+
+// ReleaseQuery returns the Release statement with arguments for n leases.
+func ReleaseQuery(s *Store, n int) (string, []any) {
+	ids, tokens := sampleLeases(n)
+	return s.q.release, []any{ids, tokens, nil, s.channel}
+}
+
+// PurgeSucceededQuery returns the PurgeSucceeded statement and arguments.
+func PurgeSucceededQuery(s *Store, limit int) (string, []any) {
+	return s.q.purgeSucceeded, []any{micros(time.Hour), limit, nil, "explain", "{}"}
+}

@@ -1,0 +1,792 @@
+package pgstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/srjn45/rdq/store"
+)
+
+// This file holds every SQL statement pgstore runs. {schema} stands for the
+// store's quoted schema name; it is substituted once, when the store is
+// created (see buildQueries). Values always travel as parameters.
+//
+// Conventions:
+//   - A chunk of rows picked by a subquery is addressed as
+//     "t.id = ANY (ARRAY(SELECT …))", which the planner serves with primary
+//     key lookups; a join on the picked rows may be planned as a hash join
+//     over the whole table.
+//   - The clock is coalesce($n::timestamptz, now()): the request's Now
+//     override, else the database's clock.
+//   - Durations travel as bigint microseconds and become intervals with
+//     "$n * interval '1 microsecond'".
+//   - Batches travel as arrays, expanded with unnest.
+//   - Status literals are written into the SQL (not parameters), so the
+//     planner can match the partial indexes that carry them.
+//   - The alias t always names the tasks table, and taskColumns lists the
+//     columns scanTask reads, in order.
+
+// taskColumns are the task columns every task-returning query selects, in
+// the order scanTask expects.
+const taskColumns = `t.id, t.queue, t.handler, t.payload, t.content_type, t.headers,
+    t.idempotency_key, t.status, t.attempts, t.life, t.next_attempt_at,
+    t.lease_token, t.lease_expires_at, t.lease_owner, t.created_at,
+    t.updated_at, t.finished_at, t.last_error_type, t.last_error_message,
+    t.last_error_fingerprint`
+
+// attemptColumns are the attempt columns scanAttempt reads, in order.
+const attemptColumns = `a.task_id, a.number, a.life, a.outcome, a.error_type, a.message,
+    a.stack, a.worker_id, a.lease_token, a.started_at, a.finished_at`
+
+// auditColumns are the audit columns scanAudit reads, in order.
+const auditColumns = `a.id, a.at, a.actor, a.action, a.filter, a.ids, a.count, a.reason, a.details`
+
+// --- Migrations -------------------------------------------------------------
+
+// sqlMigrateLock serializes concurrent Migrate calls on one schema until the
+// migrating transaction ends. $1: lock key derived from the schema.
+const sqlMigrateLock = `SELECT pg_advisory_xact_lock($1)`
+
+// sqlSchemaExists reports whether the schema $1 exists. Index:
+// pg_namespace_nspname_index.
+const sqlSchemaExists = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)`
+
+const sqlCreateSchema = `CREATE SCHEMA IF NOT EXISTS {schema}`
+
+const sqlCreateMigrationsTable = `
+CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// sqlCurrentVersion reads the schema version. Index: schema_migrations_pkey.
+const sqlCurrentVersion = `SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations`
+
+// sqlRecordVersion records an applied migration. $1 version, $2 file name.
+const sqlRecordVersion = `INSERT INTO {schema}.schema_migrations (version, name) VALUES ($1, $2)`
+
+// --- Store ------------------------------------------------------------------
+
+// sqlEnqueue inserts a batch of tasks; rows that conflict on the primary key
+// or on the idempotency key are skipped (the caller looks them up with
+// sqlEnqueueLookup). First failures become attempt 1. Queues that received a
+// task due now are notified.
+//
+// Indexes: tasks_pkey and tasks_idempotency_key_idx (conflict arbiters),
+// tasks_claim_idx (maintained).
+//
+// $1..$15 parallel arrays, one element per task: id, queue, handler,
+// payload, content type, headers (JSON text), idempotency key (NULL for
+// none), delay (µs), and the first failure (NULL outcome for none): outcome,
+// error type, message, stack, fingerprint, worker id, duration (µs).
+// $16 Now override, $17 notification channel.
+const sqlEnqueue = `
+WITH input AS (
+    SELECT *
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[],
+                $7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[],
+                $13::text[], $14::text[], $15::bigint[])
+         AS i(id, queue, handler, payload, content_type, headers,
+              idempotency_key, delay_us, ff_outcome, ff_error_type, ff_message, ff_stack,
+              ff_fingerprint, ff_worker_id, ff_duration_us)
+),
+clock AS (
+    SELECT coalesce($16::timestamptz, now()) AS now
+),
+inserted AS (
+    INSERT INTO {schema}.tasks AS t (
+        id, queue, handler, payload, content_type, headers, idempotency_key,
+        status, attempts, last_attempt_number, next_attempt_at, created_at, updated_at,
+        last_error_type, last_error_message, last_error_fingerprint)
+    SELECT i.id, i.queue, i.handler, i.payload, i.content_type, i.headers::jsonb, i.idempotency_key,
+           'PENDING',
+           CASE WHEN i.ff_outcome IS NULL THEN 0 ELSE 1 END,
+           CASE WHEN i.ff_outcome IS NULL THEN 0 ELSE 1 END,
+           c.now + i.delay_us * interval '1 microsecond', c.now, c.now,
+           coalesce(i.ff_error_type, ''), coalesce(i.ff_message, ''), coalesce(i.ff_fingerprint, '')
+    FROM input i CROSS JOIN clock c
+    ON CONFLICT DO NOTHING
+    RETURNING ` + taskColumns + `
+),
+first_failures AS (
+    INSERT INTO {schema}.attempts (
+        task_id, number, life, outcome, error_type, message, stack, worker_id,
+        lease_token, started_at, finished_at)
+    SELECT i.id, 1, 0, i.ff_outcome, i.ff_error_type, i.ff_message, i.ff_stack, i.ff_worker_id,
+           0, c.now - i.ff_duration_us * interval '1 microsecond', c.now
+    FROM input i JOIN inserted n ON n.id = i.id CROSS JOIN clock c
+    WHERE i.ff_outcome IS NOT NULL
+),
+notified AS (
+    SELECT count(pg_notify($17, q.queue)) AS n
+    FROM (SELECT DISTINCT n.queue FROM inserted n CROSS JOIN clock c
+          WHERE n.next_attempt_at <= c.now) q
+)
+SELECT t.* FROM inserted t CROSS JOIN notified`
+
+// sqlEnqueueLookup finds the existing tasks an enqueue conflicted with, by
+// ID or by (queue, idempotency key); a task matching both comes twice.
+//
+// Indexes: tasks_pkey, tasks_idempotency_key_idx.
+//
+// $1 ids, $2 queues and $3 keys (parallel arrays).
+const sqlEnqueueLookup = `
+SELECT ` + taskColumns + `
+FROM {schema}.tasks AS t
+WHERE t.id = ANY($1::uuid[])
+UNION ALL
+SELECT ` + taskColumns + `
+FROM {schema}.tasks AS t
+JOIN unnest($2::text[], $3::text[]) AS k(queue, idempotency_key)
+  ON t.queue = k.queue AND t.idempotency_key = k.idempotency_key`
+
+// sqlClaim leases up to $2 due PENDING tasks of the queues $1 (distinct
+// names), oldest due first, skipping rows other claimers hold locked. Each
+// gets a new token (previous + 1) and a lease of $3 µs, owned by $5.
+//
+// Index: tasks_claim_idx (queue, next_attempt_at) WHERE status = 'PENDING',
+// read once per queue by the lateral subquery as an ordered range that stops
+// after $2 rows; so a claim costs the same with a million due tasks as with
+// ten (a queue = ANY(...) condition would read and sort every due task).
+//
+// $4 Now override.
+const sqlClaim = `
+UPDATE {schema}.tasks AS t
+SET status = 'IN_FLIGHT',
+    lease_token = t.lease_token + 1,
+    lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
+    lease_owner = $5,
+    claimed_at = coalesce($4::timestamptz, now()),
+    updated_at = coalesce($4::timestamptz, now())
+WHERE t.id IN (
+    SELECT d.id
+    FROM unnest($1::text[]) AS q(queue)
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at
+        FROM {schema}.tasks AS d
+        WHERE d.status = 'PENDING'
+          AND d.queue = q.queue
+          AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+        ORDER BY d.next_attempt_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    ) AS d
+    ORDER BY d.next_attempt_at
+    LIMIT $2)
+RETURNING ` + taskColumns + `
+`
+
+// sqlHeartbeat extends the current leases among ($1[i], $2[i]) to $3 µs from
+// now and returns the (id, token) pairs it extended; the rest are stale.
+//
+// Index: tasks_pkey (or tasks_lease_expiry_idx, the in-flight set, when
+// the planner prefers it for a large batch).
+//
+// $4 Now override.
+const sqlHeartbeat = `
+WITH leases AS (
+    SELECT DISTINCT l.id, l.token
+    FROM unnest($1::uuid[], $2::bigint[]) AS l(id, token)
+)
+UPDATE {schema}.tasks AS t
+SET lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
+    updated_at = coalesce($4::timestamptz, now())
+FROM leases l
+WHERE t.id = l.id AND t.lease_token = l.token AND t.status = 'IN_FLIGHT'
+RETURNING t.id, t.lease_token`
+
+// sqlFinish applies a batch of completions whose leases are current: the
+// first completion of each (id, token) in the batch counts; the others, and
+// completions with stale tokens, change nothing. An attempt, when given, is
+// numbered one past the task's highest recorded attempt number (across
+// lives) and counted. Returns the batch positions (1-based) applied. Queues
+// with a retry due now are notified.
+//
+// Indexes: tasks_pkey or tasks_lease_expiry_idx (update, as for
+// sqlHeartbeat), attempts_pkey (max number, insert).
+//
+// $1..$11 parallel arrays, one element per completion: id, token, new
+// status, retry in (µs), and the attempt (NULL outcome for none): outcome,
+// error type, message, stack, fingerprint, worker id, duration (µs).
+// $12 Now override, $13 notification channel.
+const sqlFinish = `
+WITH input AS (
+    SELECT *
+    FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[],
+                $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[])
+         WITH ORDINALITY
+         AS i(id, token, status, retry_us, outcome, error_type, message, stack,
+              fingerprint, worker_id, duration_us, ord)
+),
+clock AS (
+    SELECT coalesce($12::timestamptz, now()) AS now
+),
+winners AS (
+    SELECT DISTINCT ON (i.id, i.token) i.*
+    FROM input i
+    ORDER BY i.id, i.token, i.ord
+),
+finished AS (
+    UPDATE {schema}.tasks AS t
+    SET status = w.status,
+        attempts = t.attempts + CASE WHEN w.outcome IS NULL THEN 0 ELSE 1 END,
+        last_attempt_number = CASE WHEN w.outcome IS NULL THEN t.last_attempt_number
+            ELSE greatest(t.last_attempt_number,
+                          (SELECT coalesce(max(a.number), 0) FROM {schema}.attempts a
+                           WHERE a.task_id = t.id)) + 1
+            END,
+        next_attempt_at = CASE WHEN w.status = 'PENDING'
+            THEN c.now + w.retry_us * interval '1 microsecond'
+            ELSE t.next_attempt_at END,
+        finished_at = CASE WHEN w.status IN ('SUCCEEDED', 'DEAD') THEN c.now END,
+        lease_expires_at = NULL,
+        last_error_type = CASE WHEN w.outcome IS NULL OR w.outcome = 'SUCCESS'
+            THEN t.last_error_type ELSE w.error_type END,
+        last_error_message = CASE WHEN w.outcome IS NULL OR w.outcome = 'SUCCESS'
+            THEN t.last_error_message ELSE w.message END,
+        last_error_fingerprint = CASE WHEN w.outcome IS NULL OR w.outcome = 'SUCCESS'
+            THEN t.last_error_fingerprint ELSE w.fingerprint END,
+        updated_at = c.now
+    FROM winners w CROSS JOIN clock c
+    WHERE t.id = w.id AND t.lease_token = w.token AND t.status = 'IN_FLIGHT'
+    RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
+              w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
+              w.duration_us
+),
+recorded AS (
+    INSERT INTO {schema}.attempts (
+        task_id, number, life, outcome, error_type, message, stack, worker_id,
+        lease_token, started_at, finished_at)
+    SELECT f.id, f.last_attempt_number, f.life, f.outcome, f.error_type, f.message, f.stack,
+           f.worker_id, f.token, c.now - f.duration_us * interval '1 microsecond', c.now
+    FROM finished f CROSS JOIN clock c
+    WHERE f.outcome IS NOT NULL
+),
+notified AS (
+    SELECT count(pg_notify($13, q.queue)) AS n
+    FROM (SELECT DISTINCT f.queue FROM finished f CROSS JOIN clock c
+          WHERE f.status = 'PENDING' AND f.next_attempt_at <= c.now) q
+)
+SELECT f.ord FROM finished f CROSS JOIN notified`
+
+// sqlRelease returns the current leases among ($1[i], $2[i]) to PENDING, due
+// now, without recording an attempt. The first occurrence of each (id,
+// token) counts. Returns the batch positions (1-based) released and
+// notifies their queues.
+//
+// Index: tasks_pkey or tasks_lease_expiry_idx (as for sqlHeartbeat).
+//
+// $3 Now override, $4 notification channel.
+const sqlRelease = `
+WITH leases AS (
+    SELECT DISTINCT ON (l.id, l.token) l.id, l.token, l.ord
+    FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS l(id, token, ord)
+    ORDER BY l.id, l.token, l.ord
+),
+released AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'PENDING',
+        next_attempt_at = coalesce($3::timestamptz, now()),
+        lease_expires_at = NULL,
+        updated_at = coalesce($3::timestamptz, now())
+    FROM leases l
+    WHERE t.id = l.id AND t.lease_token = l.token AND t.status = 'IN_FLIGHT'
+    RETURNING l.ord, t.queue
+),
+notified AS (
+    SELECT count(pg_notify($4, q.queue)) AS n
+    FROM (SELECT DISTINCT r.queue FROM released r) q
+)
+SELECT r.ord FROM released r CROSS JOIN notified`
+
+// sqlReclaimExpired takes over up to $2 IN_FLIGHT tasks whose lease expired,
+// in the queues $1 (every queue when empty), oldest expiry first, skipping
+// rows locked by others. Each gets a LEASE_EXPIRED attempt for the lost
+// execution (its worker, token and claim time), numbered one past the
+// task's highest attempt number, counted in attempts and summarized as the
+// last error; then a new token and a lease of $3 µs owned by $4.
+//
+// Indexes: tasks_lease_expiry_idx (lease_expires_at) WHERE status =
+// 'IN_FLIGHT'; attempts_pkey (max number, insert).
+//
+// $5 Now override; $6, $7, $8 the lease-expired failure's type, message and
+// fingerprint.
+const sqlReclaimExpired = `
+WITH expired AS (
+    SELECT e.id, e.lease_owner, e.lease_token, e.claimed_at
+    FROM {schema}.tasks AS e
+    WHERE e.status = 'IN_FLIGHT'
+      AND e.lease_expires_at <= coalesce($5::timestamptz, now())
+      AND (cardinality($1::text[]) = 0 OR e.queue = ANY($1::text[]))
+    ORDER BY e.lease_expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+clock AS (
+    SELECT coalesce($5::timestamptz, now()) AS now
+),
+reclaimed AS (
+    UPDATE {schema}.tasks AS t
+    SET lease_token = t.lease_token + 1,
+        lease_expires_at = c.now + $3::bigint * interval '1 microsecond',
+        lease_owner = $4,
+        claimed_at = c.now,
+        attempts = t.attempts + 1,
+        last_attempt_number = greatest(t.last_attempt_number,
+                                       (SELECT coalesce(max(a.number), 0) FROM {schema}.attempts a
+                                        WHERE a.task_id = t.id)) + 1,
+        last_error_type = $6,
+        last_error_message = $7,
+        last_error_fingerprint = $8,
+        updated_at = c.now
+    FROM expired e CROSS JOIN clock c
+    WHERE t.id = e.id
+    RETURNING ` + taskColumns + `, t.last_attempt_number
+),
+recorded AS (
+    INSERT INTO {schema}.attempts (
+        task_id, number, life, outcome, error_type, message, stack, worker_id,
+        lease_token, started_at, finished_at)
+    SELECT r.id, r.last_attempt_number, r.life, 'LEASE_EXPIRED', $6, $7, '', e.lease_owner,
+           e.lease_token, coalesce(e.claimed_at, c.now), c.now
+    FROM reclaimed r JOIN expired e ON e.id = r.id CROSS JOIN clock c
+)
+SELECT ` + taskColumns + ` FROM reclaimed t`
+
+// sqlGetTask reads one task. Index: tasks_pkey.
+const sqlGetTask = `SELECT ` + taskColumns + ` FROM {schema}.tasks AS t WHERE t.id = $1`
+
+// sqlGetAttempts reads a task's history in number order. Index:
+// attempts_pkey (task_id, number).
+const sqlGetAttempts = `
+SELECT ` + attemptColumns + `
+FROM {schema}.attempts AS a
+WHERE a.task_id = $1
+ORDER BY a.number`
+
+// sqlRedriveLock locks the tasks a redrive names and reads what decides
+// each one's fate. Index: tasks_pkey.
+const sqlRedriveLock = `
+SELECT t.id, t.status, t.life
+FROM {schema}.tasks AS t
+WHERE t.id = ANY($1::uuid[])
+FOR UPDATE`
+
+// sqlRedrivePayload reads the payload a payload edit replaces (for its
+// audit hash). Index: tasks_pkey.
+const sqlRedrivePayload = `SELECT t.payload FROM {schema}.tasks AS t WHERE t.id = $1`
+
+// sqlRedriveIDs moves the DEAD tasks $1 to PENDING in a new life, attempts
+// reset, history and last error kept, due after $2 µs plus a random share
+// of $3 µs; $4, when not NULL, replaces the payload. Queues with tasks due
+// now are notified. Returns how many moved.
+//
+// Index: tasks_pkey.
+//
+// $5 Now override, $6 notification channel.
+const sqlRedriveIDs = `
+WITH redriven AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'PENDING',
+        attempts = 0,
+        life = t.life + 1,
+        next_attempt_at = coalesce($5::timestamptz, now())
+            + ($2::bigint + floor(random() * $3::bigint)::bigint) * interval '1 microsecond',
+        finished_at = NULL,
+        lease_expires_at = NULL,
+        payload = coalesce($4::bytea, t.payload),
+        updated_at = coalesce($5::timestamptz, now())
+    WHERE t.id = ANY($1::uuid[]) AND t.status = 'DEAD'
+    RETURNING t.queue, t.next_attempt_at
+),
+notified AS (
+    SELECT count(pg_notify($6, q.queue)) AS n
+    FROM (SELECT DISTINCT r.queue FROM redriven r
+          WHERE r.next_attempt_at <= coalesce($5::timestamptz, now())) q
+)
+SELECT count(*) FROM redriven CROSS JOIN notified`
+
+// sqlInsertAudit writes one audit entry. Index: audit_pkey.
+//
+// $1 Now override, $2 actor, $3 action, $4 filter JSON, $5 ids, $6 count,
+// $7 reason, $8 details JSON.
+const sqlInsertAudit = `
+INSERT INTO {schema}.audit (at, actor, action, filter, ids, count, reason, details)
+VALUES (coalesce($1::timestamptz, now()), $2, $3, $4, $5::uuid[], $6, $7, $8::jsonb)`
+
+// sqlPurgeSucceeded deletes up to $2 SUCCEEDED tasks that finished more than
+// $1 µs ago, with their history, and audits the deletion as "retention"
+// when there was one. Returns how many it deleted.
+//
+// Indexes: tasks_succeeded_idx (finished_at) WHERE status = 'SUCCEEDED';
+// attempts_pkey (history delete).
+//
+// $3 Now override, $4 actor, $5 filter JSON.
+const sqlPurgeSucceeded = `
+WITH picked AS (
+    SELECT t.id
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'SUCCEEDED'
+      AND t.finished_at < coalesce($3::timestamptz, now()) - $1::bigint * interval '1 microsecond'
+    ORDER BY t.finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM {schema}.tasks AS t
+    WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
+    RETURNING t.id
+),
+history AS (
+    DELETE FROM {schema}.attempts AS a
+    WHERE a.task_id = ANY (ARRAY(SELECT d.id FROM deleted d))
+),
+audited AS (
+    INSERT INTO {schema}.audit (at, actor, action, filter, count)
+    SELECT coalesce($3::timestamptz, now()), $4, 'retention', $5, count(*)
+    FROM deleted
+    HAVING count(*) > 0
+)
+SELECT count(*) FROM deleted`
+
+// sqlListen subscribes a connection to the store's notification channel
+// ({channel}, the quoted name Channel returns; LISTEN takes no parameters).
+// The statements above that make tasks due send pg_notify on it with the
+// queue name as payload.
+const sqlListen = `LISTEN {channel}`
+
+// --- Admin ------------------------------------------------------------------
+
+// Dead-letter statements are templates: {filter} becomes the AND-ed
+// conditions of a DeadFilter (see deadFilter), each field one parameter, so
+// every combination is its own prepared statement whose plan uses the index
+// of its most selective field:
+//
+//	no field, DeadAfter/DeadBefore  tasks_dead_idx (finished_at DESC, id DESC)
+//	Queue                           tasks_dead_queue_idx
+//	Handler                         tasks_dead_handler_idx
+//	ErrorType                       tasks_dead_error_type_idx
+//	Fingerprint                     tasks_dead_fingerprint_idx
+//	IDs                             tasks_pkey
+//
+// MessageContains is a residual filter on the rows those indexes produce (a
+// substring search needs no extension that way).
+
+// sqlListDead pages through dead tasks newest dead first. {after} is empty
+// or the keyset condition (finished_at, id) < cursor. Indexes: see above;
+// the ORDER BY matches every dead index, so a page reads Limit entries.
+const sqlListDead = `
+SELECT ` + taskColumns + `
+FROM {schema}.tasks AS t
+WHERE t.status = 'DEAD'{filter}{after}
+ORDER BY t.finished_at DESC, t.id DESC
+LIMIT {limit}`
+
+// sqlListDeadAfter is the keyset condition of sqlListDead.
+const sqlListDeadAfter = `
+  AND (t.finished_at, t.id) < ({cursor_at}::timestamptz, {cursor_id}::uuid)`
+
+// sqlCountDead counts dead tasks. Indexes: see above (index-only scans).
+const sqlCountDead = `
+SELECT count(*)
+FROM {schema}.tasks AS t
+WHERE t.status = 'DEAD'{filter}`
+
+// sqlDeadGroups groups dead tasks by fingerprint, largest first; the
+// example of each group is its most recently dead task.
+//
+// Indexes: see above for the grouping scan; tasks_dead_fingerprint_idx for
+// each group's example.
+const sqlDeadGroups = `
+WITH groups AS (
+    SELECT t.last_error_fingerprint AS fingerprint, count(*) AS n,
+           min(t.finished_at) AS first_seen, max(t.finished_at) AS last_seen
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD'{filter}
+    GROUP BY t.last_error_fingerprint
+)
+SELECT g.fingerprint, g.n, g.first_seen, g.last_seen, x.id, x.last_error_type, x.last_error_message
+FROM groups g
+CROSS JOIN LATERAL (
+    SELECT t.id, t.last_error_type, t.last_error_message
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD' AND t.last_error_fingerprint = g.fingerprint{filter}
+    ORDER BY t.finished_at DESC, t.id DESC
+    LIMIT 1
+) x
+ORDER BY g.n DESC, g.fingerprint`
+
+// sqlRedriveDead redrives one chunk of dead tasks matching {filter} (and
+// {life_limit}, the MaxLife condition), writes the audit entry in the same
+// statement when any moved, and counts the matching tasks left dead by
+// MaxLife ({at_limit}). Queues with tasks due now are notified.
+//
+// Indexes: see above for the selection; tasks_pkey for the update.
+const sqlRedriveDead = `
+WITH picked AS (
+    SELECT t.id
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD'{filter}{life_limit}
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+),
+clock AS (
+    SELECT coalesce({now}::timestamptz, now()) AS now
+),
+redriven AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'PENDING',
+        attempts = 0,
+        life = t.life + 1,
+        next_attempt_at = c.now
+            + ({delay}::bigint + floor(random() * {spread}::bigint)::bigint) * interval '1 microsecond',
+        finished_at = NULL,
+        lease_expires_at = NULL,
+        updated_at = c.now
+    FROM clock c
+    WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
+    RETURNING t.queue, t.next_attempt_at
+),
+audited AS (
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
+    SELECT (SELECT now FROM clock), {actor}, 'redrive', {filter_json}, count(*), {reason}
+    FROM redriven
+    HAVING count(*) > 0
+),
+notified AS (
+    SELECT count(pg_notify({channel}, q.queue)) AS n
+    FROM (SELECT DISTINCT r.queue FROM redriven r CROSS JOIN clock c
+          WHERE r.next_attempt_at <= c.now) q
+)
+SELECT (SELECT count(*) FROM redriven), {at_limit}, (SELECT n FROM notified)`
+
+// sqlRedriveDeadLifeLimit keeps tasks at or past MaxLife out of a redrive.
+const sqlRedriveDeadLifeLimit = `
+      AND t.life < {max_life}`
+
+// sqlRedriveDeadAtLimit counts the matching tasks MaxLife keeps dead.
+const sqlRedriveDeadAtLimit = `(
+    SELECT count(*) FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD'{filter} AND t.life >= {max_life})`
+
+// sqlPurgeDead deletes one chunk of dead tasks matching {filter}, with their
+// history, and audits the deletion in the same statement when there was
+// one. Returns how many it deleted.
+//
+// Indexes: see above for the selection; tasks_pkey and attempts_pkey for
+// the deletes.
+const sqlPurgeDead = `
+WITH picked AS (
+    SELECT t.id
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD'{filter}
+    LIMIT {limit}
+    FOR UPDATE SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM {schema}.tasks AS t
+    WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
+    RETURNING t.id
+),
+history AS (
+    DELETE FROM {schema}.attempts AS a
+    WHERE a.task_id = ANY (ARRAY(SELECT d.id FROM deleted d))
+),
+audited AS (
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
+    SELECT now(), {actor}, {action}, {filter_json}, count(*), {reason}
+    FROM deleted
+    HAVING count(*) > 0
+)
+SELECT count(*) FROM deleted`
+
+// sqlListAudit pages through the audit log newest first. {filter} holds the
+// AND-ed conditions of ListAuditParams.
+//
+// Indexes: audit_pkey (no filter, BeforeID), audit_actor_idx (Actor),
+// audit_action_idx (Action), audit_at_idx (Since, Until).
+const sqlListAudit = `
+SELECT ` + auditColumns + `
+FROM {schema}.audit AS a
+WHERE true{filter}
+ORDER BY a.id DESC
+LIMIT {limit}`
+
+// sqlStats counts tasks per queue and status; each branch reads the partial
+// index of its status (index-only where the visibility map allows).
+//
+// Indexes: tasks_claim_idx (PENDING, with the oldest due time),
+// tasks_lease_expiry_idx (IN_FLIGHT), tasks_dead_queue_idx (DEAD),
+// tasks_succeeded_idx (SUCCEEDED within the window).
+//
+// $1 Now override, $2 succeeded window in µs (all retained when <= 0).
+const sqlStats = `
+WITH clock AS (
+    SELECT coalesce($1::timestamptz, now()) AS now
+)
+SELECT s.queue, s.status, s.n, s.oldest_due, (SELECT now FROM clock)
+FROM (
+    SELECT t.queue, 'PENDING' AS status, count(*) AS n,
+           min(t.next_attempt_at) AS oldest_due
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'PENDING'
+    GROUP BY t.queue
+    UNION ALL
+    SELECT t.queue, 'IN_FLIGHT', count(*), NULL
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'IN_FLIGHT'
+    GROUP BY t.queue
+    UNION ALL
+    SELECT t.queue, 'DEAD', count(*), NULL
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD'
+    GROUP BY t.queue
+    UNION ALL
+    SELECT t.queue, 'SUCCEEDED',
+           count(*) FILTER (WHERE $2::bigint <= 0
+                            OR t.finished_at >= c.now - $2::bigint * interval '1 microsecond'),
+           NULL
+    FROM {schema}.tasks AS t CROSS JOIN clock c
+    WHERE t.status = 'SUCCEEDED'
+    GROUP BY t.queue
+) s
+ORDER BY s.queue`
+
+// queries are the static statements with the schema filled in.
+type queries struct {
+	schema string
+
+	createSchema          string
+	createMigrationsTable string
+	currentVersion        string
+	recordVersion         string
+
+	enqueue        string
+	enqueueLookup  string
+	claim          string
+	heartbeat      string
+	finish         string
+	release        string
+	reclaimExpired string
+	getTask        string
+	getAttempts    string
+	redriveLock    string
+	redrivePayload string
+	redriveIDs     string
+	insertAudit    string
+	purgeSucceeded string
+	stats          string
+}
+
+func buildQueries(quotedSchema string) queries {
+	r := strings.NewReplacer("{schema}", quotedSchema)
+	return queries{
+		schema:                quotedSchema,
+		createSchema:          r.Replace(sqlCreateSchema),
+		createMigrationsTable: r.Replace(sqlCreateMigrationsTable),
+		currentVersion:        r.Replace(sqlCurrentVersion),
+		recordVersion:         r.Replace(sqlRecordVersion),
+		enqueue:               r.Replace(sqlEnqueue),
+		enqueueLookup:         r.Replace(sqlEnqueueLookup),
+		claim:                 r.Replace(sqlClaim),
+		heartbeat:             r.Replace(sqlHeartbeat),
+		finish:                r.Replace(sqlFinish),
+		release:               r.Replace(sqlRelease),
+		reclaimExpired:        r.Replace(sqlReclaimExpired),
+		getTask:               r.Replace(sqlGetTask),
+		getAttempts:           r.Replace(sqlGetAttempts),
+		redriveLock:           r.Replace(sqlRedriveLock),
+		redrivePayload:        r.Replace(sqlRedrivePayload),
+		redriveIDs:            r.Replace(sqlRedriveIDs),
+		insertAudit:           r.Replace(sqlInsertAudit),
+		purgeSucceeded:        r.Replace(sqlPurgeSucceeded),
+		stats:                 r.Replace(sqlStats),
+	}
+}
+
+// stmt builds a dynamic statement: it collects parameters and renders
+// named placeholders ({name}) as $n.
+type stmt struct {
+	args []any
+	vars map[string]string
+}
+
+func newStmt() *stmt { return &stmt{vars: map[string]string{}} }
+
+// param adds a parameter and returns its placeholder ($n).
+func (s *stmt) param(v any) string {
+	s.args = append(s.args, v)
+	return fmt.Sprintf("$%d", len(s.args))
+}
+
+// set names a placeholder's replacement text.
+func (s *stmt) set(name, text string) { s.vars["{"+name+"}"] = text }
+
+// render fills the template: {schema}, then every set name. Replacement
+// texts may themselves contain {schema} and set names (one level deep).
+func (s *stmt) render(q queries, template string) string {
+	pairs := make([]string, 0, 2*len(s.vars)+2)
+	for k, v := range s.vars {
+		pairs = append(pairs, k, v)
+	}
+	out := strings.NewReplacer(pairs...).Replace(template)
+	out = strings.NewReplacer(pairs...).Replace(out)
+	return strings.ReplaceAll(out, "{schema}", q.schema)
+}
+
+// deadFilter renders f as AND-ed conditions on tasks t, one parameter per
+// set field; "" when f selects every dead task.
+func (s *stmt) deadFilter(f store.DeadFilter) string {
+	var b strings.Builder
+	if len(f.IDs) > 0 {
+		b.WriteString("\n      AND t.id = ANY(" + s.param(uuids(f.IDs)) + "::uuid[])")
+	}
+	if f.Queue != "" {
+		b.WriteString("\n      AND t.queue = " + s.param(clean(f.Queue)))
+	}
+	if f.Handler != "" {
+		b.WriteString("\n      AND t.handler = " + s.param(clean(f.Handler)))
+	}
+	if f.ErrorType != "" {
+		b.WriteString("\n      AND t.last_error_type = " + s.param(clean(f.ErrorType)))
+	}
+	if f.Fingerprint != "" {
+		b.WriteString("\n      AND t.last_error_fingerprint = " + s.param(clean(f.Fingerprint)))
+	}
+	if !f.DeadAfter.IsZero() {
+		b.WriteString("\n      AND t.finished_at >= " + s.param(f.DeadAfter) + "::timestamptz")
+	}
+	if !f.DeadBefore.IsZero() {
+		b.WriteString("\n      AND t.finished_at < " + s.param(f.DeadBefore) + "::timestamptz")
+	}
+	if f.MessageContains != "" {
+		b.WriteString("\n      AND strpos(lower(t.last_error_message), lower(" + s.param(clean(f.MessageContains)) + "::text)) > 0")
+	}
+	return b.String()
+}
+
+// auditFilter renders p as AND-ed conditions on audit a.
+func (s *stmt) auditFilter(p store.ListAuditParams) string {
+	var b strings.Builder
+	if p.Actor != "" {
+		b.WriteString("\n  AND a.actor = " + s.param(clean(p.Actor)))
+	}
+	if p.Action != "" {
+		b.WriteString("\n  AND a.action = " + s.param(clean(p.Action)))
+	}
+	if !p.Since.IsZero() {
+		b.WriteString("\n  AND a.at >= " + s.param(p.Since) + "::timestamptz")
+	}
+	if !p.Until.IsZero() {
+		b.WriteString("\n  AND a.at < " + s.param(p.Until) + "::timestamptz")
+	}
+	if p.BeforeID > 0 {
+		b.WriteString("\n  AND a.id < " + s.param(p.BeforeID) + "::bigint")
+	}
+	return b.String()
+}
+
+// micros converts a duration to the bigint microseconds the SQL expects.
+func micros(d time.Duration) int64 { return d.Microseconds() }

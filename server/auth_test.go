@@ -1,0 +1,133 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+)
+
+func TestGrantPatterns(t *testing.T) {
+	p := &Principal{Name: "p", Grants: []Grant{
+		{Queue: "orders", Role: RoleOperator},
+		{Queue: "mail.*", Role: RoleSubmitter},
+	}}
+	cases := []struct {
+		role  Role
+		queue string
+		want  bool
+	}{
+		{RoleSubmitter, "orders", true},
+		{RoleOperator, "orders", true},
+		{RoleAdmin, "orders", false},
+		{RoleSubmitter, "orders2", false},
+		{RoleSubmitter, "mail.eu", true},
+		{RoleSubmitter, "mail.", true},
+		{RoleSubmitter, "mail", false},
+		{RoleOperator, "mail.eu", false},
+	}
+	for _, c := range cases {
+		if got := p.Can(c.role, c.queue); got != c.want {
+			t.Errorf("Can(%s, %q) = %v", c.role, c.queue, got)
+		}
+	}
+	if p.CanAll(RoleSubmitter) {
+		t.Error("CanAll without a * grant")
+	}
+	all := &Principal{Name: "a", Grants: []Grant{{Queue: "*", Role: RoleOperator}}}
+	if !all.CanAll(RoleSubmitter) || !all.CanAll(RoleOperator) || all.CanAll(RoleAdmin) || !all.Can(RoleOperator, "anything") {
+		t.Error("* grant")
+	}
+}
+
+func TestGrantValidate(t *testing.T) {
+	for _, g := range []Grant{{"*", RoleAdmin}, {"orders", RoleSubmitter}, {"orders.*", RoleOperator}} {
+		if err := g.Validate(); err != nil {
+			t.Errorf("%+v: %v", g, err)
+		}
+	}
+	for _, g := range []Grant{{"", RoleAdmin}, {"orders", RoleNone}, {"or*ders", RoleAdmin}, {"**", RoleAdmin}, {"bad name", RoleAdmin}} {
+		if err := g.Validate(); !errors.Is(err, rdq.ErrInvalid) {
+			t.Errorf("%+v: err = %v, want rdq.ErrInvalid", g, err)
+		}
+	}
+	if _, err := ParseRole("root"); !errors.Is(err, rdq.ErrInvalid) {
+		t.Error("ParseRole accepted an unknown role")
+	}
+	for _, r := range []Role{RoleSubmitter, RoleOperator, RoleAdmin} {
+		if got, err := ParseRole(r.String()); err != nil || got != r {
+			t.Errorf("ParseRole(%s) = %v, %v", r, got, err)
+		}
+	}
+}
+
+func TestTokens(t *testing.T) {
+	p := &Principal{Name: "svc", Grants: []Grant{{Queue: "*", Role: RoleSubmitter}}}
+	if _, err := NewTokens(map[string]*Principal{"short": p}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("short token: %v", err)
+	}
+	if _, err := NewTokens(map[string]*Principal{"a-long-enough-token": {Name: ""}}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("unnamed principal: %v", err)
+	}
+	tok, err := NewTokens(map[string]*Principal{"a-long-enough-token": p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tok.Authenticate(context.Background(), "a-long-enough-token"); err != nil || got != p {
+		t.Errorf("valid token: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "a-long-enough-toke", "a-long-enough-token "} {
+		if _, err := tok.Authenticate(context.Background(), bad); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%q: err = %v", bad, err)
+		}
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	for in, want := range map[string]string{"Bearer abc": "abc", "bearer  abc ": "abc", "Basic abc": "", "Bearer": "", "": "", "Bearer ": ""} {
+		got, ok := bearerToken(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("bearerToken(%q) = %q, %v", in, got, ok)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		err  error
+		code Code
+		http int
+		grpc codes.Code
+	}{
+		{fmt.Errorf("x: %w", rdq.ErrInvalid), CodeInvalidArgument, 400, codes.InvalidArgument},
+		{fmt.Errorf("task: %w", store.ErrNotFound), CodeNotFound, 404, codes.NotFound},
+		{store.ErrNotDead, CodeNotDead, 409, codes.FailedPrecondition},
+		{store.ErrRedriveLimit, CodeRedriveLimit, 409, codes.FailedPrecondition},
+		{context.DeadlineExceeded, CodeDeadlineExceeded, 504, codes.DeadlineExceeded},
+		{errors.New("boom: password=hunter2"), CodeInternal, 500, codes.Internal},
+		{errorf(CodePayloadTooLarge, "big"), CodePayloadTooLarge, http.StatusRequestEntityTooLarge, codes.ResourceExhausted},
+	}
+	for _, c := range cases {
+		e := classify(c.err)
+		if e.Code != c.code || e.Code.HTTPStatus() != c.http || e.Code.GRPCCode() != c.grpc {
+			t.Errorf("%v: %s %d %s", c.err, e.Code, e.Code.HTTPStatus(), e.Code.GRPCCode())
+		}
+		st, _ := status.FromError(e)
+		if st.Code() != c.grpc || CodeOf(st.Err()) != c.code {
+			t.Errorf("%v: gRPC status %v, CodeOf %s", c.err, st, CodeOf(st.Err()))
+		}
+	}
+	if e := classify(errors.New("boom: password=hunter2")); e.Message != "internal error; the server log has the details" {
+		t.Errorf("internal error leaks its text: %q", e.Message)
+	}
+	if got := cleanMessage(fmt.Errorf("client: submit: %w", fmt.Errorf("%w: queue name is empty", rdq.ErrInvalid))); got != "queue name is empty" {
+		t.Errorf("cleanMessage = %q", got)
+	}
+}

@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/srjn45/rdq/server"
+	"github.com/srjn45/rdq/sqlitestore"
+)
+
+// Roles are granted per queue pattern and include each other.
+func ExampleNewTokens() {
+	tokens, err := server.NewTokens(map[string]*server.Principal{
+		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders.*", Role: server.RoleSubmitter}}},
+		"token-of-the-oncall-team":  {Name: "oncall", Grants: []server.Grant{{Queue: "*", Role: server.RoleOperator}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	shop, _ := tokens.Authenticate(context.Background(), "token-of-the-shop-service")
+	oncall, _ := tokens.Authenticate(context.Background(), "token-of-the-oncall-team")
+	fmt.Println(shop.Name, "submit orders.eu:", shop.Can(server.RoleSubmitter, "orders.eu"))
+	fmt.Println(shop.Name, "redrive orders.eu:", shop.Can(server.RoleOperator, "orders.eu"))
+	fmt.Println(oncall.Name, "submit emails:", oncall.Can(server.RoleSubmitter, "emails"))
+	_, err = tokens.Authenticate(context.Background(), "guess")
+	fmt.Println(err)
+	// Output:
+	// shop submit orders.eu: true
+	// shop redrive orders.eu: false
+	// oncall submit emails: true
+	// server: unauthenticated: unknown bearer token
+}
+
+// The REST API is an http.Handler; here over the embedded store.
+func ExampleService_Handler() {
+	dir, err := os.MkdirTemp("", "rdq-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "rdq.db"), sqlitestore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	tokens, err := server.NewTokens(map[string]*server.Principal{
+		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := server.New(server.Config{Store: st, Auth: tokens, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+
+	post := func(token, body string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/tasks", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"), strings.Contains(string(b), `"status":"PENDING"`))
+	}
+	post("token-of-the-shop-service", `{"version": 1, "queue": "orders", "handler": "charge", "payload": "eyJvcmRlciI6NDJ9"}`)
+	post("token-of-the-shop-service", `{"version": 1, "queue": "emails", "handler": "send"}`)
+	post("wrong-token", `{}`)
+	// Output:
+	// 200 application/json true
+	// 403 application/problem+json false
+	// 401 application/problem+json false
+}

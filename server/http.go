@@ -1,0 +1,673 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/proto/rdqv1"
+)
+
+// readyTimeout bounds the readiness check of /readyz.
+const readyTimeout = 5 * time.Second
+
+// Handler returns the REST/JSON API and the operational endpoints:
+//
+//	POST /v1/tasks              Submit          body: a task envelope (+ optional first_failure)
+//	POST /v1/tasks:batch        SubmitBatch     body: {"tasks": [envelope, ...]}
+//	GET  /v1/tasks/{id}         GetTask         → the task envelope with "history"
+//	GET  /v1/dlq/tasks          ListDead        query: the DeadFilter fields, page_size, page_token
+//	GET  /v1/dlq/tasks/{id}     ShowDead
+//	GET  /v1/dlq/groups         DeadGroups      query: the DeadFilter fields
+//	POST /v1/dlq:redrive        Redrive         body: RedriveRequest (payload in base64)
+//	POST /v1/dlq:purge          Purge           body: PurgeRequest
+//	GET  /v1/audit              ListAudit       query: actor, action, since, until, page_size, page_token
+//	GET  /v1/queues             QueueStats      query: succeeded_window_ms
+//	POST /v1/queues:pause       PauseQueue      body: {"queue": "...", "reason": "..."}
+//	POST /v1/queues:resume      ResumeQueue     body: {"queue": "...", "reason": "..."}
+//	GET  /healthz               200 while the process serves
+//	GET  /readyz                200 when the store answers, else 503
+//	GET  /metrics               Prometheus exposition of Config.Gatherer (when set)
+//
+// Every /v1 request needs "Authorization: Bearer <token>". Request bodies
+// are JSON (Content-Type application/json, or none) of at most
+// Config.MaxBodyBytes; unknown fields are ignored. Times are RFC 3339,
+// durations whole milliseconds. Errors are RFC 9457 problem documents
+// (application/problem+json) with a stable "code".
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	routes := []struct {
+		method, path, name string
+		fn                 func(ctx context.Context, r *http.Request) (any, error)
+	}{
+		{"POST", "/v1/tasks", "Submit", s.restSubmit},
+		{"POST", "/v1/tasks:batch", "SubmitBatch", s.restSubmitBatch},
+		{"GET", "/v1/tasks/{id}", "GetTask", s.restGetTask},
+		{"GET", "/v1/dlq/tasks", "ListDead", s.restListDead},
+		{"GET", "/v1/dlq/tasks/{id}", "ShowDead", s.restShowDead},
+		{"GET", "/v1/dlq/groups", "DeadGroups", s.restDeadGroups},
+		{"POST", "/v1/dlq:redrive", "Redrive", s.restRedrive},
+		{"POST", "/v1/dlq:purge", "Purge", s.restPurge},
+		{"GET", "/v1/audit", "ListAudit", s.restListAudit},
+		{"GET", "/v1/queues", "QueueStats", s.restQueueStats},
+		{"POST", "/v1/queues:pause", "PauseQueue", s.restPause},
+		{"POST", "/v1/queues:resume", "ResumeQueue", s.restResume},
+	}
+	for _, rt := range routes {
+		mux.Handle(rt.method+" "+rt.path, s.api(rt.name, rt.fn))
+		allow := rt.method
+		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeProblem(w, r, errorf(CodeMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, r.URL.Path, allow)))
+		})
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		if err := s.Ready(ctx); err != nil {
+			s.log.WarnContext(ctx, "rdq server not ready", "error", err)
+			writeProblem(w, r, errorf(CodeUnavailable, "the store does not answer"))
+			return
+		}
+		s.writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	if s.gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, errorf(CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
+	})
+	return mux
+}
+
+// api wraps one REST method: timeout, trace context, authentication,
+// errors as problem documents, metrics.
+func (s *Service) api(name string, fn func(ctx context.Context, r *http.Request) (any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		ctx = s.propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tracer.Start(ctx, "rdq.v1.RdqService/"+name, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+
+		var out any
+		ctx, err := s.authenticate(ctx, r.Header.Get("Authorization"))
+		if err == nil {
+			out, err = fn(ctx, r)
+		}
+		if err != nil {
+			var classified *Error
+			if !errors.As(err, &classified) {
+				// Service methods log what they classify; this is
+				// anything else (rendering a response, say).
+				err = s.fail(ctx, name, err)
+			}
+			e := classify(err)
+			span.SetStatus(otelcodes.Error, string(e.Code))
+			s.m.request(name, e.Code)
+			writeProblem(w, r, e)
+			return
+		}
+		s.m.request(name, "")
+		s.writeJSON(w, http.StatusOK, out)
+	})
+}
+
+// authenticate returns ctx with the principal of the Authorization value.
+func (s *Service) authenticate(ctx context.Context, authz string) (context.Context, error) {
+	tok, ok := bearerToken(authz)
+	if !ok {
+		return ctx, errorf(CodeUnauthenticated, `missing bearer token: send "Authorization: Bearer <token>"`)
+	}
+	p, err := s.auth.Authenticate(ctx, tok)
+	if err != nil {
+		if errors.Is(err, ErrUnauthenticated) {
+			return ctx, &Error{Code: CodeUnauthenticated, Message: "invalid bearer token", Err: err}
+		}
+		return ctx, err
+	}
+	return WithPrincipal(ctx, p), nil
+}
+
+func (s *Service) writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		s.log.Debug("rdq api: writing a response", "error", err)
+	}
+}
+
+// readBody reads a JSON request body within the size limit.
+func (s *Service) readBody(r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return nil, errorf(CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody))
+		}
+		return nil, &Error{Code: CodeInvalidArgument, Message: "reading the request body: " + err.Error(), Err: err}
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil, errorf(CodeInvalidArgument, "the request body is empty; send a JSON object")
+	}
+	return body, nil
+}
+
+// decodeJSON reads the body into dst, a pointer to a struct.
+func (s *Service) decodeJSON(r *http.Request, dst any) error {
+	body, err := s.readBody(r)
+	if err != nil {
+		return err
+	}
+	return unmarshalJSON(body, dst)
+}
+
+func unmarshalJSON(body []byte, dst any) error {
+	if err := json.Unmarshal(body, dst); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se), Err: err}
+		case errors.As(err, &te):
+			field := te.Field
+			if field == "" {
+				field = "the body"
+			}
+			return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("%s: want a JSON %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value), Err: err}
+		}
+		return &Error{Code: CodeInvalidArgument, Message: "request body: " + err.Error(), Err: err}
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "struct", "map":
+		return "object"
+	case "slice", "array":
+		return "array"
+	case "string":
+		return "string"
+	case "bool":
+		return "boolean"
+	}
+	return "number"
+}
+
+// --- wire shapes of the REST mapping ---
+
+type restError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func restErr(e *rdqv1.Error) *restError {
+	if e == nil {
+		return nil
+	}
+	return &restError{Code: e.GetCode(), Message: e.GetMessage()}
+}
+
+type restFailure struct {
+	ErrorType string `json:"error_type"`
+	Message   string `json:"message"`
+}
+
+// restFilter is DeadFilter in a JSON body.
+type restFilter struct {
+	Queue           string `json:"queue"`
+	Handler         string `json:"handler"`
+	ErrorType       string `json:"error_type"`
+	Fingerprint     string `json:"fingerprint"`
+	DeadAfter       string `json:"dead_after"`
+	DeadBefore      string `json:"dead_before"`
+	MessageContains string `json:"message_contains"`
+}
+
+func (f *restFilter) proto(prefix string) (*rdqv1.DeadFilter, error) {
+	if f == nil {
+		return nil, nil
+	}
+	out := &rdqv1.DeadFilter{
+		Queue: f.Queue, Handler: f.Handler, ErrorType: f.ErrorType,
+		Fingerprint: f.Fingerprint, MessageContains: f.MessageContains,
+	}
+	var err error
+	if out.DeadAfter, err = parseTime(prefix+"dead_after", f.DeadAfter); err != nil {
+		return nil, err
+	}
+	if out.DeadBefore, err = parseTime(prefix+"dead_before", f.DeadBefore); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func parseTime(field, v string) (*timestamppb.Timestamp, error) {
+	if v == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return nil, errorf(CodeInvalidArgument, fmt.Sprintf("%s %q is not an RFC 3339 time such as 2024-06-01T12:00:00Z", field, v))
+	}
+	return timestamppb.New(t), nil
+}
+
+func parseInt(field, v string, bits int) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, bits)
+	if err != nil {
+		return 0, errorf(CodeInvalidArgument, fmt.Sprintf("%s %q is not a whole number", field, v))
+	}
+	return n, nil
+}
+
+func filterFromQuery(q url.Values) (*rdqv1.DeadFilter, error) {
+	f := &restFilter{
+		Queue: q.Get("queue"), Handler: q.Get("handler"), ErrorType: q.Get("error_type"),
+		Fingerprint: q.Get("fingerprint"), MessageContains: q.Get("message_contains"),
+		DeadAfter: q.Get("dead_after"), DeadBefore: q.Get("dead_before"),
+	}
+	return f.proto("")
+}
+
+// envelopeJSON renders a task message, and optionally its history, as the
+// wire envelope.
+func envelopeJSON(pt *rdqv1.Task, history []*rdqv1.Attempt) (json.RawMessage, error) {
+	t, err := TaskFromProto(pt)
+	if err != nil {
+		return nil, fmt.Errorf("rendering task %s: %w", pt.GetId(), err)
+	}
+	env := rdq.Envelope{Task: *t}
+	for _, pa := range history {
+		a, err := AttemptFromProto(t.ID, pa)
+		if err != nil {
+			return nil, fmt.Errorf("rendering task %s: %w", t.ID, err)
+		}
+		env.History = append(env.History, a)
+	}
+	if len(history) > 0 && env.History == nil {
+		env.History = []rdq.Attempt{}
+	}
+	b, err := rdq.MarshalEnvelope(env)
+	if err != nil {
+		return nil, fmt.Errorf("rendering task %s: %w", t.ID, err)
+	}
+	return b, nil
+}
+
+// specFromEnvelope decodes a submission: the envelope plus the optional
+// first_failure member.
+func specFromEnvelope(raw []byte) (*rdqv1.TaskSpec, error) {
+	env, err := rdq.UnmarshalEnvelope(raw)
+	if err != nil {
+		return nil, err
+	}
+	var extra struct {
+		FirstFailure *restFailure `json:"first_failure"`
+	}
+	if err := unmarshalJSON(raw, &extra); err != nil {
+		return nil, err
+	}
+	spec := &rdqv1.TaskSpec{
+		Version:        rdq.EnvelopeVersion,
+		Queue:          env.Task.Queue,
+		Handler:        env.Task.Handler,
+		Payload:        env.Task.Payload,
+		ContentType:    env.Task.ContentType,
+		Headers:        env.Task.Headers,
+		IdempotencyKey: env.Task.IdempotencyKey,
+		DelayMs:        env.Delay.Milliseconds(),
+	}
+	if ff := extra.FirstFailure; ff != nil {
+		spec.FirstFailure = &rdqv1.FailureSpec{ErrorType: ff.ErrorType, Message: ff.Message}
+	}
+	return spec, nil
+}
+
+type restSubmitResponse struct {
+	Task      json.RawMessage `json:"task"`
+	Duplicate bool            `json:"duplicate"`
+}
+
+func (s *Service) restSubmit(ctx context.Context, r *http.Request) (any, error) {
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := specFromEnvelope(body)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.Submit(ctx, &rdqv1.SubmitRequest{Task: spec})
+	if err != nil {
+		return nil, err
+	}
+	env, err := envelopeJSON(res.GetTask(), nil)
+	if err != nil {
+		return nil, err
+	}
+	return restSubmitResponse{Task: env, Duplicate: res.GetDuplicate()}, nil
+}
+
+type restSubmitResult struct {
+	Task      json.RawMessage `json:"task,omitempty"`
+	Duplicate bool            `json:"duplicate,omitempty"`
+	Error     *restError      `json:"error,omitempty"`
+}
+
+func (s *Service) restSubmitBatch(ctx context.Context, r *http.Request) (any, error) {
+	var req struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	if err := s.decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Tasks) > MaxBatch {
+		return nil, errorf(CodeInvalidArgument, fmt.Sprintf("a batch holds at most %d tasks; this one has %d", MaxBatch, len(req.Tasks)))
+	}
+	results := make([]restSubmitResult, len(req.Tasks))
+	var (
+		specs []*rdqv1.TaskSpec
+		index []int
+	)
+	for i, raw := range req.Tasks {
+		spec, err := specFromEnvelope(raw)
+		if err != nil {
+			e := classify(err)
+			results[i].Error = &restError{Code: string(e.Code), Message: e.Message}
+			continue
+		}
+		specs = append(specs, spec)
+		index = append(index, i)
+	}
+	if len(specs) > 0 {
+		res, err := s.SubmitBatch(ctx, &rdqv1.SubmitBatchRequest{Tasks: specs})
+		if err != nil {
+			return nil, err
+		}
+		for j, item := range res.GetResults() {
+			out := &results[index[j]]
+			if item.GetError() != nil {
+				out.Error = restErr(item.GetError())
+				continue
+			}
+			if out.Task, err = envelopeJSON(item.GetTask(), nil); err != nil {
+				return nil, err
+			}
+			out.Duplicate = item.GetDuplicate()
+		}
+	}
+	return map[string]any{"results": results}, nil
+}
+
+func (s *Service) restGetTask(ctx context.Context, r *http.Request) (any, error) {
+	res, err := s.GetTask(ctx, &rdqv1.GetTaskRequest{Id: r.PathValue("id")})
+	if err != nil {
+		return nil, err
+	}
+	return envelopeJSON(res.GetTask(), res.GetHistory())
+}
+
+func (s *Service) restShowDead(ctx context.Context, r *http.Request) (any, error) {
+	res, err := s.ShowDead(ctx, &rdqv1.ShowDeadRequest{Id: r.PathValue("id")})
+	if err != nil {
+		return nil, err
+	}
+	return envelopeJSON(res.GetTask(), res.GetHistory())
+}
+
+func (s *Service) restListDead(ctx context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	f, err := filterFromQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	size, err := parseInt("page_size", q.Get("page_size"), 32)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.ListDead(ctx, &rdqv1.ListDeadRequest{Filter: f, PageSize: int32(size), PageToken: q.Get("page_token")})
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]json.RawMessage, len(res.GetTasks()))
+	for i, t := range res.GetTasks() {
+		if tasks[i], err = envelopeJSON(t, nil); err != nil {
+			return nil, err
+		}
+	}
+	return struct {
+		Tasks         []json.RawMessage `json:"tasks"`
+		NextPageToken string            `json:"next_page_token"`
+	}{tasks, res.GetNextPageToken()}, nil
+}
+
+type restGroup struct {
+	Fingerprint string    `json:"fingerprint"`
+	ErrorType   string    `json:"error_type"`
+	Message     string    `json:"message"`
+	Count       int64     `json:"count"`
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	ExampleID   string    `json:"example_id"`
+}
+
+func (s *Service) restDeadGroups(ctx context.Context, r *http.Request) (any, error) {
+	f, err := filterFromQuery(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.DeadGroups(ctx, &rdqv1.DeadGroupsRequest{Filter: f})
+	if err != nil {
+		return nil, err
+	}
+	groups := make([]restGroup, len(res.GetGroups()))
+	for i, g := range res.GetGroups() {
+		groups[i] = restGroup{
+			Fingerprint: g.GetFingerprint(), ErrorType: g.GetErrorType(), Message: g.GetMessage(), Count: g.GetCount(),
+			FirstSeen: g.GetFirstSeen().AsTime().UTC(), LastSeen: g.GetLastSeen().AsTime().UTC(), ExampleID: g.GetExampleId(),
+		}
+	}
+	return map[string]any{"groups": groups}, nil
+}
+
+type restRedriveRequest struct {
+	IDs      []string    `json:"ids"`
+	Filter   *restFilter `json:"filter"`
+	All      bool        `json:"all"`
+	Payload  *string     `json:"payload"`
+	DelayMs  int64       `json:"delay_ms"`
+	SpreadMs int64       `json:"spread_ms"`
+	MaxLife  int32       `json:"max_life"`
+	Reason   string      `json:"reason"`
+}
+
+type restRedriveResult struct {
+	ID    string     `json:"id"`
+	Error *restError `json:"error,omitempty"`
+}
+
+func (s *Service) restRedrive(ctx context.Context, r *http.Request) (any, error) {
+	var req restRedriveRequest
+	if err := s.decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	f, err := req.Filter.proto("filter.")
+	if err != nil {
+		return nil, err
+	}
+	pr := &rdqv1.RedriveRequest{
+		Ids: req.IDs, Filter: f, All: req.All, DelayMs: req.DelayMs, SpreadMs: req.SpreadMs,
+		MaxLife: req.MaxLife, Reason: req.Reason,
+	}
+	if req.Payload != nil {
+		if pr.Payload, err = base64.StdEncoding.DecodeString(*req.Payload); err != nil {
+			return nil, errorf(CodeInvalidArgument, "payload is not standard base64 (RFC 4648 §4, padded)")
+		}
+	}
+	res, err := s.Redrive(ctx, pr)
+	if err != nil {
+		return nil, err
+	}
+	out := struct {
+		Redriven int64               `json:"redriven"`
+		AtLimit  int64               `json:"at_limit"`
+		Results  []restRedriveResult `json:"results,omitempty"`
+	}{Redriven: res.GetRedriven(), AtLimit: res.GetAtLimit()}
+	for _, item := range res.GetResults() {
+		out.Results = append(out.Results, restRedriveResult{ID: item.GetId(), Error: restErr(item.GetError())})
+	}
+	return out, nil
+}
+
+func (s *Service) restPurge(ctx context.Context, r *http.Request) (any, error) {
+	var req struct {
+		IDs    []string    `json:"ids"`
+		Filter *restFilter `json:"filter"`
+		All    bool        `json:"all"`
+		Reason string      `json:"reason"`
+	}
+	if err := s.decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	f, err := req.Filter.proto("filter.")
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.Purge(ctx, &rdqv1.PurgeRequest{Ids: req.IDs, Filter: f, All: req.All, Reason: req.Reason})
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int64{"purged": res.GetPurged()}, nil
+}
+
+type restAuditEntry struct {
+	ID      int64             `json:"id"`
+	At      time.Time         `json:"at"`
+	Actor   string            `json:"actor"`
+	Action  string            `json:"action"`
+	Filter  string            `json:"filter,omitempty"`
+	IDs     []string          `json:"ids,omitempty"`
+	Count   int64             `json:"count"`
+	Reason  string            `json:"reason,omitempty"`
+	Details map[string]string `json:"details,omitempty"`
+}
+
+func (s *Service) restListAudit(ctx context.Context, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	req := &rdqv1.ListAuditRequest{Actor: q.Get("actor"), Action: q.Get("action"), PageToken: q.Get("page_token")}
+	var err error
+	if req.Since, err = parseTime("since", q.Get("since")); err != nil {
+		return nil, err
+	}
+	if req.Until, err = parseTime("until", q.Get("until")); err != nil {
+		return nil, err
+	}
+	size, err := parseInt("page_size", q.Get("page_size"), 32)
+	if err != nil {
+		return nil, err
+	}
+	req.PageSize = int32(size)
+	res, err := s.ListAudit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]restAuditEntry, len(res.GetEntries()))
+	for i, e := range res.GetEntries() {
+		entries[i] = restAuditEntry{
+			ID: e.GetId(), At: e.GetAt().AsTime().UTC(), Actor: e.GetActor(), Action: e.GetAction(), Filter: e.GetFilter(),
+			IDs: e.GetIds(), Count: e.GetCount(), Reason: e.GetReason(), Details: e.GetDetails(),
+		}
+	}
+	return struct {
+		Entries       []restAuditEntry `json:"entries"`
+		NextPageToken string           `json:"next_page_token"`
+	}{entries, res.GetNextPageToken()}, nil
+}
+
+type restQueueStat struct {
+	Queue          string `json:"queue"`
+	Pending        int64  `json:"pending"`
+	InFlight       int64  `json:"in_flight"`
+	Dead           int64  `json:"dead"`
+	Succeeded      int64  `json:"succeeded"`
+	OldestDueAgeMs int64  `json:"oldest_due_age_ms"`
+	Paused         bool   `json:"paused"`
+}
+
+func (s *Service) restQueueStats(ctx context.Context, r *http.Request) (any, error) {
+	window, err := parseInt("succeeded_window_ms", r.URL.Query().Get("succeeded_window_ms"), 64)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.QueueStats(ctx, &rdqv1.QueueStatsRequest{SucceededWindowMs: window})
+	if err != nil {
+		return nil, err
+	}
+	queues := make([]restQueueStat, len(res.GetQueues()))
+	for i, q := range res.GetQueues() {
+		queues[i] = restQueueStat{
+			Queue: q.GetQueue(), Pending: q.GetPending(), InFlight: q.GetInFlight(), Dead: q.GetDead(),
+			Succeeded: q.GetSucceeded(), OldestDueAgeMs: q.GetOldestDueAgeMs(), Paused: q.GetPaused(),
+		}
+	}
+	return map[string]any{"queues": queues}, nil
+}
+
+type restPauseRequest struct {
+	Queue  string `json:"queue"`
+	Reason string `json:"reason"`
+}
+
+func (s *Service) restPause(ctx context.Context, r *http.Request) (any, error) {
+	var req restPauseRequest
+	if err := s.decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if _, err := s.PauseQueue(ctx, &rdqv1.PauseQueueRequest{Queue: req.Queue, Reason: req.Reason}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"queue": req.Queue, "paused": true}, nil
+}
+
+func (s *Service) restResume(ctx context.Context, r *http.Request) (any, error) {
+	var req restPauseRequest
+	if err := s.decodeJSON(r, &req); err != nil {
+		return nil, err
+	}
+	if _, err := s.ResumeQueue(ctx, &rdqv1.ResumeQueueRequest{Queue: req.Queue, Reason: req.Reason}); err != nil {
+		return nil, err
+	}
+	return map[string]any{"queue": req.Queue, "paused": false}, nil
+}

@@ -1,0 +1,832 @@
+// Package server is rdq's network API as a library: one implementation of
+// the rdq.v1 contract (proto/rdq/v1/rdq.proto) served over gRPC and as
+// REST/JSON under /v1/..., bearer-token authentication with roles per queue
+// pattern, RFC 9457 problem documents, health and readiness endpoints and
+// Prometheus metrics.
+//
+//	svc, err := server.New(server.Config{Store: st, Auth: tokens})
+//	http.ListenAndServe(":8080", svc.Handler())      // REST, /healthz, /readyz, /metrics
+//	g := svc.NewGRPCServer()                          // gRPC, same methods
+//	g.Serve(lis)
+//
+// Tasks are submitted through package client (so the caller's W3C trace
+// context, taken from the request, travels in the task's headers and the
+// worker's attempt spans join the caller's trace) and the dead-letter queue
+// is operated through package dlq. The principal that authenticated a
+// request is the actor in the audit log.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/proto/rdqv1"
+	"github.com/srjn45/rdq/store"
+)
+
+// Limits and defaults of the API.
+const (
+	// MaxBatch bounds the tasks of one SubmitBatch.
+	MaxBatch = 1000
+	// MaxIDs bounds the IDs of one Redrive or Purge.
+	MaxIDs = 1000
+	// DefaultMaxBodyBytes bounds a REST request body when
+	// Config.MaxBodyBytes is zero: room for one maximal task, or a batch
+	// of smaller ones.
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultRequestTimeout bounds one request when Config.RequestTimeout
+	// is zero.
+	DefaultRequestTimeout = time.Minute
+	// DefaultStatsWindow is the succeeded window of QueueStats when the
+	// request gives none.
+	DefaultStatsWindow = time.Hour
+)
+
+// Config configures a Service.
+type Config struct {
+	// Store holds the tasks. Required. The DLQ and statistics methods need
+	// it to implement store.Admin too, and PauseQueue and ResumeQueue
+	// store.Pauser; without them those methods fail with unimplemented.
+	Store store.Store
+	// Auth authenticates bearer tokens. Required.
+	Auth Authenticator
+	// Queues, if not nil, restricts submissions to these queues, each to
+	// the listed handler names (an empty list accepts any handler):
+	// anything else is refused as invalid_argument instead of dying in the
+	// dead-letter queue for want of a handler.
+	Queues map[string][]string
+	// MaxLife is the default redrive cap (see dlq.Config.MaxLife).
+	MaxLife int
+	// Logger receives request failures and internal errors; nil means
+	// slog.Default(). Payloads are never logged.
+	Logger *slog.Logger
+	// Metrics, if set, receives the server's collectors:
+	// rdq_server_submitted_total{queue}, rdq_server_requests_total{method,
+	// code}, the DLQ's counters (rdq_dlq_redriven_total, ...) and, when
+	// the store implements store.Admin, per-queue gauges read from
+	// Admin.Stats at every scrape (rdq_queue_tasks{queue,status},
+	// rdq_queue_oldest_due_age_seconds{queue}).
+	Metrics prometheus.Registerer
+	// Gatherer, if set, is served at /metrics by Handler.
+	Gatherer prometheus.Gatherer
+	// Propagator carries trace context from requests into task headers;
+	// nil means W3C trace context.
+	Propagator propagation.TextMapPropagator
+	// TracerProvider creates a server span per request; nil means
+	// otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// Ready reports whether the server can serve (/readyz); nil means a
+	// lookup of a random task ID in the store, which succeeds when the
+	// store answers.
+	Ready func(ctx context.Context) error
+	// MaxBodyBytes bounds a REST request body and a gRPC message; zero
+	// means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// RequestTimeout bounds each request; zero means
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+}
+
+// Service implements rdqv1.RdqServiceServer. Its methods are what both
+// transports call; each needs a principal in its context (WithPrincipal),
+// which the transports add after authenticating the bearer token. Errors
+// are *Error values. A Service is safe for concurrent use.
+type Service struct {
+	rdqv1.UnimplementedRdqServiceServer
+
+	store      store.Store
+	admin      store.Admin
+	pauser     store.Pauser
+	dlq        *dlq.DLQ
+	auth       Authenticator
+	queues     map[string][]string
+	log        *slog.Logger
+	propagator propagation.TextMapPropagator
+	tracer     trace.Tracer
+	ready      func(ctx context.Context) error
+	gatherer   prometheus.Gatherer
+	maxBody    int64
+	timeout    time.Duration
+	m          *metrics
+}
+
+// New returns a Service for cfg. It fails with an error wrapping
+// rdq.ErrInvalid for a missing store or authenticator, and with the
+// registerer's error if the collectors cannot be registered.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: server: Config.Store is nil", rdq.ErrInvalid)
+	}
+	if cfg.Auth == nil {
+		return nil, fmt.Errorf("%w: server: Config.Auth is nil: every request needs a bearer token", rdq.ErrInvalid)
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 {
+		return nil, fmt.Errorf("%w: server: MaxBodyBytes and RequestTimeout must not be negative", rdq.ErrInvalid)
+	}
+	for q, hs := range cfg.Queues {
+		if err := rdq.ValidateName("queue", q); err != nil {
+			return nil, fmt.Errorf("server: Config.Queues: %w", err)
+		}
+		for _, h := range hs {
+			if err := rdq.ValidateName("handler", h); err != nil {
+				return nil, fmt.Errorf("server: Config.Queues[%s]: %w", q, err)
+			}
+		}
+	}
+	s := &Service{
+		store:      cfg.Store,
+		auth:       cfg.Auth,
+		queues:     cfg.Queues,
+		log:        cfg.Logger,
+		propagator: cfg.Propagator,
+		ready:      cfg.Ready,
+		gatherer:   cfg.Gatherer,
+		maxBody:    cfg.MaxBodyBytes,
+		timeout:    cfg.RequestTimeout,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.propagator == nil {
+		s.propagator = propagation.TraceContext{}
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	s.tracer = tp.Tracer("github.com/srjn45/rdq/server")
+	if s.maxBody == 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.timeout == 0 {
+		s.timeout = DefaultRequestTimeout
+	}
+	if s.ready == nil {
+		s.ready = s.probeStore
+	}
+	if a, ok := cfg.Store.(store.Admin); ok {
+		s.admin = a
+	}
+	if p, ok := cfg.Store.(store.Pauser); ok {
+		s.pauser = p
+	}
+	if b, ok := cfg.Store.(dlq.Backend); ok {
+		d, err := dlq.New(b, dlq.Config{MaxLife: cfg.MaxLife, Metrics: cfg.Metrics, Logger: s.log})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.dlq = d
+	}
+	m, err := newMetrics(cfg.Metrics, s.admin, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	return s, nil
+}
+
+// Ready reports whether the service can serve: Config.Ready, or a probe of
+// the store.
+func (s *Service) Ready(ctx context.Context) error { return s.ready(ctx) }
+
+func (s *Service) probeStore(ctx context.Context) error {
+	_, _, err := s.store.Get(ctx, rdq.NewID())
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// fail classifies err for the caller, logging internal errors.
+func (s *Service) fail(ctx context.Context, method string, err error) error {
+	e := classify(err)
+	if e.Code == CodeInternal || e.Code == CodeUnavailable {
+		s.log.ErrorContext(ctx, "rdq api request failed", "method", method, "error", err)
+	}
+	return e
+}
+
+func (s *Service) principal(ctx context.Context) (*Principal, error) {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return nil, errorf(CodeUnauthenticated, "missing or invalid bearer token")
+	}
+	return p, nil
+}
+
+func denied(p *Principal, role Role, queue string) *Error {
+	if queue == "" {
+		return errorf(CodePermissionDenied, fmt.Sprintf("%s needs the %s role on every queue (a \"*\" grant) for this; name a queue to narrow the request", p.Name, role))
+	}
+	return errorf(CodePermissionDenied, fmt.Sprintf("%s needs the %s role on queue %q", p.Name, role, queue))
+}
+
+// authzQueue checks role on queue, or on every queue when queue is empty.
+func authzQueue(p *Principal, role Role, queue string) error {
+	if queue == "" {
+		if !p.CanAll(role) {
+			return denied(p, role, "")
+		}
+		return nil
+	}
+	if !p.Can(role, queue) {
+		return denied(p, role, queue)
+	}
+	return nil
+}
+
+func (s *Service) needDLQ() error {
+	if s.dlq == nil {
+		return errorf(CodeUnimplemented, "the store does not implement the dead-letter queue interface (store.Admin)")
+	}
+	return nil
+}
+
+type remoteFailure struct{ typ, msg string }
+
+func (f *remoteFailure) Error() string     { return f.msg }
+func (f *remoteFailure) ErrorType() string { return f.typ }
+
+func millis(what string, ms int64) (time.Duration, error) {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0, fmt.Errorf("%w: %s %d is out of range: use a non-negative number of milliseconds", rdq.ErrInvalid, what, ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// taskFromSpec validates a submission and checks that p may make it.
+func (s *Service) taskFromSpec(p *Principal, spec *rdqv1.TaskSpec) (client.Task, error) {
+	if spec == nil {
+		return client.Task{}, errorf(CodeInvalidArgument, "no task given")
+	}
+	if v := spec.GetVersion(); v != 0 && v != rdq.EnvelopeVersion {
+		return client.Task{}, errorf(CodeInvalidArgument, fmt.Sprintf("envelope version %d is not supported; use %d", v, rdq.EnvelopeVersion))
+	}
+	if err := rdq.ValidateName("queue", spec.GetQueue()); err != nil {
+		return client.Task{}, err
+	}
+	if err := rdq.ValidateName("handler", spec.GetHandler()); err != nil {
+		return client.Task{}, err
+	}
+	if !p.Can(RoleSubmitter, spec.GetQueue()) {
+		return client.Task{}, denied(p, RoleSubmitter, spec.GetQueue())
+	}
+	if s.queues != nil {
+		handlers, ok := s.queues[spec.GetQueue()]
+		if !ok {
+			return client.Task{}, errorf(CodeInvalidArgument, fmt.Sprintf("queue %q is not served here", spec.GetQueue()))
+		}
+		if len(handlers) > 0 && !slices.Contains(handlers, spec.GetHandler()) {
+			return client.Task{}, errorf(CodeInvalidArgument, fmt.Sprintf("queue %q has no handler %q", spec.GetQueue(), spec.GetHandler()))
+		}
+	}
+	delay, err := millis("delay_ms", spec.GetDelayMs())
+	if err != nil {
+		return client.Task{}, err
+	}
+	t := client.Task{
+		Queue:          spec.GetQueue(),
+		Handler:        spec.GetHandler(),
+		Payload:        spec.GetPayload(),
+		ContentType:    spec.GetContentType(),
+		Headers:        spec.GetHeaders(),
+		IdempotencyKey: spec.GetIdempotencyKey(),
+		Delay:          delay,
+	}
+	check := rdq.Task{Queue: t.Queue, Handler: t.Handler, Payload: t.Payload, ContentType: t.ContentType, Headers: t.Headers, IdempotencyKey: t.IdempotencyKey}
+	if err := check.Validate(); err != nil {
+		return client.Task{}, err
+	}
+	if ff := spec.GetFirstFailure(); ff != nil {
+		typ, msg := ff.GetErrorType(), ff.GetMessage()
+		if typ == "" {
+			typ = "remote"
+		}
+		if msg == "" {
+			msg = "failure reported by the submitter"
+		}
+		t.FirstFailure = &remoteFailure{typ: rdq.Truncate(typ, 256), msg: msg}
+	}
+	return t, nil
+}
+
+func (s *Service) client(p *Principal) (*client.Client, error) {
+	return client.New(client.Config{Store: s.store, ID: "api:" + p.Name, Propagator: s.propagator})
+}
+
+// Submit implements rdqv1.RdqServiceServer.
+func (s *Service) Submit(ctx context.Context, req *rdqv1.SubmitRequest) (*rdqv1.SubmitResponse, error) {
+	const method = "Submit"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.taskFromSpec(p, req.GetTask())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	c, err := s.client(p)
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	res, err := c.Submit(ctx, t)
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if !res.Duplicate {
+		s.m.submitted(t.Queue, 1)
+	}
+	return &rdqv1.SubmitResponse{Task: TaskToProto(res.Task, true), Duplicate: res.Duplicate}, nil
+}
+
+// SubmitBatch implements rdqv1.RdqServiceServer. Items that are invalid or
+// that the caller may not submit get an error result and are not stored;
+// the others are stored in one call.
+func (s *Service) SubmitBatch(ctx context.Context, req *rdqv1.SubmitBatchRequest) (*rdqv1.SubmitBatchResponse, error) {
+	const method = "SubmitBatch"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	specs := req.GetTasks()
+	if len(specs) > MaxBatch {
+		return nil, errorf(CodeInvalidArgument, fmt.Sprintf("a batch holds at most %d tasks; this one has %d", MaxBatch, len(specs)))
+	}
+	out := &rdqv1.SubmitBatchResponse{Results: make([]*rdqv1.SubmitResult, len(specs))}
+	var (
+		tasks []client.Task
+		index []int
+	)
+	for i, spec := range specs {
+		t, err := s.taskFromSpec(p, spec)
+		if err != nil {
+			e := classify(err)
+			out.Results[i] = &rdqv1.SubmitResult{Error: &rdqv1.Error{Code: string(e.Code), Message: e.Message}}
+			continue
+		}
+		tasks = append(tasks, t)
+		index = append(index, i)
+	}
+	if len(tasks) > 0 {
+		c, err := s.client(p)
+		if err != nil {
+			return nil, s.fail(ctx, method, err)
+		}
+		res, err := c.SubmitMany(ctx, tasks)
+		if err != nil {
+			return nil, s.fail(ctx, method, err)
+		}
+		if len(res) != len(tasks) {
+			return nil, s.fail(ctx, method, fmt.Errorf("client returned %d results for %d tasks", len(res), len(tasks)))
+		}
+		for j, r := range res {
+			out.Results[index[j]] = &rdqv1.SubmitResult{Task: TaskToProto(r.Task, true), Duplicate: r.Duplicate}
+			if !r.Duplicate {
+				s.m.submitted(r.Task.Queue, 1)
+			}
+		}
+	}
+	return out, nil
+}
+
+// GetTask implements rdqv1.RdqServiceServer.
+func (s *Service) GetTask(ctx context.Context, req *rdqv1.GetTaskRequest) (*rdqv1.GetTaskResponse, error) {
+	const method = "GetTask"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, attempts, err := s.getTask(ctx, p, RoleSubmitter, req.GetId())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	return &rdqv1.GetTaskResponse{Task: TaskToProto(t, true), History: attemptsToProto(attempts)}, nil
+}
+
+func (s *Service) getTask(ctx context.Context, p *Principal, role Role, rawID string) (*rdq.Task, []rdq.Attempt, error) {
+	id, err := rdq.ParseID(rawID)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, attempts, err := s.store.Get(ctx, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	if !p.Can(role, t.Queue) {
+		return nil, nil, denied(p, role, t.Queue)
+	}
+	return t, attempts, nil
+}
+
+// ListDead implements rdqv1.RdqServiceServer.
+func (s *Service) ListDead(ctx context.Context, req *rdqv1.ListDeadRequest) (*rdqv1.ListDeadResponse, error) {
+	const method = "ListDead"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needDLQ(); err != nil {
+		return nil, err
+	}
+	f, err := filterFromProto(req.GetFilter())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if err := authzQueue(p, RoleOperator, f.Queue); err != nil {
+		return nil, err
+	}
+	page, err := s.dlq.List(ctx, f, dlq.ListOptions{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	out := &rdqv1.ListDeadResponse{NextPageToken: page.NextPageToken, Tasks: make([]*rdqv1.Task, len(page.Tasks))}
+	for i, t := range page.Tasks {
+		out.Tasks[i] = TaskToProto(t, false)
+	}
+	return out, nil
+}
+
+// DeadGroups implements rdqv1.RdqServiceServer.
+func (s *Service) DeadGroups(ctx context.Context, req *rdqv1.DeadGroupsRequest) (*rdqv1.DeadGroupsResponse, error) {
+	const method = "DeadGroups"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needDLQ(); err != nil {
+		return nil, err
+	}
+	f, err := filterFromProto(req.GetFilter())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if err := authzQueue(p, RoleOperator, f.Queue); err != nil {
+		return nil, err
+	}
+	groups, err := s.dlq.Groups(ctx, f)
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	out := &rdqv1.DeadGroupsResponse{Groups: make([]*rdqv1.Group, len(groups))}
+	for i, g := range groups {
+		out.Groups[i] = groupToProto(g)
+	}
+	return out, nil
+}
+
+// ShowDead implements rdqv1.RdqServiceServer.
+func (s *Service) ShowDead(ctx context.Context, req *rdqv1.ShowDeadRequest) (*rdqv1.ShowDeadResponse, error) {
+	const method = "ShowDead"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, attempts, err := s.getTask(ctx, p, RoleOperator, req.GetId())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	return &rdqv1.ShowDeadResponse{Task: TaskToProto(t, true), History: attemptsToProto(attempts)}, nil
+}
+
+// selection is the target of a redrive or purge: IDs or a filter.
+type selection struct {
+	ids    []rdq.ID
+	filter dlq.Filter
+	all    bool
+}
+
+func selectionOf(ids []string, pf *rdqv1.DeadFilter, all bool) (selection, error) {
+	f, err := filterFromProto(pf)
+	if err != nil {
+		return selection{}, err
+	}
+	sel := selection{filter: f, all: all}
+	switch {
+	case len(ids) > 0 && (!f.IsEmpty() || all):
+		return sel, errorf(CodeInvalidArgument, "give either ids or a filter (or all), not both")
+	case len(ids) > MaxIDs:
+		return sel, errorf(CodeInvalidArgument, fmt.Sprintf("at most %d ids per request; this one has %d (use a filter for more)", MaxIDs, len(ids)))
+	case len(ids) == 0 && f.IsEmpty() && !all:
+		return sel, errorf(CodeInvalidArgument, "nothing selected: give ids, a filter, or all=true for every dead task")
+	}
+	if len(ids) > 0 {
+		if sel.ids, err = parseIDs(ids); err != nil {
+			return sel, err
+		}
+	}
+	return sel, nil
+}
+
+// authzSelection checks that p holds role over every task sel names:
+// by filter, over the filter's queue (or every queue); by IDs, over the
+// queue of each named task that exists.
+func (s *Service) authzSelection(ctx context.Context, p *Principal, role Role, sel selection) error {
+	if sel.ids == nil {
+		return authzQueue(p, role, sel.filter.Queue)
+	}
+	if p.CanAll(role) {
+		return nil
+	}
+	seen := make(map[rdq.ID]bool, len(sel.ids))
+	page, err := s.dlq.List(ctx, dlq.Filter{IDs: sel.ids}, dlq.ListOptions{PageSize: dlq.MaxPageSize})
+	for {
+		if err != nil {
+			return err
+		}
+		for _, t := range page.Tasks {
+			if !p.Can(role, t.Queue) {
+				return denied(p, role, t.Queue)
+			}
+			seen[t.ID] = true
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		page, err = s.dlq.List(ctx, dlq.Filter{IDs: sel.ids}, dlq.ListOptions{PageSize: dlq.MaxPageSize, PageToken: page.NextPageToken})
+	}
+	// Tasks that are not dead change nothing, but the per-item result
+	// (not_found or not_dead) must not reveal tasks of other queues.
+	for _, id := range sel.ids {
+		if seen[id] {
+			continue
+		}
+		t, _, err := s.store.Get(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		case !p.Can(role, t.Queue):
+			return denied(p, role, t.Queue)
+		}
+	}
+	return nil
+}
+
+// Redrive implements rdqv1.RdqServiceServer.
+func (s *Service) Redrive(ctx context.Context, req *rdqv1.RedriveRequest) (*rdqv1.RedriveResponse, error) {
+	const method = "Redrive"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needDLQ(); err != nil {
+		return nil, err
+	}
+	sel, err := selectionOf(req.GetIds(), req.GetFilter(), req.GetAll())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if req.Payload != nil && len(sel.ids) != 1 {
+		return nil, errorf(CodeInvalidArgument, "an edited payload needs exactly one id")
+	}
+	opts := dlq.RedriveOptions{Actor: p.Name, Reason: req.GetReason(), All: sel.all, MaxLife: int(req.GetMaxLife())}
+	if opts.Delay, err = millis("delay_ms", req.GetDelayMs()); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if opts.Spread, err = millis("spread_ms", req.GetSpreadMs()); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if err := s.authzSelection(ctx, p, RoleOperator, sel); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	switch {
+	case req.Payload != nil:
+		out := &rdqv1.RedriveResponse{Results: []*rdqv1.RedriveResult{{Id: sel.ids[0].String()}}}
+		err := s.dlq.EditAndRedrive(ctx, sel.ids[0], req.Payload, opts)
+		var te dlq.TaskError
+		switch {
+		case err == nil:
+			out.Redriven = 1
+		case errors.As(err, &te):
+			e := classify(te.Err)
+			out.Results[0].Error = &rdqv1.Error{Code: string(e.Code), Message: e.Message}
+			if e.Code == CodeRedriveLimit {
+				out.AtLimit = 1
+			}
+		default:
+			return nil, s.fail(ctx, method, err)
+		}
+		return out, nil
+	case sel.ids != nil:
+		res, err := s.dlq.RedriveTasks(ctx, sel.ids, opts)
+		if err != nil {
+			return nil, s.fail(ctx, method, err)
+		}
+		failed := make(map[rdq.ID]error, len(res.Failed))
+		for _, f := range res.Failed {
+			failed[f.ID] = f.Err
+		}
+		out := &rdqv1.RedriveResponse{Redriven: res.Redriven, AtLimit: res.AtLimit, Results: make([]*rdqv1.RedriveResult, len(sel.ids))}
+		for i, id := range sel.ids {
+			out.Results[i] = &rdqv1.RedriveResult{Id: id.String()}
+			if e := failed[id]; e != nil {
+				ce := classify(e)
+				out.Results[i].Error = &rdqv1.Error{Code: string(ce.Code), Message: ce.Message}
+			}
+		}
+		return out, nil
+	default:
+		res, err := s.dlq.Redrive(ctx, sel.filter, opts)
+		if err != nil {
+			return nil, s.fail(ctx, method, err)
+		}
+		return &rdqv1.RedriveResponse{Redriven: res.Redriven, AtLimit: res.AtLimit}, nil
+	}
+}
+
+// Purge implements rdqv1.RdqServiceServer. Named tasks that are not dead
+// are left alone and not counted.
+func (s *Service) Purge(ctx context.Context, req *rdqv1.PurgeRequest) (*rdqv1.PurgeResponse, error) {
+	const method = "Purge"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needDLQ(); err != nil {
+		return nil, err
+	}
+	sel, err := selectionOf(req.GetIds(), req.GetFilter(), req.GetAll())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if err := s.authzSelection(ctx, p, RoleOperator, sel); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	f := sel.filter
+	if sel.ids != nil {
+		f = dlq.Filter{IDs: sel.ids}
+	}
+	res, err := s.dlq.Purge(ctx, f, dlq.PurgeOptions{Actor: p.Name, Reason: req.GetReason(), All: sel.all})
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	return &rdqv1.PurgeResponse{Purged: res.Purged}, nil
+}
+
+// ListAudit implements rdqv1.RdqServiceServer. It needs the operator role
+// on every queue. A full page has a next_page_token, which may lead to an
+// empty page.
+func (s *Service) ListAudit(ctx context.Context, req *rdqv1.ListAuditRequest) (*rdqv1.ListAuditResponse, error) {
+	const method = "ListAudit"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needDLQ(); err != nil {
+		return nil, err
+	}
+	if err := authzQueue(p, RoleOperator, ""); err != nil {
+		return nil, err
+	}
+	q := dlq.AuditQuery{Actor: req.GetActor(), Action: req.GetAction(), Limit: int(req.GetPageSize())}
+	if q.Since, err = tsTime(req.GetSince()); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if q.Until, err = tsTime(req.GetUntil()); err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		n, err := strconv.ParseInt(tok, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, errorf(CodeInvalidArgument, "page_token is not one this server issued")
+		}
+		q.BeforeID = n
+	}
+	if q.Limit == 0 {
+		q.Limit = dlq.DefaultPageSize
+	}
+	entries, err := s.dlq.Audit(ctx, q)
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	out := &rdqv1.ListAuditResponse{Entries: make([]*rdqv1.AuditEntry, len(entries))}
+	for i, e := range entries {
+		out.Entries[i] = auditToProto(e)
+	}
+	if len(entries) == q.Limit && len(entries) > 0 {
+		out.NextPageToken = strconv.FormatInt(entries[len(entries)-1].ID, 10)
+	}
+	return out, nil
+}
+
+// QueueStats implements rdqv1.RdqServiceServer. It lists the queues the
+// caller holds the operator role on, and fails for a caller holding it on
+// none.
+func (s *Service) QueueStats(ctx context.Context, req *rdqv1.QueueStatsRequest) (*rdqv1.QueueStatsResponse, error) {
+	const method = "QueueStats"
+	p, err := s.principal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needDLQ(); err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(p.Grants, func(g Grant) bool { return g.Role >= RoleOperator }) {
+		return nil, errorf(CodePermissionDenied, fmt.Sprintf("%s needs the operator role on at least one queue", p.Name))
+	}
+	window, err := millis("succeeded_window_ms", req.GetSucceededWindowMs())
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	if window == 0 {
+		window = DefaultStatsWindow
+	}
+	stats, err := s.dlq.Stats(ctx, window)
+	if err != nil {
+		return nil, s.fail(ctx, method, err)
+	}
+	paused := map[string]bool{}
+	if s.pauser != nil {
+		names, err := s.pauser.PausedQueues(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, method, err)
+		}
+		for _, n := range names {
+			paused[n] = true
+		}
+	}
+	out := &rdqv1.QueueStatsResponse{}
+	for _, st := range stats {
+		if !p.Can(RoleOperator, st.Queue) {
+			continue
+		}
+		out.Queues = append(out.Queues, &rdqv1.QueueStat{
+			Queue: st.Queue, Pending: st.Pending, InFlight: st.InFlight, Dead: st.Dead, Succeeded: st.Succeeded,
+			OldestDueAgeMs: st.OldestDueAge.Milliseconds(), Paused: paused[st.Queue],
+		})
+		delete(paused, st.Queue)
+	}
+	for q := range paused {
+		if p.Can(RoleOperator, q) {
+			out.Queues = append(out.Queues, &rdqv1.QueueStat{Queue: q, Paused: true})
+		}
+	}
+	slices.SortFunc(out.Queues, func(a, b *rdqv1.QueueStat) int {
+		switch {
+		case a.Queue < b.Queue:
+			return -1
+		case a.Queue > b.Queue:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+func (s *Service) pauseOrResume(ctx context.Context, method, queue, reason string, pause bool) error {
+	p, err := s.principal(ctx)
+	if err != nil {
+		return err
+	}
+	if err := rdq.ValidateName("queue", queue); err != nil {
+		return s.fail(ctx, method, err)
+	}
+	if !p.Can(RoleAdmin, queue) {
+		return denied(p, RoleAdmin, queue)
+	}
+	if s.pauser == nil {
+		return errorf(CodeUnimplemented, "the store cannot pause queues (it does not implement store.Pauser)")
+	}
+	params := store.PauseParams{Queue: queue, Actor: p.Name, Reason: reason}
+	if pause {
+		err = s.pauser.PauseQueue(ctx, params)
+	} else {
+		err = s.pauser.ResumeQueue(ctx, params)
+	}
+	if err != nil {
+		return s.fail(ctx, method, err)
+	}
+	s.log.InfoContext(ctx, "queue "+map[bool]string{true: "paused", false: "resumed"}[pause], "queue", queue, "actor", p.Name)
+	return nil
+}
+
+// PauseQueue implements rdqv1.RdqServiceServer. It needs the admin role on
+// the queue and a store that implements store.Pauser.
+func (s *Service) PauseQueue(ctx context.Context, req *rdqv1.PauseQueueRequest) (*rdqv1.PauseQueueResponse, error) {
+	if err := s.pauseOrResume(ctx, "PauseQueue", req.GetQueue(), req.GetReason(), true); err != nil {
+		return nil, err
+	}
+	return &rdqv1.PauseQueueResponse{}, nil
+}
+
+// ResumeQueue implements rdqv1.RdqServiceServer.
+func (s *Service) ResumeQueue(ctx context.Context, req *rdqv1.ResumeQueueRequest) (*rdqv1.ResumeQueueResponse, error) {
+	if err := s.pauseOrResume(ctx, "ResumeQueue", req.GetQueue(), req.GetReason(), false); err != nil {
+		return nil, err
+	}
+	return &rdqv1.ResumeQueueResponse{}, nil
+}

@@ -1,0 +1,220 @@
+// Package storetest is the compliance kit for rdq storage backends: the
+// tests a store.Store implementation must pass to be correct.
+//
+// A backend proves itself with one TestMain and one test function in its own
+// package:
+//
+//	func TestMain(m *testing.M) { storetest.Main(m, harness()) }
+//
+//	func TestCompliance(t *testing.T) { storetest.Run(t, harness()) }
+//
+//	func harness() storetest.Harness {
+//		return storetest.Harness{
+//			NewStore: func(t testing.TB) (store.Store, string) {
+//				// a fresh, empty, migrated store for this test, and a
+//				// locator that reaches the same data from another process
+//			},
+//			Open: func(ctx context.Context, locator string) (store.Store, func() error, error) {
+//				// open the store a locator names, in a chaos child process
+//			},
+//			Capabilities: storetest.Capabilities{Admin: true, Notifications: true},
+//		}
+//	}
+//
+// Run checks four things:
+//
+//   - Contract: one subtest per rule of the store.Store contract (package
+//     store documents them): enqueue and idempotency, due-only and ordered
+//     claims, fencing tokens, heartbeats, finish, release, reclaim of expired
+//     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
+//     through the Now field every method takes, so nothing sleeps.
+//   - Admin, Notifications and Pause, when the Capabilities say the backend
+//     has them: every dead-letter filter against a brute-force scan, keyset
+//     paging, groups, bulk redrive and purge, the audit log and statistics;
+//     push notifications; pausing and resuming queues.
+//   - Property: a rapid state machine drives random sequences of enqueue,
+//     claim, heartbeat, finish (with current and stale tokens), release,
+//     reclaim, redrive and time travel, and compares the store with a
+//     simple in-memory model after every step.
+//   - Chaos: real worker processes (the test binary, re-executed by Main,
+//     each running a worker.Worker on a store from Harness.Open) claim and
+//     execute tasks while the test kills them with SIGKILL mid-task and
+//     starts replacements. Every task must end SUCCEEDED or DEAD, none may
+//     be lost, no two executions of a task may overlap (judged by the
+//     fencing tokens and the execution intervals the workers log), and
+//     every killed execution must appear as a LEASE_EXPIRED attempt with its
+//     token and worker. ChaosConfig can make the test bigger, never smaller.
+//
+// Capabilities only switch off what a backend genuinely lacks (a whole
+// interface such as store.Admin); no correctness rule can be skipped, and Run
+// fails if a store implements an interface its Capabilities leave out.
+//
+// Tests are written against the store's contract only: a backend needs
+// millisecond (or finer) timestamp precision and must honour the Now field
+// of every parameter struct. Subtests run in parallel, each on its own store
+// from Harness.NewStore; the property test uses one store, with a queue of
+// its own for every generated case.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/srjn45/rdq/store"
+)
+
+// Capabilities declares the optional parts of the store contract a backend
+// implements. Each one corresponds to an interface; Run checks that the
+// declaration matches the store, so a capability cannot be left out to skip
+// tests that fail.
+type Capabilities struct {
+	// Notifications: the store implements store.Notifier and delivers a
+	// hint for a queue after tasks are enqueued into it.
+	Notifications bool
+	// Admin: the store implements store.Admin (the dead-letter queue and
+	// operations interface).
+	Admin bool
+	// Pause: the store implements store.Pauser (pausing queues).
+	Pause bool
+}
+
+// ChaosConfig sizes the multi-process chaos test. Zero fields take the
+// minimums; values below a minimum are raised to it, so a backend can make
+// the test larger but never smaller.
+type ChaosConfig struct {
+	// Processes is how many worker processes run at once; at least
+	// MinChaosProcesses.
+	Processes int
+	// Tasks is how many tasks are enqueued; at least MinChaosTasks.
+	Tasks int
+	// Kills is how many worker processes are killed with SIGKILL while
+	// executing a task; at least MinChaosKills.
+	Kills int
+}
+
+// The minimum size of the chaos test.
+const (
+	MinChaosProcesses = 4
+	MinChaosTasks     = 1000
+	MinChaosKills     = 20
+)
+
+func (c ChaosConfig) withMinimums() ChaosConfig {
+	c.Processes = max(c.Processes, MinChaosProcesses)
+	c.Tasks = max(c.Tasks, MinChaosTasks)
+	c.Kills = max(c.Kills, MinChaosKills)
+	return c
+}
+
+// Harness connects the kit to a backend.
+type Harness struct {
+	// NewStore returns a fresh, empty, migrated store for one test, plus a
+	// locator string that Open accepts in another process to reach the
+	// same data. It registers the store's teardown with t.Cleanup and
+	// fails t if the store cannot be created. Tests run in parallel, so
+	// NewStore must be safe to call concurrently, and stores it returns
+	// must not share data.
+	NewStore func(t testing.TB) (s store.Store, locator string)
+	// Open opens the store a locator from NewStore names: in chaos worker
+	// processes, and in the test process to check that state persists
+	// beyond one handle. close releases what Open acquired.
+	Open func(ctx context.Context, locator string) (s store.Store, close func() error, err error)
+	// Capabilities declares the optional interfaces the store implements.
+	Capabilities Capabilities
+	// Chaos sizes the chaos test; the zero value is the minimum size.
+	Chaos ChaosConfig
+}
+
+func (h Harness) validate() error {
+	if h.NewStore == nil {
+		return errors.New("storetest: Harness.NewStore is nil")
+	}
+	if h.Open == nil {
+		return errors.New("storetest: Harness.Open is nil: the chaos test needs it to reach the store from worker processes")
+	}
+	return nil
+}
+
+// Run runs the whole compliance kit against the backend h describes: the
+// contract tests, the admin and notification tests the Capabilities
+// declare, the property test and the multi-process chaos test. The chaos
+// test needs Main in the package's TestMain.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if os.Getenv(envChild) != "" {
+		t.Fatal("storetest: a chaos worker process is running tests: the package's TestMain must call storetest.Main")
+	}
+	if err := h.validate(); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Capabilities", func(t *testing.T) {
+		t.Parallel()
+		checkCapabilities(t, h)
+	})
+	t.Run("Contract", func(t *testing.T) { runContract(t, h) })
+	if h.Capabilities.Admin {
+		t.Run("Admin", func(t *testing.T) { runAdmin(t, h) })
+	}
+	if h.Capabilities.Notifications {
+		t.Run("Notifications", func(t *testing.T) {
+			t.Parallel()
+			testNotifications(t, h)
+		})
+	}
+	if h.Capabilities.Pause {
+		t.Run("Pause", func(t *testing.T) {
+			t.Parallel()
+			testPause(t, h)
+		})
+	}
+	t.Run("Property", func(t *testing.T) {
+		t.Parallel()
+		runProperty(t, h)
+	})
+	t.Run("Chaos", func(t *testing.T) {
+		t.Parallel()
+		runChaos(t, h)
+	})
+}
+
+// checkCapabilities fails when the declared capabilities do not match the
+// interfaces the store implements.
+func checkCapabilities(t *testing.T, h Harness) {
+	s, _ := h.NewStore(t)
+	_, isAdmin := s.(store.Admin)
+	_, isNotifier := s.(store.Notifier)
+	_, isPauser := s.(store.Pauser)
+	if isAdmin != h.Capabilities.Admin {
+		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
+			h.Capabilities.Admin, s, isAdmin)
+	}
+	if isNotifier != h.Capabilities.Notifications {
+		t.Errorf("Capabilities.Notifications is %v but the store (%T) implementing store.Notifier is %v: declare exactly what the store implements",
+			h.Capabilities.Notifications, s, isNotifier)
+	}
+	if isPauser != h.Capabilities.Pause {
+		t.Errorf("Capabilities.Pause is %v but the store (%T) implementing store.Pauser is %v: declare exactly what the store implements",
+			h.Capabilities.Pause, s, isPauser)
+	}
+}
+
+// Main is the TestMain of a backend's test package. In a process the chaos
+// test started as a worker, it runs the worker and exits; otherwise it runs
+// the tests with goleak.VerifyTestMain, which fails the package when
+// goroutines leak.
+func Main(m *testing.M, h Harness) {
+	if os.Getenv(envChild) != "" {
+		os.Exit(childMain(h))
+	}
+	mainCalled.Store(true)
+	goleak.VerifyTestMain(m)
+}
+
+// mainCalled records that the test binary's TestMain is Main, so the chaos
+// test can re-execute it as a worker.
+var mainCalled atomic.Bool

@@ -1,0 +1,166 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/internal/pgtest"
+	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/worker"
+)
+
+// exampleStore opens a store in a fresh schema of the test database and
+// returns it with a function that drops the schema.
+func exampleStore() (*pgstore.Store, func()) {
+	ctx := context.Background()
+	pool, err := pgtest.NewPool(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	schema := pgtest.SchemaName()
+	st, err := pgstore.New(pool, pgstore.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	return st, func() {
+		if err := pgtest.DropSchema(pool, schema); err != nil {
+			log.Print(err)
+		}
+		pool.Close()
+	}
+}
+
+// waitDone polls until the task has succeeded or gone dead.
+func waitDone(st *pgstore.Store, id rdq.ID) (*rdq.Task, []rdq.Attempt) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		task, attempts, err := st.Get(context.Background(), id)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if task.Status == rdq.StatusSucceeded || task.Status == rdq.StatusDead {
+			return task, attempts
+		}
+	}
+	log.Fatalf("task %s did not finish", id)
+	return nil, nil
+}
+
+// A worker runs a handler that fails once and then succeeds; the task's
+// history shows both attempts.
+func Example() {
+	st, cleanup := exampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	w, err := worker.New(worker.Config{
+		Store: st,
+		Queues: map[string]worker.QueueConfig{
+			"emails": {
+				Policy:      rdq.Policy{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond},
+				Concurrency: 4,
+			},
+		},
+		PollInterval: 20 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Handle("send-welcome", func(ctx context.Context, t *rdq.Task) error {
+		if t.NextAttempt() == 1 {
+			return errors.New("smtp: connection refused")
+		}
+		return nil // sent
+	})
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := w.Stop(stopCtx); err != nil {
+			log.Print(err)
+		}
+	}()
+
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := c.Submit(ctx, client.Task{Queue: "emails", Handler: "send-welcome", Payload: []byte(`{"user":42}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	task, attempts := waitDone(st, res.Task.ID)
+	fmt.Println(task.Status)
+	for _, a := range attempts {
+		fmt.Printf("attempt %d: %s %s\n", a.Number, a.Outcome, a.Message)
+	}
+	// Output:
+	// SUCCEEDED
+	// attempt 1: RETRYABLE_FAILURE smtp: connection refused
+	// attempt 2: SUCCESS
+}
+
+// A handler says which failures retrying cannot fix: rdq.Permanent sends the
+// task to the dead-letter queue at once, whatever attempts remain.
+func ExampleHandler() {
+	st, cleanup := exampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	w, err := worker.New(worker.Config{
+		Store:        st,
+		Queues:       map[string]worker.QueueConfig{"orders": {}},
+		PollInterval: 20 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w.Handle("ship", func(ctx context.Context, t *rdq.Task) error {
+		var order struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(t.Payload, &order); err != nil {
+			return rdq.Permanent(fmt.Errorf("decoding order: %w", err))
+		}
+		return nil
+	})
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := w.Stop(stopCtx); err != nil {
+			log.Print(err)
+		}
+	}()
+
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := c.Submit(ctx, client.Task{Queue: "orders", Handler: "ship", Payload: []byte(`not json`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	task, attempts := waitDone(st, res.Task.ID)
+	fmt.Println(task.Status, len(attempts), attempts[0].Outcome)
+	fmt.Println(attempts[0].ErrorType)
+	// Output:
+	// DEAD 1 PERMANENT_FAILURE
+	// *json.SyntaxError
+}

@@ -1,0 +1,78 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/srjn45/rdq/store"
+)
+
+// heartbeatTick is how often the heartbeat loop looks for due leases: a
+// quarter of the shortest heartbeat interval, so no lease is extended much
+// later than its interval.
+func (w *Worker) heartbeatTick() time.Duration {
+	tick := w.queues[0].heartbeat
+	for _, q := range w.queues[1:] {
+		tick = min(tick, q.heartbeat)
+	}
+	return max(tick/4, time.Millisecond)
+}
+
+// heartbeatLoop extends the leases of all live executions, in one batched
+// Heartbeat call per lease duration, until Stop ends it.
+func (w *Worker) heartbeatLoop() {
+	defer w.bg.Done()
+	ticker := time.NewTicker(w.heartbeatTick())
+	defer ticker.Stop()
+	for {
+		select {
+		case <-w.hbStop:
+			return
+		case <-ticker.C:
+			w.beat()
+		}
+	}
+}
+
+func (w *Worker) beat() {
+	now := time.Now()
+	groups := w.leases.due(now)
+	if len(groups) == 0 {
+		return
+	}
+	extends := make([]time.Duration, 0, len(groups))
+	for d := range groups {
+		extends = append(extends, d)
+	}
+	sort.Slice(extends, func(i, j int) bool { return extends[i] < extends[j] })
+	for _, extend := range extends {
+		execs := groups[extend]
+		leases := make([]store.Lease, len(execs))
+		for i, e := range execs {
+			leases[i] = e.lease
+		}
+		ctx, cancel := context.WithTimeout(w.baseCtx, extend)
+		errs, err := w.store.Heartbeat(ctx, store.HeartbeatParams{Leases: leases, Extend: extend})
+		cancel()
+		if err == nil && len(errs) != len(leases) {
+			err = fmt.Errorf("worker: store returned %d results for %d heartbeats", len(errs), len(leases))
+		}
+		if err != nil {
+			w.log.Warn("heartbeat failed; retrying", slog.Int("leases", len(leases)), slog.Any("error", err))
+			continue
+		}
+		for i, e := range execs {
+			if errs[i] != nil && !isLeaseLost(errs[i]) {
+				w.logTask(slog.LevelWarn, "heartbeat failed for task", e, slog.Any("error", errs[i]))
+			}
+		}
+		for _, e := range w.leases.afterBeat(execs, errs, now) {
+			w.metrics.leaseLost.WithLabelValues(e.q.name).Inc()
+			w.logTask(slog.LevelWarn, "lease lost; cancelling the handler", e)
+			e.cancel(store.ErrLeaseLost)
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+)
+
+// queue is one configured queue's runtime state.
+type queue struct {
+	name        string
+	policy      rdq.Policy
+	concurrency int
+	lease       time.Duration
+	heartbeat   time.Duration
+	timeout     time.Duration // 0: none
+
+	running   atomic.Int64  // executions holding a slot (until their result is handed off)
+	wake      chan struct{} // a notification: tasks may be due
+	slotFreed chan struct{} // a handler returned
+}
+
+func newQueue(name string, qc QueueConfig) (*queue, error) {
+	if err := rdq.ValidateName("queue", name); err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	if err := qc.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("worker: queue %s: %w", name, err)
+	}
+	q := &queue{
+		name:        name,
+		policy:      qc.Policy,
+		concurrency: qc.Concurrency,
+		lease:       qc.Lease,
+		heartbeat:   qc.HeartbeatInterval,
+		timeout:     qc.Timeout,
+		wake:        make(chan struct{}, 1),
+		slotFreed:   make(chan struct{}, 1),
+	}
+	switch {
+	case q.concurrency < 0:
+		return nil, fmt.Errorf("%w: worker: queue %s: Concurrency %d is negative", rdq.ErrInvalid, name, q.concurrency)
+	case q.concurrency == 0:
+		q.concurrency = DefaultConcurrency
+	}
+	switch {
+	case q.lease < 0:
+		return nil, fmt.Errorf("%w: worker: queue %s: Lease %s is negative", rdq.ErrInvalid, name, q.lease)
+	case q.lease == 0:
+		q.lease = DefaultLease
+	}
+	switch {
+	case q.heartbeat < 0:
+		return nil, fmt.Errorf("%w: worker: queue %s: HeartbeatInterval %s is negative", rdq.ErrInvalid, name, q.heartbeat)
+	case q.heartbeat == 0:
+		q.heartbeat = q.lease / 3
+	case q.heartbeat >= q.lease:
+		return nil, fmt.Errorf("%w: worker: queue %s: HeartbeatInterval %s must be shorter than Lease %s", rdq.ErrInvalid, name, q.heartbeat, q.lease)
+	}
+	if q.heartbeat <= 0 {
+		return nil, fmt.Errorf("%w: worker: queue %s: Lease %s is too short to heartbeat", rdq.ErrInvalid, name, q.lease)
+	}
+	switch {
+	case q.timeout == NoTimeout:
+		q.timeout = 0
+	case q.timeout < 0:
+		return nil, fmt.Errorf("%w: worker: queue %s: Timeout %s is negative (use NoTimeout for none)", rdq.ErrInvalid, name, q.timeout)
+	case q.timeout == 0:
+		q.timeout = DefaultTimeout
+	}
+	return q, nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// fetchLoop claims tasks of q up to its free slots and starts executions,
+// whenever it is woken by a notification, a freed slot (if the queue may hold
+// more due tasks) or its poll timer, until the worker stops claiming.
+func (w *Worker) fetchLoop(q *queue) {
+	defer w.loops.Done()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	mayHaveMore := false
+	for {
+		select {
+		case <-w.stopClaiming:
+			return
+		default:
+		}
+		if free := q.concurrency - int(q.running.Load()); free > 0 {
+			tasks, err := w.claim(q, free)
+			switch {
+			case err != nil:
+				w.log.Error("claim failed", slog.String("queue", q.name), slog.Any("error", err))
+				mayHaveMore = false
+			default:
+				if w.stopped() {
+					w.releaseUnstarted(q, tasks)
+					return
+				}
+				for _, t := range tasks {
+					w.startExecution(q, t)
+				}
+				mayHaveMore = len(tasks) == free
+			}
+		} else {
+			mayHaveMore = true
+		}
+
+		var slotFreed chan struct{}
+		if mayHaveMore {
+			slotFreed = q.slotFreed
+		}
+		select {
+		case <-w.stopClaiming:
+			return
+		case <-q.wake:
+		case <-slotFreed:
+		case <-poll.C:
+		}
+		poll.Reset(w.pollInterval)
+	}
+}
+
+// stopped reports whether the worker has stopped claiming.
+func (w *Worker) stopped() bool {
+	select {
+	case <-w.stopClaiming:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Worker) claim(q *queue, limit int) ([]*rdq.Task, error) {
+	ctx, cancel := context.WithTimeout(w.baseCtx, storeCallTimeout)
+	defer cancel()
+	start := time.Now()
+	tasks, err := w.store.Claim(ctx, store.ClaimParams{
+		Queues:   []string{q.name},
+		Limit:    limit,
+		Lease:    q.lease,
+		WorkerID: w.id,
+	})
+	w.metrics.claimLatency.WithLabelValues(q.name).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("worker: claim from %s: %w", q.name, err)
+	}
+	if len(tasks) > limit {
+		return nil, fmt.Errorf("worker: claim from %s returned %d tasks for a limit of %d", q.name, len(tasks), limit)
+	}
+	return tasks, nil
+}
+
+// releaseUnstarted gives back tasks claimed just as the worker stopped.
+func (w *Worker) releaseUnstarted(q *queue, tasks []*rdq.Task) {
+	if len(tasks) == 0 {
+		return
+	}
+	execs := make([]*execution, len(tasks))
+	for i, t := range tasks {
+		execs[i] = &execution{q: q, lease: store.Lease{ID: t.ID, Token: t.LeaseToken}, handler: t.Handler, attempt: t.NextAttempt()}
+	}
+	if err := w.release(execs); err != nil {
+		w.log.Error("releasing tasks claimed while stopping", slog.String("queue", q.name), slog.Any("error", err))
+	}
+}
+
+// notificationLoop forwards the store's notifications to the fetch loops of
+// the named queues, resubscribing with backoff when the subscription fails.
+func (w *Worker) notificationLoop(n store.Notifier) {
+	defer w.loops.Done()
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = 30 * time.Second
+	bo.MaxElapsedTime = 0
+	for {
+		ch, err := n.Notifications(w.loopCtx)
+		if err != nil {
+			if w.loopCtx.Err() != nil {
+				return
+			}
+			w.log.Warn("subscribing to notifications failed; polling meanwhile", slog.Any("error", err))
+		} else {
+			received := false
+			for name := range ch {
+				if !received {
+					bo.Reset()
+					received = true
+				}
+				if q, ok := w.byName[name]; ok {
+					signal(q.wake)
+				}
+			}
+			if w.loopCtx.Err() != nil {
+				return
+			}
+			w.log.Warn("notifications ended; resubscribing, polling meanwhile")
+		}
+		t := time.NewTimer(bo.NextBackOff())
+		select {
+		case <-w.loopCtx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
