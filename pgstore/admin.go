@@ -18,6 +18,8 @@ const (
 	ActionEditPayload = "edit_payload"
 	ActionPurge       = "purge"
 	ActionRetention   = "retention"
+	ActionPause       = "pause"
+	ActionResume      = "resume"
 )
 
 // ListDead returns up to p.Limit DEAD tasks matching p.Filter, newest dead

@@ -150,6 +150,8 @@ JOIN unnest($2::text[], $3::text[]) AS k(queue, idempotency_key)
 // read once per queue by the lateral subquery as an ordered range that stops
 // after $2 rows; so a claim costs the same with a million due tasks as with
 // ten (a queue = ANY(...) condition would read and sort every due task).
+// Paused queues are skipped through paused_queues_pkey before any task is
+// read.
 //
 // $4 Now override.
 const sqlClaim = `
@@ -169,6 +171,7 @@ WHERE t.id IN (
         WHERE d.status = 'PENDING'
           AND d.queue = q.queue
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = q.queue)
         ORDER BY d.next_attempt_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -654,6 +657,42 @@ FROM (
 ) s
 ORDER BY s.queue`
 
+// sqlPauseQueue pauses queue $1 unless it is paused already, and audits the
+// change ("pause", actor $2, reason $3, filter JSON $4) in the same
+// statement. Returns how many entries it wrote (0 or 1).
+// Index: paused_queues_pkey.
+const sqlPauseQueue = `
+WITH paused AS (
+    INSERT INTO {schema}.paused_queues (queue, paused_at, actor, reason)
+    VALUES ($1, now(), $2, $3)
+    ON CONFLICT (queue) DO NOTHING
+    RETURNING queue
+), audited AS (
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
+    SELECT now(), $2, 'pause', $4, 0, $3 FROM paused
+    RETURNING id
+)
+SELECT count(*) FROM audited`
+
+// sqlResumeQueue resumes queue $1 if it is paused, and audits the change
+// ("resume", actor $2, reason $3, filter JSON $4) in the same statement.
+// Index: paused_queues_pkey.
+const sqlResumeQueue = `
+WITH resumed AS (
+    DELETE FROM {schema}.paused_queues WHERE queue = $1
+    RETURNING queue
+), audited AS (
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
+    SELECT now(), $2, 'resume', $4, 0, $3 FROM resumed
+    RETURNING id
+), notified AS (
+    SELECT count(pg_notify($5, queue)) AS n FROM resumed
+)
+SELECT count(*) FROM audited CROSS JOIN notified`
+
+// sqlPausedQueues lists the paused queues by name. Index: paused_queues_pkey.
+const sqlPausedQueues = `SELECT queue FROM {schema}.paused_queues ORDER BY queue`
+
 // queries are the static statements with the schema filled in.
 type queries struct {
 	schema string
@@ -678,6 +717,9 @@ type queries struct {
 	insertAudit    string
 	purgeSucceeded string
 	stats          string
+	pauseQueue     string
+	resumeQueue    string
+	pausedQueues   string
 }
 
 func buildQueries(quotedSchema string) queries {
@@ -703,6 +745,9 @@ func buildQueries(quotedSchema string) queries {
 		insertAudit:           r.Replace(sqlInsertAudit),
 		purgeSucceeded:        r.Replace(sqlPurgeSucceeded),
 		stats:                 r.Replace(sqlStats),
+		pauseQueue:            r.Replace(sqlPauseQueue),
+		resumeQueue:           r.Replace(sqlResumeQueue),
+		pausedQueues:          r.Replace(sqlPausedQueues),
 	}
 }
 

@@ -141,7 +141,8 @@ type AuditEntry struct {
 	At time.Time
 	// Actor is who did it, as the caller named them.
 	Actor string
-	// Action is "redrive", "purge", "edit_payload" or "retention".
+	// Action is "redrive", "purge", "edit_payload", "retention", or
+	// "pause" and "resume" for stores that implement Pauser.
 	Action string
 	// Filter is the selection as JSON, when the mutation was by filter.
 	Filter string
