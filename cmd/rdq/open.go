@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/internal/storeopen"
+)
+
+// backend is an opened store with what the command needs beyond the DLQ.
+type backend struct {
+	dlq.Backend
+	close func()
+	// desc names the database for people, without secrets.
+	desc string
+}
+
+// databaseURL is the URL the flags and environment select, with --schema
+// folded into a PostgreSQL URL as its schema parameter.
+func (e *env) databaseURL() (string, error) {
+	raw := strings.TrimSpace(e.g.databaseURL)
+	if !strings.Contains(raw, "://") && strings.Contains(raw, "=") && strings.Contains(raw, " ") {
+		// A key=value connection string; never echo it (it may hold a password).
+		return "", usageErrorf("--database-url looks like a key=value connection string: use a postgres://user@host:5432/db URL")
+	}
+	if e.g.schema == "" {
+		return raw, nil
+	}
+	lower := strings.ToLower(raw)
+	if !strings.HasPrefix(lower, "postgres://") && !strings.HasPrefix(lower, "postgresql://") {
+		return "", usageErrorf("--schema applies to PostgreSQL only; the database is %s", storeopen.Describe(raw))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", usageErrorf("--database-url is not a valid URL: %s", storeopen.Describe(raw))
+	}
+	q := u.Query()
+	q.Set(storeopen.SchemaParam, e.g.schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// openBackend opens the store the flags name, without migrating it: only
+// 'rdq migrate' changes the schema (migrate set), so an operator's command
+// never upgrades a database under running workers by surprise. A missing
+// SQLite file is created only by migrate.
+func (e *env) openBackend(migrate bool) (*backend, error) {
+	raw, err := e.databaseURL()
+	if err != nil {
+		return nil, err
+	}
+	secret := queryPassword(raw)
+	t, err := storeopen.Parse(raw)
+	if err != nil {
+		return nil, hideSecret(err, secret)
+	}
+	desc := storeopen.Describe(raw)
+	if secret != "" {
+		desc = strings.ReplaceAll(desc, secret, "xxxxx")
+	}
+	if t.Kind == storeopen.SQLite && !migrate {
+		if _, err := os.Stat(t.Path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no rdq database at %s: run 'rdq migrate' to create one, or point --database-url (or RDQ_DATABASE_URL) at yours", t.Path)
+		}
+	}
+	if migrate {
+		e.announce(desc)
+	}
+	s, err := storeopen.OpenTarget(e.ctx, t, storeopen.Config{NoMigrate: !migrate})
+	if err != nil {
+		if t.Kind == storeopen.Postgres && !errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w (is the server up, and the URL right? set --database-url or RDQ_DATABASE_URL)", err)
+		}
+		return nil, hideSecret(err, secret)
+	}
+	return &backend{
+		Backend: s,
+		close: func() {
+			if err := s.Close(); err != nil {
+				fmt.Fprintf(e.stderr, "rdq: closing %s: %v\n", desc, err)
+			}
+		},
+		desc: desc,
+	}, nil
+}
+
+// queryPassword returns the password given as a query parameter of a URL
+// (postgres://host/db?password=...), which URL redaction does not hide.
+func queryPassword(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("password")
+}
+
+// hideSecret replaces secret in err's text, keeping its exit code.
+func hideSecret(err error, secret string) error {
+	if secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	return &codedError{code: exitCode(err), err: errors.New(strings.ReplaceAll(err.Error(), secret, "xxxxx"))}
+}

@@ -1,0 +1,252 @@
+package storeopen_test
+
+import (
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/pgtest"
+	"github.com/srjn45/rdq/internal/storeopen"
+	"github.com/srjn45/rdq/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		url  string
+		want storeopen.Target
+	}{
+		{"postgres://u:pw@db.example:5433/app?sslmode=disable&schema=jobs",
+			storeopen.Target{Kind: storeopen.Postgres, ConnString: "postgres://u:pw@db.example:5433/app?sslmode=disable", Schema: "jobs"}},
+		{"postgresql://db.example/app",
+			storeopen.Target{Kind: storeopen.Postgres, ConnString: "postgresql://db.example/app", Schema: "rdq"}},
+		{"  POSTGRES://db.example/app  ",
+			storeopen.Target{Kind: storeopen.Postgres, ConnString: "postgres://db.example/app", Schema: "rdq"}},
+		{"sqlite:/var/lib/rdq/tasks.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/var/lib/rdq/tasks.db"}},
+		{"sqlite:///var/lib/rdq/tasks.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/var/lib/rdq/tasks.db"}},
+		{"sqlite:tasks.db", storeopen.Target{Kind: storeopen.SQLite, Path: filepath.Join(wd, "tasks.db")}},
+		{"file:/tmp/a b.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/tmp/a b.db"}},
+		{"./data/rdq.db", storeopen.Target{Kind: storeopen.SQLite, Path: filepath.Join(wd, "data", "rdq.db")}},
+		{"/abs/x.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/abs/x.db"}},
+		{"~/rdq.db", storeopen.Target{Kind: storeopen.SQLite, Path: filepath.Join(home, "rdq.db")}},
+	} {
+		got, err := storeopen.Parse(tc.url)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tc.url, err)
+			continue
+		}
+		if got.ConnString != "" {
+			// Query parameter order is the encoder's; compare parsed.
+			gu, _ := url.Parse(got.ConnString)
+			wu, _ := url.Parse(tc.want.ConnString)
+			if gu.Query().Encode() == wu.Query().Encode() {
+				gu.RawQuery, wu.RawQuery = "", ""
+				got.ConnString, tc.want.ConnString = gu.String(), wu.String()
+			}
+		}
+		if got != tc.want {
+			t.Errorf("Parse(%q) = %+v, want %+v", tc.url, got, tc.want)
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"mysql://db/app",
+		"postgres://db/app?schema=Bad-Name",
+		"postgres://db/app?schema=pg_catalog",
+		"sqlite:",
+		"sqlite:rdq.db?mode=ro",
+		":memory:",
+		"sqlite::memory:",
+	} {
+		_, err := storeopen.Parse(u)
+		if !errors.Is(err, storeopen.ErrBadURL) || !errors.Is(err, rdq.ErrInvalid) {
+			t.Errorf("Parse(%q) error = %v, want ErrBadURL (and rdq.ErrInvalid)", u, err)
+		}
+	}
+}
+
+// The tests below change the environment, so they do not run in parallel.
+
+func TestDefaultPath(t *testing.T) {
+	xdg := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", xdg)
+	if got, want := storeopen.DefaultPath(), filepath.Join(xdg, "rdq", "rdq.db"); got != want {
+		t.Errorf("DefaultPath with XDG_DATA_HOME = %s, want %s", got, want)
+	}
+	t.Setenv("XDG_DATA_HOME", "relative/ignored")
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if got, want := storeopen.DefaultPath(), filepath.Join(home, ".local", "share", "rdq", "rdq.db"); got != want {
+		t.Errorf("DefaultPath with HOME = %s, want %s", got, want)
+	}
+	tg, err := storeopen.Parse("")
+	if err != nil || !tg.Default || tg.Kind != storeopen.SQLite || tg.Path != storeopen.DefaultPath() {
+		t.Errorf("Parse(\"\") = %+v, %v", tg, err)
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	t.Setenv(storeopen.EnvVar, " sqlite:/x.db \n")
+	if got := storeopen.FromEnv(); got != "sqlite:/x.db" {
+		t.Errorf("FromEnv = %q", got)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	xdg := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", xdg)
+	for _, tc := range []struct{ url, want string }{
+		{"", "SQLite at " + filepath.Join(xdg, "rdq", "rdq.db") + " (set RDQ_DATABASE_URL to use PostgreSQL)"},
+		{"sqlite:/srv/rdq.db", "SQLite at /srv/rdq.db"},
+		{"postgres://ann:secret@db:5432/app?schema=jobs", "PostgreSQL at postgres://ann:xxxxx@db:5432/app (schema jobs)"},
+	} {
+		if got := storeopen.Describe(tc.url); got != tc.want {
+			t.Errorf("Describe(%q) = %q, want %q", tc.url, got, tc.want)
+		}
+	}
+	if got := storeopen.Describe("mysql://ann:secret@db/app"); strings.Contains(got, "secret") || !strings.Contains(got, "unknown scheme") {
+		t.Errorf("Describe of a bad URL = %q", got)
+	}
+}
+
+// roundTrip enqueues a task, claims and finishes it, and reads it back.
+func roundTrip(t *testing.T, s storeopen.Store) {
+	t.Helper()
+	ctx := t.Context()
+	id := rdq.NewID()
+	if _, err := s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{{ID: id, Queue: "q", Handler: "h", Payload: []byte("p")}}}); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	got, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"q"}, Limit: 1, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(got) != 1 || got[0].ID != id {
+		t.Fatalf("Claim = %v, %v", got, err)
+	}
+	errs, err := s.Finish(ctx, store.FinishParams{Completions: []store.Completion{{
+		Lease: store.Lease{ID: id, Token: got[0].LeaseToken}, Status: rdq.StatusSucceeded,
+		Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeSuccess, WorkerID: "w"},
+	}}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("Finish: %v %v", err, errs)
+	}
+	stats, err := s.Stats(ctx, store.StatsParams{})
+	if err != nil || len(stats) != 1 || stats[0].Succeeded != 1 {
+		t.Fatalf("Stats = %+v, %v", stats, err)
+	}
+}
+
+func TestOpenDefaultSQLite(t *testing.T) {
+	xdg := filepath.Join(t.TempDir(), "not", "yet")
+	t.Setenv("XDG_DATA_HOME", xdg)
+	s, err := storeopen.Open(t.Context(), "", storeopen.Config{})
+	if err != nil {
+		t.Fatalf("Open default: %v", err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, err := os.Stat(filepath.Join(xdg, "rdq", "rdq.db")); err != nil {
+		t.Errorf("default database file: %v", err)
+	}
+	if _, ok := s.(store.Notifier); ok {
+		t.Error("the SQLite store claims to implement store.Notifier")
+	}
+	roundTrip(t, s)
+}
+
+func TestOpenSQLitePath(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "x.db")
+	s, err := storeopen.Open(t.Context(), "sqlite:"+path, storeopen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A plain path to the same file sees the same data.
+	s, err = storeopen.Open(t.Context(), path, storeopen.Config{NoMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n, err := s.Stats(t.Context(), store.StatsParams{})
+	if err != nil || len(n) != 1 {
+		t.Errorf("Stats after reopen = %+v, %v", n, err)
+	}
+	if _, err := storeopen.Open(t.Context(), filepath.Join(t.TempDir(), "missing", "x.db"), storeopen.Config{}); err == nil {
+		t.Error("Open in a missing directory succeeded")
+	}
+}
+
+func TestOpenPostgres(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.SchemaName()
+	pool := pgtest.Pool(t)
+	t.Cleanup(func() {
+		if err := pgtest.DropSchema(pool, schema); err != nil {
+			t.Error(err)
+		}
+	})
+	u, err := url.Parse(pgtest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(storeopen.SchemaParam, schema)
+	u.RawQuery = q.Encode()
+
+	s, err := storeopen.Open(t.Context(), u.String(), storeopen.Config{})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", storeopen.Describe(u.String()), err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, ok := s.(store.Notifier); !ok {
+		t.Error("the PostgreSQL store does not implement store.Notifier")
+	}
+	roundTrip(t, s)
+	var tables int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, schema).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables == 0 {
+		t.Errorf("no tables in schema %s: the schema parameter was not used", schema)
+	}
+}
+
+func TestOpenPostgresUnreachable(t *testing.T) {
+	t.Parallel()
+	_, err := storeopen.Open(t.Context(), "postgres://nobody:pw@127.0.0.1:1/none?connect_timeout=2", storeopen.Config{})
+	if err == nil {
+		t.Fatal("Open of an unreachable PostgreSQL succeeded")
+	}
+	if strings.Contains(err.Error(), "pw@") {
+		t.Errorf("error shows the password: %v", err)
+	}
+}

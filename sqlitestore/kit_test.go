@@ -1,0 +1,36 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/srjn45/rdq/sqlitestore"
+	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/storetest"
+)
+
+// harness runs the compliance kit on SQLite files: each test gets a fresh
+// file in its temporary directory, and the locator is the file's path.
+func harness() storetest.Harness {
+	return storetest.Harness{
+		NewStore: func(t testing.TB) (store.Store, string) {
+			t.Helper()
+			path := filepath.Join(t.TempDir(), "rdq.db")
+			return openStore(t, path), path
+		},
+		Open: func(ctx context.Context, locator string) (store.Store, func() error, error) {
+			s, err := sqlitestore.Open(ctx, locator, sqlitestore.Config{})
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, s.Close, nil
+		},
+		// SQLite cannot push a change to another process: no Notifier.
+		Capabilities: storetest.Capabilities{Admin: true, Notifications: false},
+	}
+}
+
+func TestMain(m *testing.M) { storetest.Main(m, harness()) }
+
+func TestCompliance(t *testing.T) { storetest.Run(t, harness()) }

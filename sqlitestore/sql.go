@@ -1,0 +1,223 @@
+package sqlitestore
+
+// Every SQL statement the store runs lives in this file, next to the index
+// (from migrations/0001_init.sql) that serves it. Every value is a bound
+// parameter; the only text assembled at run time is the choice among the
+// constant filter fragments below. Times are unix microseconds.
+
+// taskColumns is the column list scanned by scanTask, in its order.
+const taskColumns = `id, queue, handler, payload, content_type, headers, idempotency_key, status,
+	attempts, life, next_attempt_at, lease_token, lease_expires_at, lease_owner,
+	created_at, updated_at, finished_at, last_error_type, last_error_message, last_error_fingerprint`
+
+// Migrations.
+const (
+	sqlCreateMigrations = `CREATE TABLE IF NOT EXISTS rdq_schema_migrations (
+	version    INTEGER PRIMARY KEY,
+	applied_at INTEGER NOT NULL
+)`
+	// Primary key of rdq_schema_migrations.
+	sqlAppliedMigrations = `SELECT version FROM rdq_schema_migrations ORDER BY version`
+	sqlRecordMigration   = `INSERT INTO rdq_schema_migrations (version, applied_at) VALUES (?, ?)`
+)
+
+// Enqueue.
+const (
+	// Index rdq_tasks_idempotency (queue, idempotency_key).
+	sqlFindByKey = `SELECT ` + taskColumns + ` FROM rdq_tasks WHERE queue = ? AND idempotency_key = ?`
+
+	// Primary key; maintains every index. The caller builds the returned
+	// task from the values it bound (RETURNING would buffer every row in a
+	// temporary b-tree).
+	sqlInsertTask = `INSERT INTO rdq_tasks (
+	id, queue, handler, payload, content_type, headers, idempotency_key, status,
+	attempts, life, next_attempt_at, lease_token, lease_owner, created_at, updated_at,
+	last_error_type, last_error_message, last_error_fingerprint
+) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, 'PENDING', ?, 0, ?, 0, '', ?, ?, ?, ?, ?)`
+
+	// Primary key of rdq_attempts (task_id, number): the number is
+	// max(number) + 1 over the persisted history of the task.
+	// The life is the task's: the primary key of rdq_tasks.
+	sqlInsertAttempt = `INSERT INTO rdq_attempts (
+	task_id, number, life, outcome, error_type, message, stack, worker_id, lease_token, started_at, finished_at
+) SELECT ?1, coalesce(max(number), 0) + 1, (SELECT life FROM rdq_tasks WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+FROM rdq_attempts WHERE task_id = ?1`
+)
+
+// Claim.
+const (
+	// Index rdq_tasks_claim (queue, next_attempt_at, id) WHERE status =
+	// 'PENDING': an ordered range scan that stops after LIMIT rows. Run
+	// once per queue; the candidates of several queues are merged.
+	sqlClaimCandidates = `SELECT rowid, id, next_attempt_at FROM rdq_tasks
+WHERE status = 'PENDING' AND queue = ? AND next_attempt_at <= ?
+ORDER BY next_attempt_at, id LIMIT ?`
+
+	// The rowids of the tasks chosen (?5, a JSON array): one statement
+	// leases the whole batch.
+	sqlClaimTasks = `UPDATE rdq_tasks
+SET status = 'IN_FLIGHT', lease_token = lease_token + 1, lease_expires_at = ?1, lease_owner = ?2,
+	claimed_at = ?3, updated_at = ?4
+WHERE rowid IN (SELECT value FROM json_each(?5)) AND status = 'PENDING'
+RETURNING ` + taskColumns
+)
+
+// Leases: heartbeat, finish, release. All by primary key, fenced by status
+// and token.
+const (
+	sqlHeartbeat = `UPDATE rdq_tasks SET lease_expires_at = ?, updated_at = ?
+WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
+
+	// ?1 status, ?2 attempts increment, ?3 next attempt time (PENDING),
+	// ?4 finished_at (SUCCEEDED, DEAD) or NULL, ?5 now, ?6 whether a
+	// failure is recorded, ?7-?9 the failure, ?10 id, ?11 token.
+	sqlFinish = `UPDATE rdq_tasks
+SET status = ?1, attempts = attempts + ?2,
+	next_attempt_at = CASE WHEN ?1 = 'PENDING' THEN ?3 ELSE next_attempt_at END,
+	finished_at = ?4, lease_expires_at = NULL, updated_at = ?5,
+	last_error_type = CASE WHEN ?6 THEN ?7 ELSE last_error_type END,
+	last_error_message = CASE WHEN ?6 THEN ?8 ELSE last_error_message END,
+	last_error_fingerprint = CASE WHEN ?6 THEN ?9 ELSE last_error_fingerprint END
+WHERE id = ?10 AND status = 'IN_FLIGHT' AND lease_token = ?11`
+
+	sqlRelease = `UPDATE rdq_tasks
+SET status = 'PENDING', next_attempt_at = ?, lease_expires_at = NULL, updated_at = ?
+WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
+)
+
+// Reclaim.
+const (
+	// Index rdq_tasks_expiry (lease_expires_at, id) WHERE status =
+	// 'IN_FLIGHT'. ?3 is a JSON array of queue names; '[]' means all.
+	sqlReclaimCandidates = `SELECT id, lease_token, lease_owner, coalesce(claimed_at, ?1) FROM rdq_tasks
+WHERE status = 'IN_FLIGHT' AND lease_expires_at <= ?1
+	AND (?2 = 0 OR queue IN (SELECT value FROM json_each(?3)))
+ORDER BY lease_expires_at, id LIMIT ?4`
+
+	// Primary key, fenced by the token read in the same transaction.
+	sqlReclaimTask = `UPDATE rdq_tasks
+SET lease_token = lease_token + 1, lease_expires_at = ?, lease_owner = ?, claimed_at = ?,
+	attempts = attempts + 1, last_error_type = ?, last_error_message = ?, last_error_fingerprint = ?,
+	updated_at = ?
+WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?
+RETURNING ` + taskColumns
+)
+
+// Get.
+const (
+	// Primary key.
+	sqlGetTask = `SELECT ` + taskColumns + ` FROM rdq_tasks WHERE id = ?`
+
+	// Primary key of rdq_attempts (task_id, number).
+	sqlGetAttempts = `SELECT task_id, number, life, outcome, error_type, message, stack, worker_id,
+	lease_token, started_at, finished_at
+FROM rdq_attempts WHERE task_id = ? ORDER BY number`
+)
+
+// Redrive by ID.
+const (
+	// Primary key.
+	sqlRedriveLookup = `SELECT status, life, payload FROM rdq_tasks WHERE id = ?`
+
+	// Primary key. ?1 next attempt time, ?2 now, ?3 whether the payload
+	// is replaced, ?4 the new payload, ?5 id.
+	sqlRedriveTask = `UPDATE rdq_tasks
+SET status = 'PENDING', attempts = 0, life = life + 1, next_attempt_at = ?1, finished_at = NULL,
+	lease_expires_at = NULL, updated_at = ?2,
+	payload = CASE WHEN ?3 THEN coalesce(?4, x'') ELSE payload END
+WHERE id = ?5 AND status = 'DEAD'`
+)
+
+// Retention of succeeded tasks.
+const (
+	// Index rdq_tasks_succeeded (finished_at) WHERE status = 'SUCCEEDED'
+	// selects the oldest first; the primary key deletes; the attempts go by
+	// ON DELETE CASCADE through rdq_attempts' primary key.
+	sqlPurgeSucceeded = `DELETE FROM rdq_tasks WHERE rowid IN (
+	SELECT rowid FROM rdq_tasks WHERE status = 'SUCCEEDED' AND finished_at < ? ORDER BY finished_at LIMIT ?
+)`
+)
+
+// Audit log.
+const (
+	// Primary key (AUTOINCREMENT).
+	sqlInsertAudit = `INSERT INTO rdq_audit (at, actor, action, filter, ids, count, reason, details)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+
+	// sqlListAudit is completed with auditFilter* fragments and
+	// sqlListAuditTail. Served by the primary key (newest first), or by
+	// rdq_audit_actor (actor, id) / rdq_audit_action (action, id) when
+	// those filters are set, or rdq_audit_at (at) for a time range.
+	sqlListAudit = `SELECT id, at, actor, action, filter, ids, count, reason, details FROM rdq_audit WHERE 1 = 1`
+
+	auditFilterActor    = ` AND actor = ?`
+	auditFilterAction   = ` AND action = ?`
+	auditFilterSince    = ` AND at >= ?`
+	auditFilterUntil    = ` AND at < ?`
+	auditFilterBeforeID = ` AND id < ?`
+	sqlListAuditTail    = ` ORDER BY id DESC LIMIT ?`
+)
+
+// Dead-letter queue. A selection of dead tasks is deadWhere followed by the
+// fragments of the filter's set fields, in this order. The planner serves
+// it from the partial index of the most selective exact filter, each of
+// which also yields the newest-first order without a sort:
+//
+//	Queue       rdq_tasks_dead_queue       (queue, finished_at, id)
+//	Handler     rdq_tasks_dead_handler     (handler, finished_at, id)
+//	ErrorType   rdq_tasks_dead_error_type  (last_error_type, finished_at, id)
+//	Fingerprint rdq_tasks_dead_fingerprint (last_error_fingerprint, finished_at, id)
+//	none        rdq_tasks_dead             (finished_at, id)
+//	IDs         the primary key
+//
+// The time range and the cursor are ranges on finished_at inside any of
+// them. MessageContains is checked on the rows the index yields (a
+// newest-first scan that stops at the page size).
+const (
+	deadWhere             = ` WHERE status = 'DEAD'`
+	deadFilterIDs         = ` AND id IN (SELECT unhex(value) FROM json_each(?))`
+	deadFilterQueue       = ` AND queue = ?`
+	deadFilterHandler     = ` AND handler = ?`
+	deadFilterErrorType   = ` AND last_error_type = ?`
+	deadFilterFingerprint = ` AND last_error_fingerprint = ?`
+	deadFilterAfter       = ` AND finished_at >= ?`
+	deadFilterBefore      = ` AND finished_at < ?`
+	deadFilterMessage     = ` AND ` + containsFoldFunc + `(last_error_message, ?)`
+	deadFilterCursor      = ` AND (finished_at, id) < (?, ?)`
+	deadFilterBelowLife   = ` AND life < ?`
+	deadFilterAtLife      = ` AND life >= ?`
+	deadNewestFirst       = ` ORDER BY finished_at DESC, id DESC`
+
+	sqlListDead  = `SELECT ` + taskColumns + ` FROM rdq_tasks`
+	sqlCountDead = `SELECT count(*) FROM rdq_tasks`
+
+	// Grouped by rdq_tasks_dead_fingerprint.
+	sqlDeadGroups     = `SELECT last_error_fingerprint, count(*), min(finished_at), max(finished_at) FROM rdq_tasks`
+	sqlDeadGroupsTail = ` GROUP BY last_error_fingerprint`
+	// The newest task of one group: rdq_tasks_dead_fingerprint.
+	sqlDeadGroupExample = `SELECT id, last_error_type, last_error_message FROM rdq_tasks`
+
+	// Set-based redrive of one chunk. ?1 base next attempt time, ?2 the
+	// spread in microseconds (uniform in [0, ?2) per task), ?3 now; the
+	// selection's parameters follow. random() & max-int64 is a uniform
+	// non-negative 63-bit integer.
+	sqlRedriveDeadHead = `UPDATE rdq_tasks
+SET status = 'PENDING', attempts = 0, life = life + 1,
+	next_attempt_at = ?1 + CASE WHEN ?2 > 0 THEN (random() & 9223372036854775807) % ?2 ELSE 0 END,
+	finished_at = NULL, lease_expires_at = NULL, updated_at = ?3
+WHERE rowid IN (SELECT rowid FROM rdq_tasks`
+	sqlRedriveDeadTail = ` LIMIT ?)`
+
+	// Set-based purge of one chunk; attempts go by ON DELETE CASCADE.
+	sqlPurgeDeadHead = `DELETE FROM rdq_tasks WHERE rowid IN (SELECT rowid FROM rdq_tasks`
+	sqlPurgeDeadTail = ` LIMIT ?) RETURNING id`
+)
+
+// Stats: one pass over rdq_tasks grouped by queue (a full scan; Stats is an
+// operator's call, not on the task path). ?1 now, ?2 the start of the
+// succeeded window.
+const sqlStats = `SELECT queue,
+	sum(status = 'PENDING'), sum(status = 'IN_FLIGHT'), sum(status = 'DEAD'),
+	sum(status = 'SUCCEEDED' AND finished_at >= ?2),
+	min(CASE WHEN status = 'PENDING' AND next_attempt_at <= ?1 THEN next_attempt_at END)
+FROM rdq_tasks GROUP BY queue ORDER BY queue`

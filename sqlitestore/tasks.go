@@ -1,0 +1,631 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+)
+
+// Enqueue implements store.Store: the whole batch is one transaction. Tasks
+// with an idempotency key already present in their queue (earlier in the
+// same batch included) are not inserted and come back as the existing task
+// with Duplicate set.
+func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.EnqueueResult, error) {
+	for i := range p.Tasks {
+		if err := validateNewTask(&p.Tasks[i]); err != nil {
+			return nil, fmt.Errorf("sqlitestore: enqueue task %d: %w", i, err)
+		}
+	}
+	if len(p.Tasks) == 0 {
+		return []store.EnqueueResult{}, nil
+	}
+	var results []store.EnqueueResult
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		results = make([]store.EnqueueResult, len(p.Tasks))
+		for i := range p.Tasks {
+			nt := &p.Tasks[i]
+			if nt.IdempotencyKey != "" {
+				rows, err := s.query(ctx, tx, sqlFindByKey, nt.Queue, nt.IdempotencyKey)
+				if err != nil {
+					return fmt.Errorf("looking up idempotency key: %w", err)
+				}
+				existing, err := scanTasks(rows)
+				if err != nil {
+					return fmt.Errorf("looking up idempotency key: %w", err)
+				}
+				if len(existing) > 0 {
+					results[i] = store.EnqueueResult{Task: existing[0], Duplicate: true}
+					continue
+				}
+			}
+			t, err := s.insertTask(ctx, tx, nt, now)
+			if err != nil {
+				return fmt.Errorf("inserting task %s: %w", nt.ID, err)
+			}
+			results[i] = store.EnqueueResult{Task: t}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: enqueue: %w", err)
+	}
+	return results, nil
+}
+
+func validateNewTask(nt *store.NewTask) error {
+	if nt.ID.IsZero() {
+		return fmt.Errorf("%w: task has no ID", rdq.ErrInvalid)
+	}
+	if err := rdq.ValidateName("queue", nt.Queue); err != nil {
+		return err
+	}
+	if err := rdq.ValidateName("handler", nt.Handler); err != nil {
+		return err
+	}
+	if nt.FirstFailure != nil && !nt.FirstFailure.Outcome.Valid() {
+		return fmt.Errorf("%w: first failure has outcome %q", rdq.ErrInvalid, nt.FirstFailure.Outcome)
+	}
+	return nil
+}
+
+func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, now int64) (*rdq.Task, error) {
+	headers, err := headersArg(nt.Headers)
+	if err != nil {
+		return nil, err
+	}
+	attempts := 0
+	var failure rdq.Failure
+	if ff := nt.FirstFailure; ff != nil {
+		attempts = 1
+		failure = ff.Failure
+	}
+	_, err = s.exec(ctx, tx, sqlInsertTask,
+		idArg(nt.ID), nt.Queue, nt.Handler, nt.Payload, nt.ContentType, headers, nullString(nt.IdempotencyKey),
+		attempts, now+micros(nt.Delay), now, now,
+		failure.Type, failure.Message, failure.Fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	if ff := nt.FirstFailure; ff != nil {
+		if err := s.insertAttempt(ctx, tx, nt.ID, ff, 0, now); err != nil {
+			return nil, err
+		}
+	}
+	t := &rdq.Task{
+		ID:             nt.ID,
+		Queue:          nt.Queue,
+		Handler:        nt.Handler,
+		Payload:        bytes.Clone(nt.Payload),
+		ContentType:    nt.ContentType,
+		Headers:        maps.Clone(nt.Headers),
+		IdempotencyKey: nt.IdempotencyKey,
+		Status:         rdq.StatusPending,
+		Attempts:       attempts,
+		NextAttemptAt:  fromMicros(now + micros(nt.Delay)),
+		CreatedAt:      fromMicros(now),
+		UpdatedAt:      fromMicros(now),
+		LastError:      rdq.ErrorSummary{Type: failure.Type, Message: failure.Message, Fingerprint: failure.Fingerprint},
+	}
+	if t.Payload == nil {
+		t.Payload = []byte{}
+	}
+	if len(t.Headers) == 0 {
+		t.Headers = nil
+	}
+	return t, nil
+}
+
+// insertAttempt records rec as the next attempt of task id (numbered
+// max + 1 from its history, in the task's current life), finished now and
+// started rec.Duration earlier.
+func (s *Store) insertAttempt(ctx context.Context, tx *sql.Tx, id rdq.ID, rec *store.AttemptRecord, token int64, now int64) error {
+	started := now - micros(rec.Duration)
+	_, err := s.exec(ctx, tx, sqlInsertAttempt,
+		idArg(id), string(rec.Outcome), rec.Failure.Type, rec.Failure.Message, rec.Failure.Stack,
+		rec.WorkerID, token, started, now)
+	if err != nil {
+		return fmt.Errorf("recording attempt of task %s: %w", id, err)
+	}
+	return nil
+}
+
+// Claim implements store.Store. Under the write lock it takes the due
+// PENDING tasks of each queue oldest due first (one index range scan per
+// queue), merges them, and leases the first p.Limit.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, error) {
+	if len(p.Queues) == 0 {
+		return nil, fmt.Errorf("sqlitestore: claim: %w: no queues", rdq.ErrInvalid)
+	}
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("sqlitestore: claim: %w: limit %d, want at least 1", rdq.ErrInvalid, p.Limit)
+	}
+	if p.Lease <= 0 {
+		return nil, fmt.Errorf("sqlitestore: claim: %w: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
+	}
+	queues := dedupe(p.Queues)
+	var claimed []*rdq.Task
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		claimed = nil
+		type candidate struct {
+			rowid int64
+			id    []byte
+			next  int64
+		}
+		var cands []candidate
+		for _, q := range queues {
+			rows, err := s.query(ctx, tx, sqlClaimCandidates, q, now, p.Limit)
+			if err != nil {
+				return fmt.Errorf("selecting due tasks: %w", err)
+			}
+			for rows.Next() {
+				var c candidate
+				if err := rows.Scan(&c.rowid, &c.id, &c.next); err != nil {
+					return errors.Join(fmt.Errorf("selecting due tasks: %w", err), rows.Close())
+				}
+				cands = append(cands, c)
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return fmt.Errorf("selecting due tasks: %w", err)
+			}
+		}
+		if len(queues) > 1 {
+			sort.Slice(cands, func(i, j int) bool {
+				if cands[i].next != cands[j].next {
+					return cands[i].next < cands[j].next
+				}
+				return bytes.Compare(cands[i].id, cands[j].id) < 0
+			})
+		}
+		if len(cands) > p.Limit {
+			cands = cands[:p.Limit]
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		rowids := make([]int64, len(cands))
+		for i, c := range cands {
+			rowids[i] = c.rowid
+		}
+		rowidsJSON, err := json.Marshal(rowids)
+		if err != nil {
+			return fmt.Errorf("encoding row ids: %w", err)
+		}
+		rows, err := s.query(ctx, tx, sqlClaimTasks, now+micros(p.Lease), p.WorkerID, now, now, string(rowidsJSON))
+		if err != nil {
+			return fmt.Errorf("leasing tasks: %w", err)
+		}
+		if claimed, err = scanTasks(rows); err != nil {
+			return fmt.Errorf("leasing tasks: %w", err)
+		}
+		if len(claimed) != len(cands) {
+			return fmt.Errorf("leasing tasks: leased %d of %d", len(claimed), len(cands))
+		}
+		// Oldest due first, as selected (RETURNING has no order).
+		sort.Slice(claimed, func(i, j int) bool {
+			a, b := claimed[i], claimed[j]
+			if !a.NextAttemptAt.Equal(b.NextAttemptAt) {
+				return a.NextAttemptAt.Before(b.NextAttemptAt)
+			}
+			return bytes.Compare(a.ID[:], b.ID[:]) < 0
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	return claimed, nil
+}
+
+func dedupe(ss []string) []string {
+	seen := make(map[string]bool, len(ss))
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Heartbeat implements store.Store.
+func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) ([]error, error) {
+	if p.Extend <= 0 {
+		return nil, fmt.Errorf("sqlitestore: heartbeat: %w: extend %s, want a positive duration", rdq.ErrInvalid, p.Extend)
+	}
+	if len(p.Leases) == 0 {
+		return []error{}, nil
+	}
+	var errs []error
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		errs = make([]error, len(p.Leases))
+		expires := now + micros(p.Extend)
+		for i, l := range p.Leases {
+			res, err := s.exec(ctx, tx, sqlHeartbeat, expires, now, idArg(l.ID), l.Token)
+			if err != nil {
+				return fmt.Errorf("extending lease of task %s: %w", l.ID, err)
+			}
+			if errs[i], err = leaseResult(res); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: heartbeat: %w", err)
+	}
+	return errs, nil
+}
+
+// leaseResult turns the row count of a fenced update into nil (the lease
+// was current) or ErrLeaseLost.
+func leaseResult(res sql.Result) (error, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("reading rows affected: %w", err)
+	}
+	if n == 0 {
+		return store.ErrLeaseLost, nil
+	}
+	return nil, nil
+}
+
+// Finish implements store.Store.
+func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
+	for i, c := range p.Completions {
+		switch c.Status {
+		case rdq.StatusSucceeded, rdq.StatusPending, rdq.StatusDead:
+		default:
+			return nil, fmt.Errorf("sqlitestore: finish completion %d: %w: status %q, want SUCCEEDED, PENDING or DEAD", i, rdq.ErrInvalid, c.Status)
+		}
+		if c.Attempt != nil && !c.Attempt.Outcome.Valid() {
+			return nil, fmt.Errorf("sqlitestore: finish completion %d: %w: attempt outcome %q", i, rdq.ErrInvalid, c.Attempt.Outcome)
+		}
+	}
+	if len(p.Completions) == 0 {
+		return []error{}, nil
+	}
+	var errs []error
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		errs = make([]error, len(p.Completions))
+		for i := range p.Completions {
+			c := &p.Completions[i]
+			var (
+				inc      int
+				failed   bool
+				failure  rdq.Failure
+				finished sql.NullInt64
+			)
+			if c.Attempt != nil {
+				inc = 1
+				if c.Attempt.Outcome != rdq.OutcomeSuccess {
+					failed, failure = true, c.Attempt.Failure
+				}
+			}
+			if c.Status != rdq.StatusPending {
+				finished = sql.NullInt64{Int64: now, Valid: true}
+			}
+			res, err := s.exec(ctx, tx, sqlFinish,
+				string(c.Status), inc, now+micros(c.RetryIn), finished, now,
+				failed, failure.Type, failure.Message, failure.Fingerprint,
+				idArg(c.ID), c.Token)
+			if err != nil {
+				return fmt.Errorf("finishing task %s: %w", c.ID, err)
+			}
+			if errs[i], err = leaseResult(res); err != nil {
+				return err
+			}
+			if errs[i] == nil && c.Attempt != nil {
+				if err := s.insertAttempt(ctx, tx, c.ID, c.Attempt, c.Token, now); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: finish: %w", err)
+	}
+	return errs, nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) ([]error, error) {
+	if len(p.Leases) == 0 {
+		return []error{}, nil
+	}
+	var errs []error
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		errs = make([]error, len(p.Leases))
+		for i, l := range p.Leases {
+			res, err := s.exec(ctx, tx, sqlRelease, now, now, idArg(l.ID), l.Token)
+			if err != nil {
+				return fmt.Errorf("releasing task %s: %w", l.ID, err)
+			}
+			if errs[i], err = leaseResult(res); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: release: %w", err)
+	}
+	return errs, nil
+}
+
+// ReclaimExpired implements store.Store.
+func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]*rdq.Task, error) {
+	if p.Limit < 1 {
+		return nil, fmt.Errorf("sqlitestore: reclaim: %w: limit %d, want at least 1", rdq.ErrInvalid, p.Limit)
+	}
+	if p.Lease <= 0 {
+		return nil, fmt.Errorf("sqlitestore: reclaim: %w: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
+	}
+	queues := dedupe(p.Queues)
+	queuesJSON, err := json.Marshal(queues)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: reclaim: encoding queues: %w", err)
+	}
+	lost := rdq.LeaseExpiredFailure()
+	var reclaimed []*rdq.Task
+	err = s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		reclaimed = nil
+		type expired struct {
+			id      []byte
+			token   int64
+			owner   string
+			claimed int64
+		}
+		var exp []expired
+		rows, err := s.query(ctx, tx, sqlReclaimCandidates, now, len(queues), string(queuesJSON), p.Limit)
+		if err != nil {
+			return fmt.Errorf("selecting expired leases: %w", err)
+		}
+		for rows.Next() {
+			var e expired
+			if err := rows.Scan(&e.id, &e.token, &e.owner, &e.claimed); err != nil {
+				return errors.Join(fmt.Errorf("selecting expired leases: %w", err), rows.Close())
+			}
+			exp = append(exp, e)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("selecting expired leases: %w", err)
+		}
+		expires := now + micros(p.Lease)
+		for _, e := range exp {
+			rows, err := s.query(ctx, tx, sqlReclaimTask, expires, p.WorkerID, now,
+				lost.Type, lost.Message, lost.Fingerprint, now, e.id, e.token)
+			if err != nil {
+				return fmt.Errorf("reclaiming a task: %w", err)
+			}
+			ts, err := scanTasks(rows)
+			if err != nil {
+				return fmt.Errorf("reclaiming a task: %w", err)
+			}
+			if len(ts) != 1 {
+				return fmt.Errorf("reclaiming a task: updated %d rows, want 1", len(ts))
+			}
+			t := ts[0]
+			rec := &store.AttemptRecord{
+				Outcome:  rdq.OutcomeLeaseExpired,
+				Failure:  lost,
+				WorkerID: e.owner,
+				Duration: time.Duration(now-min(e.claimed, now)) * time.Microsecond,
+			}
+			if err := s.insertAttempt(ctx, tx, t.ID, rec, e.token, now); err != nil {
+				return err
+			}
+			reclaimed = append(reclaimed, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: reclaim: %w", err)
+	}
+	return reclaimed, nil
+}
+
+// Get implements store.Store. The task and its history are read from one
+// snapshot.
+func (s *Store) Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, error) {
+	var (
+		task     *rdq.Task
+		attempts []rdq.Attempt
+	)
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, sqlGetTask, idArg(id))
+		if err != nil {
+			return err
+		}
+		ts, err := scanTasks(rows)
+		if err != nil {
+			return err
+		}
+		if len(ts) == 0 {
+			task = nil
+			return nil
+		}
+		task = ts[0]
+		rows, err = tx.QueryContext(ctx, sqlGetAttempts, idArg(id))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		attempts = []rdq.Attempt{}
+		for rows.Next() {
+			a, err := scanAttempt(rows)
+			if err != nil {
+				return err
+			}
+			attempts = append(attempts, a)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlitestore: get task %s: %w", id, err)
+	}
+	if task == nil {
+		return nil, nil, fmt.Errorf("sqlitestore: get task %s: %w", id, store.ErrNotFound)
+	}
+	return task, attempts, nil
+}
+
+// Redrive implements store.Store.
+func (s *Store) Redrive(ctx context.Context, p store.RedriveParams) ([]error, error) {
+	if p.Payload != nil && len(p.IDs) != 1 {
+		return nil, fmt.Errorf("sqlitestore: redrive: %w: a payload edit names %d tasks; it applies to exactly one", rdq.ErrInvalid, len(p.IDs))
+	}
+	if len(p.IDs) == 0 {
+		return []error{}, nil
+	}
+	spread := micros(p.Spread)
+	var errs []error
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		errs = make([]error, len(p.IDs))
+		var (
+			done    []rdq.ID
+			details map[string]string
+		)
+		for i, id := range p.IDs {
+			var (
+				status  string
+				life    int
+				payload []byte
+			)
+			rows, err := s.query(ctx, tx, sqlRedriveLookup, idArg(id))
+			if err != nil {
+				return fmt.Errorf("looking up task %s: %w", id, err)
+			}
+			found := false
+			for rows.Next() {
+				found = true
+				if err := rows.Scan(&status, &life, &payload); err != nil {
+					return errors.Join(fmt.Errorf("looking up task %s: %w", id, err), rows.Close())
+				}
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return fmt.Errorf("looking up task %s: %w", id, err)
+			}
+			switch {
+			case !found:
+				errs[i] = store.ErrNotFound
+				continue
+			case rdq.Status(status) != rdq.StatusDead:
+				// A repeated ID in one call was redriven by its first
+				// occurrence and is no longer dead.
+				errs[i] = store.ErrNotDead
+				continue
+			case p.MaxLife > 0 && life >= p.MaxLife:
+				errs[i] = store.ErrRedriveLimit
+				continue
+			}
+			next := now + micros(p.Delay)
+			if spread > 0 {
+				next += rand.Int64N(spread)
+			}
+			if _, err := s.exec(ctx, tx, sqlRedriveTask, next, now, p.Payload != nil, p.Payload, idArg(id)); err != nil {
+				return fmt.Errorf("redriving task %s: %w", id, err)
+			}
+			if p.Payload != nil {
+				details = map[string]string{"old_sha256": sha256Hex(payload), "new_sha256": sha256Hex(p.Payload)}
+			}
+			done = append(done, id)
+		}
+		if len(done) == 0 {
+			return nil
+		}
+		action := "redrive"
+		if p.Payload != nil {
+			action = "edit_payload"
+		}
+		return s.audit(ctx, tx, now, auditRecord{
+			actor: p.Actor, action: action, ids: done, count: int64(len(done)), reason: p.Reason, details: details,
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: redrive: %w", err)
+	}
+	return errs, nil
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// PurgeSucceeded implements store.Store.
+func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams) (int64, error) {
+	if p.Limit < 1 {
+		return 0, fmt.Errorf("sqlitestore: purge succeeded: %w: limit %d, want at least 1", rdq.ErrInvalid, p.Limit)
+	}
+	if p.OlderThan < 0 {
+		return 0, fmt.Errorf("sqlitestore: purge succeeded: %w: negative retention %s", rdq.ErrInvalid, p.OlderThan)
+	}
+	var n int64
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		res, err := s.exec(ctx, tx, sqlPurgeSucceeded, now-micros(p.OlderThan), p.Limit)
+		if err != nil {
+			return fmt.Errorf("deleting: %w", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("reading rows affected: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		filter, err := json.Marshal(map[string]string{"status": string(rdq.StatusSucceeded), "older_than": p.OlderThan.String()})
+		if err != nil {
+			return fmt.Errorf("encoding the audit filter: %w", err)
+		}
+		return s.audit(ctx, tx, now, auditRecord{actor: p.Actor, action: "retention", filter: string(filter), count: n})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: purge succeeded: %w", err)
+	}
+	return n, nil
+}
+
+// auditRecord is one audit entry to write.
+type auditRecord struct {
+	actor, action, filter, reason string
+	ids                           []rdq.ID
+	count                         int64
+	details                       map[string]string
+}
+
+// audit writes an audit entry in tx, the transaction of the mutation it
+// records.
+func (s *Store) audit(ctx context.Context, tx *sql.Tx, now int64, a auditRecord) error {
+	ids := make([]string, len(a.ids))
+	for i, id := range a.ids {
+		ids[i] = id.String()
+	}
+	idsJSON, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("encoding audit ids: %w", err)
+	}
+	if a.details == nil {
+		a.details = map[string]string{}
+	}
+	details, err := json.Marshal(a.details)
+	if err != nil {
+		return fmt.Errorf("encoding audit details: %w", err)
+	}
+	if _, err := s.exec(ctx, tx, sqlInsertAudit, now, a.actor, a.action, a.filter, string(idsJSON), a.count, a.reason, string(details)); err != nil {
+		return fmt.Errorf("writing the audit entry: %w", err)
+	}
+	return nil
+}
