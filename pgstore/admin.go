@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/srjn45/rdq"
@@ -59,10 +60,14 @@ func (s *Store) listDeadQuery(p store.ListDeadParams) (string, []any) {
 // DeadGroups groups the DEAD tasks matching filter by failure fingerprint,
 // largest group first (ties by fingerprint). Each group's example is its
 // most recently dead task, whose error type and message describe the group.
+//
+// When filter uses no field but Queue, Handler, ErrorType and Fingerprint,
+// the counts come from the maintained dead_counts summary and each group
+// costs two index probes, however many tasks it holds; other filters
+// aggregate the matching dead tasks.
 func (s *Store) DeadGroups(ctx context.Context, filter store.DeadFilter) ([]store.Group, error) {
-	st := newStmt()
-	st.set("filter", st.deadFilter(filter))
-	rows, err := s.pool.Query(ctx, st.render(s.q, sqlDeadGroups), st.args...)
+	query, args := s.deadGroupsQuery(filter)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead groups: %w", err)
 	}
@@ -83,15 +88,43 @@ func (s *Store) DeadGroups(ctx context.Context, filter store.DeadFilter) ([]stor
 	return groups, nil
 }
 
-// CountDead counts the DEAD tasks matching filter.
-func (s *Store) CountDead(ctx context.Context, filter store.DeadFilter) (int64, error) {
+// deadGroupsQuery renders sqlDeadGroupsSummary for a filter the summary
+// can answer, else sqlDeadGroups.
+func (s *Store) deadGroupsQuery(filter store.DeadFilter) (string, []any) {
 	st := newStmt()
+	if countable(filter) {
+		tasks, counts := st.deadCountsFilter(filter)
+		st.set("filter", tasks)
+		st.set("counts_filter", counts)
+		return st.render(s.q, sqlDeadGroupsSummary), st.args
+	}
 	st.set("filter", st.deadFilter(filter))
+	return st.render(s.q, sqlDeadGroups), st.args
+}
+
+// CountDead counts the DEAD tasks matching filter. When filter uses no
+// field but Queue, Handler, ErrorType and Fingerprint, it sums the
+// maintained dead_counts summary instead of counting tasks.
+func (s *Store) CountDead(ctx context.Context, filter store.DeadFilter) (int64, error) {
+	query, args := s.countDeadQuery(filter)
 	var n int64
-	if err := s.pool.QueryRow(ctx, st.render(s.q, sqlCountDead), st.args...).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, query, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("pgstore: count dead: %w", err)
 	}
 	return n, nil
+}
+
+// countDeadQuery renders sqlCountDeadSummary for a filter the summary can
+// answer, else sqlCountDead.
+func (s *Store) countDeadQuery(filter store.DeadFilter) (string, []any) {
+	st := newStmt()
+	if countable(filter) {
+		_, counts := st.deadCountsFilter(filter)
+		st.set("counts_filter", counts)
+		return st.render(s.q, sqlCountDeadSummary), st.args
+	}
+	st.set("filter", st.deadFilter(filter))
+	return st.render(s.q, sqlCountDead), st.args
 }
 
 // RedriveDead redrives up to p.Limit DEAD tasks matching p.Filter, as
@@ -187,6 +220,29 @@ func (s *Store) purgeDeadQuery(p store.PurgeDeadParams) (string, []any, error) {
 	st.set("filter_json", st.param(filterJSON))
 	st.set("reason", st.param(clean(p.Reason)))
 	return st.render(s.q, sqlPurgeDead), st.args, nil
+}
+
+// RecountDead rebuilds the dead_counts summary, which CountDead, DeadGroups
+// and Stats read, from the DEAD tasks. pgstore keeps the summary exact by
+// itself; RecountDead is for after the tasks table was changed by other
+// means: rows written by hand or by a bulk load, or writes of an rdq
+// version older than schema version 3 made after the migration. It holds
+// a lock that blocks every write to the tasks (claims and completions
+// included) while it counts, which takes about a second per million dead
+// tasks.
+func (s *Store) RecountDead(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for _, q := range []string{s.q.recountDeadLock, s.q.recountDeadClear, s.q.recountDead} {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: recount dead: %w", err)
+	}
+	return nil
 }
 
 // ListAudit returns up to p.Limit audit entries matching p, newest first

@@ -53,6 +53,13 @@ func TestQueriesUseIndexes(t *testing.T) {
 	}
 	defer conn.Release()
 	seedPlanData(t, ctx, conn.Conn(), schema)
+	// The seed wrote the tasks directly: count them into dead_counts.
+	if err := s.RecountDead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ANALYZE %s.dead_counts", schema)); err != nil {
+		t.Fatal(err)
+	}
 
 	cursor := &store.Cursor{FinishedAt: time.Now().Add(-time.Hour), ID: rdq.MustParseID("80000000-0000-7000-8000-000000000000")}
 	claimSQL, claimArgs := pgstore.ClaimQuery(s, []string{"q3"}, 10)
@@ -112,7 +119,79 @@ func TestQueriesUseIndexes(t *testing.T) {
 		queries = append(queries, query{d.name, sql, args, d.index})
 	}
 
+	// Counting and grouping by queue, handler, error type and fingerprint
+	// read the dead_counts summary, never the dead tasks as a whole; a
+	// group's first, last and example come from LIMIT 1 probes of the
+	// fingerprint index. With at most one filter field besides the
+	// fingerprint the probes are ordered index scans that stop at the
+	// first match, not a bitmap scan feeding a sort, which reads every
+	// task of the fingerprint; with more the planner may expect so few
+	// matches that it prefers the latter, still within one fingerprint.
+	type summaryQuery struct {
+		name  string
+		sql   string
+		args  []any
+		probe bool // whether the plan must probe tasks_dead_fingerprint_idx
+		walk  bool // whether the probes must be ordered index scans
+	}
+	var summary []summaryQuery
+	for _, f := range []struct {
+		name string
+		f    store.DeadFilter
+	}{
+		{"all", store.DeadFilter{}},
+		{"queue", store.DeadFilter{Queue: "q3"}},
+		{"handler", store.DeadFilter{Handler: "h2"}},
+		{"error type", store.DeadFilter{ErrorType: "e1"}},
+		{"fingerprint", store.DeadFilter{Fingerprint: "f7"}},
+		{"queue and fingerprint", store.DeadFilter{Queue: "q3", Fingerprint: "f3"}},
+		{"queue and error type", store.DeadFilter{Queue: "q3", ErrorType: "e3"}},
+	} {
+		fields := 0
+		for _, v := range []string{f.f.Queue, f.f.Handler, f.f.ErrorType} {
+			if v != "" {
+				fields++
+			}
+		}
+		sql, args := pgstore.DeadGroupsQuery(s, f.f)
+		summary = append(summary, summaryQuery{"dead groups by " + f.name, sql, args, true, fields <= 1})
+		sql, args = pgstore.CountDeadQuery(s, f.f)
+		summary = append(summary, summaryQuery{"count dead by " + f.name, sql, args, false, false})
+	}
+	// Stats sums dead_counts for its dead counts; the other statuses read
+	// their own indexes.
+	statsSQL, statsArgs := pgstore.StatsQuery(s)
+	queries = append(queries, query{"stats", statsSQL, statsArgs, "on dead_counts"})
+	// The other filters keep reading the tasks through their indexes.
+	countByMessage, countByMessageArgs := pgstore.CountDeadQuery(s, store.DeadFilter{Fingerprint: "f7", MessageContains: "number 1"})
+	queries = append(queries,
+		query{"count dead by fingerprint and message", countByMessage, countByMessageArgs, "tasks_dead_fingerprint_idx"})
+
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		for _, q := range summary {
+			plan := explain(t, ctx, conn.Conn(), mode, q.sql, q.args)
+			if !strings.Contains(plan, " on dead_counts") {
+				t.Errorf("%s (%s): plan does not read dead_counts:\n%s", q.name, mode, plan)
+			}
+			if q.probe && !strings.Contains(plan, "tasks_dead_fingerprint_idx") {
+				t.Errorf("%s (%s): plan does not probe tasks_dead_fingerprint_idx:\n%s", q.name, mode, plan)
+			}
+			// "Index Scan" or "Index Only Scan", forward and backward.
+			if q.walk && (!strings.Contains(plan, "Scan using tasks_dead_fingerprint_idx") ||
+				!strings.Contains(plan, "Scan Backward using tasks_dead_fingerprint_idx") ||
+				strings.Contains(plan, "Bitmap Heap Scan on tasks")) {
+				t.Errorf("%s (%s): the probes are not ordered index scans from both ends:\n%s", q.name, mode, plan)
+			}
+			for _, bad := range []string{"Seq Scan on tasks", "tasks_dead_idx",
+				"tasks_dead_queue_idx", "tasks_dead_handler_idx", "tasks_dead_error_type_idx"} {
+				if strings.Contains(plan, bad) {
+					t.Errorf("%s (%s): plan reads the dead tasks (%s):\n%s", q.name, mode, bad, plan)
+				}
+			}
+			if !q.probe && strings.Contains(plan, "tasks_dead_fingerprint_idx") {
+				t.Errorf("%s (%s): plan reads the dead tasks:\n%s", q.name, mode, plan)
+			}
+		}
 		for _, q := range queries {
 			plan := explain(t, ctx, conn.Conn(), mode, q.sql, q.args)
 			if !containsAny(plan, strings.Split(q.index, "|")) {
@@ -162,7 +241,11 @@ func explain(t *testing.T, ctx context.Context, conn *pgx.Conn, planCacheMode, s
 		}
 		literalArgs = append(literalArgs, a)
 	}
-	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+name+"("+strings.Join(placeholders, ", ")+")", literalArgs...)
+	execute := "EXPLAIN EXECUTE " + name
+	if len(placeholders) > 0 {
+		execute += "(" + strings.Join(placeholders, ", ") + ")"
+	}
+	rows, err := conn.Query(ctx, execute, literalArgs...)
 	if err != nil {
 		t.Fatalf("EXPLAIN: %v\n%s", err, sql)
 	}

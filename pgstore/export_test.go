@@ -83,3 +83,18 @@ func ReleaseQuery(s *Store, n int) (string, []any) {
 func PurgeSucceededQuery(s *Store, limit int) (string, []any) {
 	return s.q.purgeSucceeded, []any{micros(time.Hour), limit, nil, "explain", "{}"}
 }
+
+// DeadGroupsQuery returns the DeadGroups statement for f and its arguments.
+func DeadGroupsQuery(s *Store, f store.DeadFilter) (string, []any) {
+	return s.deadGroupsQuery(f)
+}
+
+// CountDeadQuery returns the CountDead statement for f and its arguments.
+func CountDeadQuery(s *Store, f store.DeadFilter) (string, []any) {
+	return s.countDeadQuery(f)
+}
+
+// StatsQuery returns the Stats statement and its arguments.
+func StatsQuery(s *Store) (string, []any) {
+	return s.q.stats, []any{nil, micros(time.Hour)}
+}

@@ -207,8 +207,14 @@ RETURNING t.id, t.lease_token`
 // lives) and counted. Returns the batch positions (1-based) applied. Queues
 // with a retry due now are notified.
 //
+// Tasks that went DEAD are counted into dead_counts in the same statement:
+// one upsert row per (queue, handler, error type, fingerprint), all into
+// one shard picked at random, in key order (so concurrent statements lock
+// the rows in the same order). With no task going DEAD it inserts nothing.
+//
 // Indexes: tasks_pkey or tasks_lease_expiry_idx (update, as for
-// sqlHeartbeat), attempts_pkey (max number, insert).
+// sqlHeartbeat), attempts_pkey (max number, insert), dead_counts_pkey
+// (conflict arbiter).
 //
 // $1..$11 parallel arrays, one element per completion: id, token, new
 // status, retry in (µs), and the attempt (NULL outcome for none): outcome,
@@ -255,8 +261,21 @@ finished AS (
     FROM winners w CROSS JOIN clock c
     WHERE t.id = w.id AND t.lease_token = w.token AND t.status = 'IN_FLIGHT'
     RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
+              t.handler, t.last_error_type, t.last_error_fingerprint,
               w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
               w.duration_us
+),
+shard AS (
+    SELECT floor(random() * 16)::smallint AS n
+),
+counted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT f.queue, f.handler, f.last_error_type, f.last_error_fingerprint, s.n, count(*)
+    FROM finished f CROSS JOIN shard s
+    WHERE f.status = 'DEAD'
+    GROUP BY f.queue, f.handler, f.last_error_type, f.last_error_fingerprint, s.n
+    ORDER BY f.queue, f.handler, f.last_error_type, f.last_error_fingerprint
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 recorded AS (
     INSERT INTO {schema}.attempts (
@@ -384,9 +403,10 @@ const sqlRedrivePayload = `SELECT t.payload FROM {schema}.tasks AS t WHERE t.id 
 // sqlRedriveIDs moves the DEAD tasks $1 to PENDING in a new life, attempts
 // reset, history and last error kept, due after $2 µs plus a random share
 // of $3 µs; $4, when not NULL, replaces the payload. Queues with tasks due
-// now are notified. Returns how many moved.
+// now are notified. The moved tasks are counted out of dead_counts (as
+// sqlFinish counts them in, with negative counts). Returns how many moved.
 //
-// Index: tasks_pkey.
+// Indexes: tasks_pkey; dead_counts_pkey (conflict arbiter).
 //
 // $5 Now override, $6 notification channel.
 const sqlRedriveIDs = `
@@ -402,7 +422,18 @@ WITH redriven AS (
         payload = coalesce($4::bytea, t.payload),
         updated_at = coalesce($5::timestamptz, now())
     WHERE t.id = ANY($1::uuid[]) AND t.status = 'DEAD'
-    RETURNING t.queue, t.next_attempt_at
+    RETURNING t.queue, t.handler, t.last_error_type, t.last_error_fingerprint, t.next_attempt_at
+),
+shard AS (
+    SELECT floor(random() * 16)::smallint AS n
+),
+uncounted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT r.queue, r.handler, r.last_error_type, r.last_error_fingerprint, s.n, -count(*)
+    FROM redriven r CROSS JOIN shard s
+    GROUP BY r.queue, r.handler, r.last_error_type, r.last_error_fingerprint, s.n
+    ORDER BY r.queue, r.handler, r.last_error_type, r.last_error_fingerprint
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 notified AS (
     SELECT count(pg_notify($6, q.queue)) AS n
@@ -491,14 +522,16 @@ LIMIT {limit}`
 const sqlListDeadAfter = `
   AND (t.finished_at, t.id) < ({cursor_at}::timestamptz, {cursor_id}::uuid)`
 
-// sqlCountDead counts dead tasks. Indexes: see above (index-only scans).
+// sqlCountDead counts dead tasks, for filters dead_counts cannot answer
+// (see sqlCountDeadSummary). Indexes: see above (index-only scans).
 const sqlCountDead = `
 SELECT count(*)
 FROM {schema}.tasks AS t
 WHERE t.status = 'DEAD'{filter}`
 
 // sqlDeadGroups groups dead tasks by fingerprint, largest first; the
-// example of each group is its most recently dead task.
+// example of each group is its most recently dead task. It serves the
+// filters dead_counts cannot answer (see sqlDeadGroupsSummary).
 //
 // Indexes: see above for the grouping scan; tasks_dead_fingerprint_idx for
 // each group's example.
@@ -521,12 +554,66 @@ CROSS JOIN LATERAL (
 ) x
 ORDER BY g.n DESC, g.fingerprint`
 
+// Counting and grouping by Queue, Handler, ErrorType and Fingerprint alone
+// read dead_counts instead of the dead tasks: {counts_filter} is the same
+// filter as {filter}, on the summary's columns (alias d) and with the same
+// parameters. dead_counts has a few rows per failure kind, so it is read
+// whole, or by its primary key dead_counts_pkey when Queue is set.
+
+// sqlCountDeadSummary counts dead tasks from dead_counts. Index:
+// dead_counts_pkey (Queue), else the table is read whole.
+const sqlCountDeadSummary = `
+SELECT coalesce(sum(d.n), 0)::bigint
+FROM {schema}.dead_counts AS d
+WHERE true{counts_filter}`
+
+// sqlDeadGroupsSummary groups dead tasks by fingerprint from dead_counts,
+// largest first, as sqlDeadGroups does. Each group's last and first dead
+// time, and its example (the most recently dead task), come from two
+// LIMIT 1 probes of tasks_dead_fingerprint_idx (fingerprint, finished_at
+// DESC, id DESC), one from each end of the fingerprint's range. {filter}
+// keeps the probes to the tasks the filter selects: a residual condition
+// on the range, which the probe walks until a task matches (the summary
+// says one does). When the planner expects very few matches in the range
+// (two or more filter fields besides Fingerprint), it may read the
+// fingerprint's range with a bitmap scan and sort it instead.
+//
+// Indexes: dead_counts_pkey (Queue) or the whole of dead_counts; then
+// tasks_dead_fingerprint_idx, forward and backward, per group.
+const sqlDeadGroupsSummary = `
+WITH groups AS (
+    SELECT d.fingerprint, sum(d.n)::bigint AS n
+    FROM {schema}.dead_counts AS d
+    WHERE true{counts_filter}
+    GROUP BY d.fingerprint
+    HAVING sum(d.n) > 0
+)
+SELECT g.fingerprint, g.n, o.finished_at, x.finished_at, x.id, x.last_error_type, x.last_error_message
+FROM groups g
+CROSS JOIN LATERAL (
+    SELECT t.id, t.finished_at, t.last_error_type, t.last_error_message
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD' AND t.last_error_fingerprint = g.fingerprint{filter}
+    ORDER BY t.finished_at DESC, t.id DESC
+    LIMIT 1
+) x
+CROSS JOIN LATERAL (
+    SELECT t.finished_at
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD' AND t.last_error_fingerprint = g.fingerprint{filter}
+    ORDER BY t.finished_at, t.id
+    LIMIT 1
+) o
+ORDER BY g.n DESC, g.fingerprint`
+
 // sqlRedriveDead redrives one chunk of dead tasks matching {filter} (and
 // {life_limit}, the MaxLife condition), writes the audit entry in the same
 // statement when any moved, and counts the matching tasks left dead by
-// MaxLife ({at_limit}). Queues with tasks due now are notified.
+// MaxLife ({at_limit}). Queues with tasks due now are notified. The
+// redriven tasks are counted out of dead_counts as in sqlRedriveIDs.
 //
-// Indexes: see above for the selection; tasks_pkey for the update.
+// Indexes: see above for the selection; tasks_pkey for the update;
+// dead_counts_pkey (conflict arbiter).
 const sqlRedriveDead = `
 WITH picked AS (
     SELECT t.id
@@ -550,7 +637,18 @@ redriven AS (
         updated_at = c.now
     FROM clock c
     WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
-    RETURNING t.queue, t.next_attempt_at
+    RETURNING t.queue, t.handler, t.last_error_type, t.last_error_fingerprint, t.next_attempt_at
+),
+shard AS (
+    SELECT floor(random() * 16)::smallint AS n
+),
+uncounted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT r.queue, r.handler, r.last_error_type, r.last_error_fingerprint, s.n, -count(*)
+    FROM redriven r CROSS JOIN shard s
+    GROUP BY r.queue, r.handler, r.last_error_type, r.last_error_fingerprint, s.n
+    ORDER BY r.queue, r.handler, r.last_error_type, r.last_error_fingerprint
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 audited AS (
     INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
@@ -576,10 +674,11 @@ const sqlRedriveDeadAtLimit = `(
 
 // sqlPurgeDead deletes one chunk of dead tasks matching {filter}, with their
 // history, and audits the deletion in the same statement when there was
-// one. Returns how many it deleted.
+// one. The deleted tasks are counted out of dead_counts as in
+// sqlRedriveIDs. Returns how many it deleted.
 //
 // Indexes: see above for the selection; tasks_pkey and attempts_pkey for
-// the deletes.
+// the deletes; dead_counts_pkey (conflict arbiter).
 const sqlPurgeDead = `
 WITH picked AS (
     SELECT t.id
@@ -591,11 +690,22 @@ WITH picked AS (
 deleted AS (
     DELETE FROM {schema}.tasks AS t
     WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
-    RETURNING t.id
+    RETURNING t.id, t.queue, t.handler, t.last_error_type, t.last_error_fingerprint
 ),
 history AS (
     DELETE FROM {schema}.attempts AS a
     WHERE a.task_id = ANY (ARRAY(SELECT d.id FROM deleted d))
+),
+shard AS (
+    SELECT floor(random() * 16)::smallint AS n
+),
+uncounted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT r.queue, r.handler, r.last_error_type, r.last_error_fingerprint, s.n, -count(*)
+    FROM deleted r CROSS JOIN shard s
+    GROUP BY r.queue, r.handler, r.last_error_type, r.last_error_fingerprint, s.n
+    ORDER BY r.queue, r.handler, r.last_error_type, r.last_error_fingerprint
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 audited AS (
     INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
@@ -604,6 +714,24 @@ audited AS (
     HAVING count(*) > 0
 )
 SELECT count(*) FROM deleted`
+
+// sqlRecountDeadLock keeps writers from changing the dead set while
+// RecountDead rebuilds dead_counts (until its transaction ends).
+const sqlRecountDeadLock = `LOCK TABLE {schema}.tasks IN SHARE MODE`
+
+// sqlRecountDeadClear empties dead_counts. Index: none (every row).
+const sqlRecountDeadClear = `DELETE FROM {schema}.dead_counts`
+
+// sqlRecountDead fills dead_counts from the dead tasks, all in shard 0; the
+// same statement as the backfill of migration 0003. Index: none, it reads
+// every dead task (through a dead index, or the whole table when most
+// tasks are dead).
+const sqlRecountDead = `
+INSERT INTO {schema}.dead_counts (queue, handler, error_type, fingerprint, shard, n)
+SELECT t.queue, t.handler, t.last_error_type, t.last_error_fingerprint, 0, count(*)
+FROM {schema}.tasks AS t
+WHERE t.status = 'DEAD'
+GROUP BY t.queue, t.handler, t.last_error_type, t.last_error_fingerprint`
 
 // sqlListAudit pages through the audit log newest first. {filter} holds the
 // AND-ed conditions of ListAuditParams.
@@ -621,8 +749,9 @@ LIMIT {limit}`
 // index of its status (index-only where the visibility map allows).
 //
 // Indexes: tasks_claim_idx (PENDING, with the oldest due time),
-// tasks_lease_expiry_idx (IN_FLIGHT), tasks_dead_queue_idx (DEAD),
-// tasks_succeeded_idx (SUCCEEDED within the window).
+// tasks_lease_expiry_idx (IN_FLIGHT), tasks_succeeded_idx (SUCCEEDED
+// within the window). DEAD is summed from dead_counts (read whole: a few
+// rows per failure kind), not counted from the tasks.
 //
 // $1 Now override, $2 succeeded window in µs (all retained when <= 0).
 const sqlStats = `
@@ -642,10 +771,10 @@ FROM (
     WHERE t.status = 'IN_FLIGHT'
     GROUP BY t.queue
     UNION ALL
-    SELECT t.queue, 'DEAD', count(*), NULL
-    FROM {schema}.tasks AS t
-    WHERE t.status = 'DEAD'
-    GROUP BY t.queue
+    SELECT d.queue, 'DEAD', sum(d.n)::bigint, NULL
+    FROM {schema}.dead_counts AS d
+    GROUP BY d.queue
+    HAVING sum(d.n) > 0
     UNION ALL
     SELECT t.queue, 'SUCCEEDED',
            count(*) FILTER (WHERE $2::bigint <= 0
@@ -720,6 +849,10 @@ type queries struct {
 	pauseQueue     string
 	resumeQueue    string
 	pausedQueues   string
+
+	recountDeadLock  string
+	recountDeadClear string
+	recountDead      string
 }
 
 func buildQueries(quotedSchema string) queries {
@@ -748,6 +881,9 @@ func buildQueries(quotedSchema string) queries {
 		pauseQueue:            r.Replace(sqlPauseQueue),
 		resumeQueue:           r.Replace(sqlResumeQueue),
 		pausedQueues:          r.Replace(sqlPausedQueues),
+		recountDeadLock:       r.Replace(sqlRecountDeadLock),
+		recountDeadClear:      r.Replace(sqlRecountDeadClear),
+		recountDead:           r.Replace(sqlRecountDead),
 	}
 }
 
@@ -810,6 +946,31 @@ func (s *stmt) deadFilter(f store.DeadFilter) string {
 		b.WriteString("\n      AND strpos(lower(t.last_error_message), lower(" + s.param(clean(f.MessageContains)) + "::text)) > 0")
 	}
 	return b.String()
+}
+
+// countable reports whether dead_counts can answer f: it uses no field
+// but Queue, Handler, ErrorType and Fingerprint.
+func countable(f store.DeadFilter) bool {
+	return len(f.IDs) == 0 && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == ""
+}
+
+// deadCountsFilter renders a countable f twice, with shared parameters: as
+// AND-ed conditions on tasks t (as deadFilter does) and on dead_counts d.
+func (s *stmt) deadCountsFilter(f store.DeadFilter) (tasks, counts string) {
+	var t, d strings.Builder
+	add := func(value, taskColumn, countsColumn string) {
+		if value == "" {
+			return
+		}
+		p := s.param(clean(value))
+		t.WriteString("\n      AND t." + taskColumn + " = " + p)
+		d.WriteString("\n      AND d." + countsColumn + " = " + p)
+	}
+	add(f.Queue, "queue", "queue")
+	add(f.Handler, "handler", "handler")
+	add(f.ErrorType, "last_error_type", "error_type")
+	add(f.Fingerprint, "last_error_fingerprint", "fingerprint")
+	return t.String(), d.String()
 }
 
 // auditFilter renders p as AND-ed conditions on audit a.

@@ -48,10 +48,12 @@ FROM rdq_attempts WHERE task_id = ?1`
 const (
 	// Index rdq_tasks_claim (queue, next_attempt_at, id) WHERE status =
 	// 'PENDING': an ordered range scan that stops after LIMIT rows. Run
-	// once per queue; the candidates of several queues are merged.
+	// once per queue; the candidates of several queues are merged. A
+	// paused queue yields none (its primary key in rdq_paused_queues).
 	sqlClaimCandidates = `SELECT rowid, id, next_attempt_at FROM rdq_tasks
-WHERE status = 'PENDING' AND queue = ? AND next_attempt_at <= ?
-ORDER BY next_attempt_at, id LIMIT ?`
+WHERE status = 'PENDING' AND queue = ?1 AND next_attempt_at <= ?2
+  AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
+ORDER BY next_attempt_at, id LIMIT ?3`
 
 	// The rowids of the tasks chosen (?5, a JSON array): one statement
 	// leases the whole batch.
@@ -221,3 +223,13 @@ const sqlStats = `SELECT queue,
 	sum(status = 'SUCCEEDED' AND finished_at >= ?2),
 	min(CASE WHEN status = 'PENDING' AND next_attempt_at <= ?1 THEN next_attempt_at END)
 FROM rdq_tasks GROUP BY queue ORDER BY queue`
+
+// Pausing queues. All by the primary key of rdq_paused_queues.
+const (
+	sqlPauseQueue = `INSERT INTO rdq_paused_queues (queue, paused_at, actor, reason)
+VALUES (?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`
+
+	sqlResumeQueue = `DELETE FROM rdq_paused_queues WHERE queue = ?`
+
+	sqlPausedQueues = `SELECT queue FROM rdq_paused_queues ORDER BY queue`
+)

@@ -26,11 +26,9 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel"
@@ -40,10 +38,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/srjn45/rdq/callback"
-	"github.com/srjn45/rdq/dlq"
-	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/internal/storeopen"
 	"github.com/srjn45/rdq/server"
-	"github.com/srjn45/rdq/sqlitestore"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -71,7 +67,7 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	st, ready, closeStore, err := openStore(ctx, cfg.DatabaseURL, log)
+	st, closeStore, err := openStore(ctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return err
 	}
@@ -119,7 +115,7 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 		return err
 	}
 	svc, err := server.New(server.Config{
-		Store: st, Auth: tokens, Queues: served, Logger: log, Metrics: reg, Gatherer: reg, Ready: ready,
+		Store: st, Auth: tokens, Queues: served, Logger: log, Metrics: reg, Gatherer: reg,
 	})
 	if err != nil {
 		return err
@@ -213,42 +209,19 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 	return serveErr
 }
 
-// openStore opens PostgreSQL for a postgres:// URL, else the embedded store
-// at the given path (sqlite:PATH or PATH; rdq-server.db when empty), and
-// migrates it. It returns the store, a readiness check and a closer.
-func openStore(ctx context.Context, url string, log *slog.Logger) (dlq.Backend, func(context.Context) error, func(), error) {
-	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
-		pool, err := pgxpool.New(ctx, url)
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
-		}
-		st, err := pgstore.New(pool, pgstore.Config{Logger: log})
-		if err == nil {
-			err = st.Migrate(ctx)
-		}
-		if err != nil {
-			pool.Close()
-			return nil, nil, nil, fmt.Errorf("opening the PostgreSQL store: %w", err)
-		}
-		log.Info("store: PostgreSQL", "schema", st.Schema())
-		return st, pool.Ping, pool.Close, nil
-	}
-	path := strings.TrimPrefix(url, "sqlite:")
-	if path == "" {
-		path = "rdq-server.db"
-	}
-	st, err := sqlitestore.Open(ctx, path, sqlitestore.Config{Logger: log})
+// openStore opens the store url names (rdq's default SQLite file when it is
+// empty; see internal/storeopen) and migrates it. It returns the store and a
+// closer.
+func openStore(ctx context.Context, url string, log *slog.Logger) (storeopen.Store, func(), error) {
+	st, err := storeopen.Open(ctx, url, storeopen.Config{Logger: log})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("opening the embedded store: %w", err)
+		return nil, nil, fmt.Errorf("opening %s: %w", storeopen.Describe(url), err)
 	}
-	if err := st.Migrate(ctx); err != nil {
-		return nil, nil, nil, errors.Join(fmt.Errorf("migrating the embedded store: %w", err), st.Close())
-	}
-	log.Info("store: embedded", "path", path)
+	log.Info("store opened", "store", storeopen.Describe(url))
 	closeFn := func() {
 		if err := st.Close(); err != nil {
 			log.Error("closing the store", "error", err)
 		}
 	}
-	return st, nil, closeFn, nil
+	return st, closeFn, nil
 }

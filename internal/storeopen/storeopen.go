@@ -134,10 +134,29 @@ func Parse(rawURL string) (Target, error) {
 	case strings.HasPrefix(lower, "file:"):
 		return parseSQLitePath(u, u[len("file:"):])
 	}
+	if looksLikeKeywordConnString(u) {
+		return Target{}, fmt.Errorf("%w: a keyword/value connection string (host=… dbname=…) is not supported; use a postgres:// URL", ErrBadURL)
+	}
 	if scheme, _, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
 		return Target{}, fmt.Errorf("%w: %q: unknown scheme %q; use postgres://, postgresql://, sqlite: or a file path", ErrBadURL, redact(u), scheme)
 	}
 	return sqliteTarget(u, u)
+}
+
+// looksLikeKeywordConnString reports whether s is a libpq keyword/value
+// connection string such as "host=db user=app password=secret", which must
+// not be mistaken for a file path (nor echoed, since it may hold a password).
+func looksLikeKeywordConnString(s string) bool {
+	for _, field := range strings.Fields(s) {
+		key, _, ok := strings.Cut(field, "=")
+		switch strings.ToLower(key) {
+		case "host", "hostaddr", "port", "dbname", "user", "password", "sslmode", "connect_timeout":
+			if ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ErrBadURL is wrapped by every error about a malformed or unsupported
@@ -212,14 +231,16 @@ func Describe(rawURL string) string {
 	}
 }
 
-// redact returns a URL with its password, if any, replaced.
+// redact returns a URL with its password, if any, replaced: in the user
+// information and in a password query parameter.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if err != nil {
-			return "(unparsable URL)"
-		}
-		return raw
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }

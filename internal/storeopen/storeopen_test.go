@@ -250,3 +250,21 @@ func TestOpenPostgresUnreachable(t *testing.T) {
 		t.Errorf("error shows the password: %v", err)
 	}
 }
+
+func TestPasswordsNeverShown(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://app:s3cret@db.example:5432/rdq",
+		"postgres://app@db.example:5432/rdq?password=s3cret",
+		"host=db.example user=app password=s3cret dbname=rdq",
+	} {
+		if d := storeopen.Describe(raw); strings.Contains(d, "s3cret") {
+			t.Errorf("Describe(%q) = %q shows the password", raw, d)
+		}
+		if _, err := storeopen.Parse(raw); err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Parse(%q) error %q shows the password", raw, err)
+		}
+	}
+	if _, err := storeopen.Parse("host=db.example password=s3cret"); !errors.Is(err, storeopen.ErrBadURL) {
+		t.Errorf("Parse of a keyword/value connection string = %v, want ErrBadURL", err)
+	}
+}
