@@ -297,6 +297,16 @@ type migration struct {
 	sql     string
 }
 
+// LatestVersion is the schema version this build of sqlitestore migrates
+// to: the version of its newest embedded migration.
+func LatestVersion() int {
+	migs, err := loadMigrations()
+	if err != nil {
+		return 0
+	}
+	return migs[len(migs)-1].version
+}
+
 // loadMigrations reads migrations/NNNN_name.sql in version order.
 func loadMigrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationsFS, "migrations")
