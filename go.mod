@@ -13,6 +13,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171
 	google.golang.org/grpc v1.81.1
 	google.golang.org/protobuf v1.36.11
+	modernc.org/sqlite v1.59.0
 )
 
 require (
@@ -43,6 +44,5 @@ require (
 	modernc.org/libc v1.76.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.59.0 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )

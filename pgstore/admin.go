@@ -329,34 +329,9 @@ func (s *Store) Stats(ctx context.Context, p store.StatsParams) ([]store.QueueSt
 	return out, nil
 }
 
-// filterJSON is the audit log's record of a DeadFilter.
-type filterJSON struct {
-	IDs             []rdq.ID   `json:"ids,omitempty"`
-	Queue           string     `json:"queue,omitempty"`
-	Handler         string     `json:"handler,omitempty"`
-	ErrorType       string     `json:"error_type,omitempty"`
-	Fingerprint     string     `json:"fingerprint,omitempty"`
-	DeadAfter       *time.Time `json:"dead_after,omitempty"`
-	DeadBefore      *time.Time `json:"dead_before,omitempty"`
-	MessageContains string     `json:"message_contains,omitempty"`
-}
-
-// filterToJSON renders f for the audit log; fields left zero are omitted,
-// so the empty filter is "{}".
+// filterToJSON renders f for the audit log (see store.DeadFilter.MarshalJSON).
 func filterToJSON(f store.DeadFilter) (string, error) {
-	j := filterJSON{
-		IDs: f.IDs, Queue: f.Queue, Handler: f.Handler, ErrorType: f.ErrorType,
-		Fingerprint: f.Fingerprint, MessageContains: f.MessageContains,
-	}
-	if !f.DeadAfter.IsZero() {
-		t := f.DeadAfter.UTC()
-		j.DeadAfter = &t
-	}
-	if !f.DeadBefore.IsZero() {
-		t := f.DeadBefore.UTC()
-		j.DeadBefore = &t
-	}
-	b, err := json.Marshal(j)
+	b, err := json.Marshal(f)
 	if err != nil {
 		return "", fmt.Errorf("encoding the filter: %w", err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/srjn45/rdq"
@@ -64,6 +65,35 @@ type DeadFilter struct {
 	// MessageContains matches a case-insensitive substring of the last
 	// error message.
 	MessageContains string
+}
+
+// MarshalJSON renders f as the audit log records it (AuditEntry.Filter):
+// an object with the set fields only, in snake_case (ids, queue, handler,
+// error_type, fingerprint, dead_after, dead_before, message_contains), times
+// in UTC RFC 3339. The empty filter is "{}". Every store writes this form.
+func (f DeadFilter) MarshalJSON() ([]byte, error) {
+	j := struct {
+		IDs             []rdq.ID   `json:"ids,omitempty"`
+		Queue           string     `json:"queue,omitempty"`
+		Handler         string     `json:"handler,omitempty"`
+		ErrorType       string     `json:"error_type,omitempty"`
+		Fingerprint     string     `json:"fingerprint,omitempty"`
+		DeadAfter       *time.Time `json:"dead_after,omitempty"`
+		DeadBefore      *time.Time `json:"dead_before,omitempty"`
+		MessageContains string     `json:"message_contains,omitempty"`
+	}{
+		IDs: f.IDs, Queue: f.Queue, Handler: f.Handler, ErrorType: f.ErrorType,
+		Fingerprint: f.Fingerprint, MessageContains: f.MessageContains,
+	}
+	if !f.DeadAfter.IsZero() {
+		t := f.DeadAfter.UTC()
+		j.DeadAfter = &t
+	}
+	if !f.DeadBefore.IsZero() {
+		t := f.DeadBefore.UTC()
+		j.DeadBefore = &t
+	}
+	return json.Marshal(j)
 }
 
 // Cursor is a position in the newest-first listing of dead tasks.

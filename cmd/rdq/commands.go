@@ -238,22 +238,32 @@ func dash(s string) string {
 	return s
 }
 
-func (e *env) dlqCount(args []string) error {
-	fs := newFlagSet("dlq count", &e.g, e.stderr, usages["dlq count"])
+// filterOnly parses the flags of a command that takes a dead-task filter and
+// nothing else, and opens the DLQ. The caller calls closeFn when done.
+func (e *env) filterOnly(name string, args []string) (dlq.Filter, *dlq.DLQ, func(), error) {
+	fs := newFlagSet(name, &e.g, e.stderr, usages[name])
 	var ff filterFlags
 	ff.register(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
-		return flagErr(err)
+		return dlq.Filter{}, nil, nil, flagErr(err)
 	}
 	if len(pos) > 0 {
-		return usageErrorf("dlq count takes no arguments (got %q)", pos[0])
+		return dlq.Filter{}, nil, nil, usageErrorf("%s takes no arguments (got %q)", name, pos[0])
 	}
 	f, err := ff.filter(time.Now())
 	if err != nil {
-		return err
+		return dlq.Filter{}, nil, nil, err
 	}
 	q, closeFn, err := e.openDLQ()
+	if err != nil {
+		return dlq.Filter{}, nil, nil, err
+	}
+	return f, q, closeFn, nil
+}
+
+func (e *env) dlqCount(args []string) error {
+	f, q, closeFn, err := e.filterOnly("dlq count", args)
 	if err != nil {
 		return err
 	}
@@ -373,21 +383,7 @@ func indent(s, prefix string) string {
 }
 
 func (e *env) dlqGroups(args []string) error {
-	fs := newFlagSet("dlq groups", &e.g, e.stderr, usages["dlq groups"])
-	var ff filterFlags
-	ff.register(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return flagErr(err)
-	}
-	if len(pos) > 0 {
-		return usageErrorf("dlq groups takes no arguments (got %q)", pos[0])
-	}
-	f, err := ff.filter(time.Now())
-	if err != nil {
-		return err
-	}
-	q, closeFn, err := e.openDLQ()
+	f, q, closeFn, err := e.filterOnly("dlq groups", args)
 	if err != nil {
 		return err
 	}

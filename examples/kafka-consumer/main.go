@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -83,13 +84,13 @@ var verbose = flag.Bool("v", false, "print the worker's logs to stderr")
 
 func main() {
 	flag.Parse()
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "kafka-consumer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, out io.Writer) error {
 	logger := slog.New(slog.DiscardHandler)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -104,7 +105,7 @@ func run(ctx context.Context) error {
 			fmt.Fprintln(os.Stderr, "kafka-consumer: closing the store:", err)
 		}
 	}()
-	fmt.Println("using", storeopen.Describe(url))
+	fmt.Fprintln(out, "using", storeopen.Describe(url))
 
 	ix := &indexer{}
 	ix.searchDown.Store(true) // an outage: every first try fails
@@ -160,11 +161,11 @@ func run(ctx context.Context) error {
 		if serr != nil {
 			return fmt.Errorf("handing offset %d to rdq: %w (not committing it)", m.Offset, serr)
 		}
-		fmt.Printf("offset %d failed (%v): handed to rdq as %s, offset committed\n", m.Offset, err, res.Task.ID)
+		fmt.Fprintf(out, "offset %d failed (%v): handed to rdq as %s, offset committed\n", m.Offset, err, res.Task.ID)
 		submitted = append(submitted, res.Task.ID)
 	}
 
-	fmt.Println("the search index recovers")
+	fmt.Fprintln(out, "the search index recovers")
 	ix.searchDown.Store(false)
 
 	for _, id := range submitted {
@@ -172,9 +173,9 @@ func run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("task %s: %s after %d attempts\n", t.ID, t.Status, len(attempts))
+		fmt.Fprintf(out, "task %s: %s after %d attempts\n", t.ID, t.Status, len(attempts))
 		for _, a := range attempts {
-			fmt.Printf("   #%d %-17s %s\n", a.Number, a.Outcome, a.Message)
+			fmt.Fprintf(out, "   #%d %-17s %s\n", a.Number, a.Outcome, a.Message)
 		}
 	}
 	return nil

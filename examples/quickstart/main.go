@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -40,7 +41,7 @@ const queue = "quickstart"
 func main() {
 	verbose := flag.Bool("v", false, "print the worker's logs to stderr")
 	flag.Parse()
-	if err := run(*verbose); err != nil {
+	if err := run(context.Background(), os.Stdout, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
@@ -86,8 +87,7 @@ func (e *gatewayError) Error() string {
 }
 func (e *gatewayError) ErrorType() string { return "gateway_error" }
 
-func run(verbose bool) error {
-	ctx := context.Background()
+func run(ctx context.Context, out io.Writer, verbose bool) error {
 	logger := slog.New(slog.DiscardHandler)
 	if verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -97,7 +97,7 @@ func run(verbose bool) error {
 		return err
 	}
 	defer closeStore()
-	fmt.Printf("rdq quickstart, using %s\n", where)
+	fmt.Fprintf(out, "rdq quickstart, using %s\n", where)
 
 	// The worker: one queue with a short backoff so this finishes in
 	// seconds. Three attempts per life; a task still failing goes dead.
@@ -158,21 +158,21 @@ func run(verbose bool) error {
 	}
 	receipt, charge := res[0].Task.ID, res[1].Task.ID
 
-	fmt.Println("\n1. send-receipt fails twice, then succeeds")
+	fmt.Fprintln(out, "\n1. send-receipt fails twice, then succeeds")
 	task, attempts, err := waitFor(ctx, st, receipt, rdq.StatusSucceeded)
 	if err != nil {
 		return err
 	}
-	show(task, attempts)
+	show(out, task, attempts)
 
-	fmt.Println("\n2. charge-card always fails and lands in the dead-letter queue")
+	fmt.Fprintln(out, "\n2. charge-card always fails and lands in the dead-letter queue")
 	task, attempts, err = waitFor(ctx, st, charge, rdq.StatusDead)
 	if err != nil {
 		return err
 	}
-	show(task, attempts)
+	show(out, task, attempts)
 
-	fmt.Println("\n3. fix the handler, redrive the dead task, and it succeeds")
+	fmt.Fprintln(out, "\n3. fix the handler, redrive the dead task, and it succeeds")
 	fixed.Store(true)
 	errs, err := st.Redrive(ctx, store.RedriveParams{
 		IDs:    []rdq.ID{charge},
@@ -185,12 +185,12 @@ func run(verbose bool) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	fmt.Printf("   redriven %s: life 1 starts with a fresh attempt budget\n", charge)
+	fmt.Fprintf(out, "   redriven %s: life 1 starts with a fresh attempt budget\n", charge)
 	task, attempts, err = waitFor(ctx, st, charge, rdq.StatusSucceeded)
 	if err != nil {
 		return err
 	}
-	show(task, attempts)
+	show(out, task, attempts)
 	return nil
 }
 
@@ -217,13 +217,13 @@ func waitFor(ctx context.Context, st store.Store, id rdq.ID, want rdq.Status) (*
 }
 
 // show prints a task and its full attempt history.
-func show(t *rdq.Task, attempts []rdq.Attempt) {
-	fmt.Printf("   task %s  handler %s  status %s  life %d  attempts in this life %d\n",
+func show(out io.Writer, t *rdq.Task, attempts []rdq.Attempt) {
+	fmt.Fprintf(out, "   task %s  handler %s  status %s  life %d  attempts in this life %d\n",
 		t.ID, t.Handler, t.Status, t.Life, t.Attempts)
 	if !t.LastError.IsZero() {
-		fmt.Printf("   last failure: [%s] %s (fingerprint %s)\n", t.LastError.Type, t.LastError.Message, t.LastError.Fingerprint)
+		fmt.Fprintf(out, "   last failure: [%s] %s (fingerprint %s)\n", t.LastError.Type, t.LastError.Message, t.LastError.Fingerprint)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "   #\tlife\toutcome\terror type\tmessage\tworker\tstarted\tfinished")
 	for _, a := range attempts {
 		fmt.Fprintf(tw, "   %d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",

@@ -1,0 +1,43 @@
+package store_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestDeadFilterJSON(t *testing.T) {
+	id := rdq.MustParseID("01a228ed-a53d-73cc-99e1-178fe0033ab9")
+	after := time.Date(2026, 11, 29, 10, 0, 0, 0, time.FixedZone("CET", 3600))
+	for _, c := range []struct {
+		filter store.DeadFilter
+		want   string
+	}{
+		{store.DeadFilter{}, `{}`},
+		{store.DeadFilter{Queue: "emails", Fingerprint: "21801068f00756d9"}, `{"queue":"emails","fingerprint":"21801068f00756d9"}`},
+		{store.DeadFilter{IDs: []rdq.ID{id}, DeadAfter: after, MessageContains: "timeout"},
+			`{"ids":["01a228ed-a53d-73cc-99e1-178fe0033ab9"],"dead_after":"2026-11-29T09:00:00Z","message_contains":"timeout"}`},
+	} {
+		got, err := json.Marshal(c.filter)
+		if err != nil {
+			t.Fatalf("Marshal(%+v): %v", c.filter, err)
+		}
+		if string(got) != c.want {
+			t.Errorf("Marshal(%+v) = %s, want %s", c.filter, got, c.want)
+		}
+	}
+}
+
+func TestCursorOf(t *testing.T) {
+	task := &rdq.Task{ID: rdq.NewID(), FinishedAt: time.Unix(1700000000, 0)}
+	if c := store.CursorOf(task); c.ID != task.ID || !c.FinishedAt.Equal(task.FinishedAt) {
+		t.Errorf("CursorOf = %+v, want the task's finish time and ID", c)
+	}
+}
