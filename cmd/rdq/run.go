@@ -42,6 +42,9 @@ Commands:
   dlq redrive          put dead tasks back to work (by id, filter or fingerprint)
   dlq purge            delete dead tasks (by id, filter or fingerprint)
   dlq retention        delete dead tasks older than an age (explicit retention)
+  queue ls             list the paused queues
+  queue pause QUEUE    stop starting new executions of a queue's tasks, on every worker
+  queue resume QUEUE   start them again
   audit ls             list audit entries: who changed what, when and why
   bench                end-to-end throughput on this database (scratch databases only)
   help [command]       show help for a command
@@ -156,6 +159,8 @@ func (e *env) dispatch(args []string) error {
 		return e.stats(rest)
 	case "bench":
 		return e.bench(rest)
+	case "queue":
+		return e.queue(rest)
 	case "audit":
 		if len(rest) == 0 || rest[0] != "ls" {
 			return usageErrorf("unknown audit command %s: use 'rdq audit ls'", quoteArg(rest))
