@@ -943,7 +943,10 @@ func (s *stmt) deadFilter(f store.DeadFilter) string {
 		b.WriteString("\n      AND t.finished_at < " + s.param(f.DeadBefore) + "::timestamptz")
 	}
 	if f.MessageContains != "" {
-		b.WriteString("\n      AND strpos(lower(t.last_error_message), lower(" + s.param(clean(f.MessageContains)) + "::text)) > 0")
+		// ILIKE with the pattern's wildcards escaped: a case-insensitive
+		// substring match that a trigram index, where an operator adds
+		// one, can serve.
+		b.WriteString("\n      AND t.last_error_message ILIKE " + s.param("%"+likeEscaper.Replace(clean(f.MessageContains))+"%"))
 	}
 	return b.String()
 }
@@ -996,3 +999,7 @@ func (s *stmt) auditFilter(p store.ListAuditParams) string {
 
 // micros converts a duration to the bigint microseconds the SQL expects.
 func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// likeEscaper escapes LIKE's wildcards and its escape character, so a
+// pattern matches the text literally.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
