@@ -83,6 +83,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error describes the panic by its value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // ErrorType implements the error-type contract: a panic's type is "panic".
@@ -103,6 +104,7 @@ type TimeoutError struct {
 	After time.Duration
 }
 
+// Error states the timeout that was exceeded.
 func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("handler timed out after %s", e.After)
 }

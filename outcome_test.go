@@ -306,7 +306,7 @@ func TestFingerprint(t *testing.T) {
 	if Fingerprint("ab", "c") == Fingerprint("a", "bc") {
 		t.Error("type/message boundary is ambiguous")
 	}
-	if Fingerprint("T", "x") != Fingerprint("T", "x") {
+	if a, b := Fingerprint("T", "x"), Fingerprint("T", "x"); a != b {
 		t.Error("fingerprint is not deterministic")
 	}
 }

@@ -284,6 +284,7 @@ type TransportError struct {
 	Err error
 }
 
+// Error describes the failure: target and the transport error.
 func (e *TransportError) Error() string { return fmt.Sprintf("callback POST %s: %v", e.URL, e.Err) }
 
 // Unwrap returns the underlying error.
@@ -447,6 +448,8 @@ type allowTransport struct {
 func (t *allowTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err := t.allow.check(req.URL); err != nil {
 		if req.Body != nil {
+			// The request is refused before it is sent; closing its body only
+			// releases it, as RoundTrip must, and has nothing to report.
 			_ = req.Body.Close()
 		}
 		return nil, err

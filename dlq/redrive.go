@@ -68,10 +68,13 @@ type RedriveResult struct {
 
 // TaskError is why one task named by ID was not changed.
 type TaskError struct {
-	ID  rdq.ID
+	// ID is the task that was named.
+	ID rdq.ID
+	// Err is the cause, e.g. store.ErrNotFound or store.ErrNotDead.
 	Err error
 }
 
+// Error names the task and its cause.
 func (e TaskError) Error() string { return fmt.Sprintf("task %s: %v", e.ID, e.Err) }
 
 // Unwrap returns the cause, for errors.Is.

@@ -15,7 +15,7 @@ import (
 	"github.com/srjn45/rdq/store"
 )
 
-// --- helpers ------------------------------------------------------------------
+// --- test setup ---------------------------------------------------------------
 
 func ctxT(t *testing.T) context.Context {
 	t.Helper()

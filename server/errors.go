@@ -92,6 +92,7 @@ type Error struct {
 	Err error
 }
 
+// Error is the code and the message, as callers see them.
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 
 // Unwrap returns the cause.
@@ -218,5 +219,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *Error) {
 		h.Set("WWW-Authenticate", `Bearer realm="rdq"`)
 	}
 	w.WriteHeader(p.Status)
+	// The status line is already sent: a failed write (the client went
+	// away) has no one left to report to.
 	_ = json.NewEncoder(w).Encode(p)
 }

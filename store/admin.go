@@ -119,8 +119,11 @@ type Group struct {
 	Fingerprint string
 	ErrorType   string
 	// Message is the last error message of ExampleID.
-	Message   string
-	Count     int64
+	Message string
+	// Count is how many dead tasks share the fingerprint.
+	Count int64
+	// FirstSeen and LastSeen are the earliest and latest times a task of
+	// the group went dead.
 	FirstSeen time.Time
 	LastSeen  time.Time
 	// ExampleID is the most recently dead task of the group.

@@ -94,6 +94,8 @@ func runChild(h Harness) error {
 	if err != nil {
 		return fmt.Errorf("opening the execution log: %w", err)
 	}
+	// Every record is written straight to the file by execLog.write, which
+	// reports its own errors; closing after the last one loses nothing.
 	defer f.Close()
 	elog := &execLog{f: f}
 

@@ -495,7 +495,7 @@ func testTokensIncrease(t *testing.T, e *env) {
 	wantErrs(t, "Release", e.release(lease(tk)), nil)
 	tk = note(e.claimOne("q", time.Minute, "w"))
 	e.mustFinish(retry(tk, 0, failure("boom"), "w", time.Millisecond))
-	tk = note(e.claimOne("q", 10*time.Second, "w"))
+	note(e.claimOne("q", 10*time.Second, "w"))
 	e.advance(10 * time.Second)
 	rs := e.reclaim([]string{"q"}, 10, time.Minute, "reaper")
 	if len(rs) != 1 {

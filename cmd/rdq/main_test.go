@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -196,5 +195,3 @@ func (h *harness) deadCount() int64 {
 }
 
 func fid(i int) string { return fixtures[i-1].id }
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -30,6 +30,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -175,7 +176,7 @@ func run(ctx context.Context, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "task %s: %s after %d attempts\n", t.ID, t.Status, len(attempts))
 		for _, a := range attempts {
-			fmt.Fprintf(out, "   #%d %-17s %s\n", a.Number, a.Outcome, a.Message)
+			fmt.Fprintln(out, strings.TrimRight(fmt.Sprintf("   #%d %-17s %s", a.Number, a.Outcome, a.Message), " "))
 		}
 	}
 	return nil

@@ -42,7 +42,7 @@ func TestParse(t *testing.T) {
 		{"sqlite:/var/lib/rdq/tasks.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/var/lib/rdq/tasks.db"}},
 		{"sqlite:///var/lib/rdq/tasks.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/var/lib/rdq/tasks.db"}},
 		{"sqlite:tasks.db", storeopen.Target{Kind: storeopen.SQLite, Path: filepath.Join(wd, "tasks.db")}},
-		{"file:/tmp/a b.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/tmp/a b.db"}},
+		{"file:/srv/a b.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/srv/a b.db"}},
 		{"./data/rdq.db", storeopen.Target{Kind: storeopen.SQLite, Path: filepath.Join(wd, "data", "rdq.db")}},
 		{"/abs/x.db", storeopen.Target{Kind: storeopen.SQLite, Path: "/abs/x.db"}},
 		{"~/rdq.db", storeopen.Target{Kind: storeopen.SQLite, Path: filepath.Join(home, "rdq.db")}},
