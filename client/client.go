@@ -96,9 +96,12 @@ type Task struct {
 	// Negative is invalid.
 	Delay time.Duration
 	// FirstFailure, if not nil, is the failure that made the caller
-	// submit. It is recorded as attempt 1 with outcome
-	// RETRYABLE_FAILURE (error type, message and fingerprint from
-	// rdq.Describe) and counts against the queue's MaxAttempts.
+	// submit. It is recorded as attempt 1 (error type, message and
+	// fingerprint from rdq.Describe) and counts against the queue's
+	// MaxAttempts. A failure marked with rdq.Permanent puts the task
+	// straight into the dead-letter queue (outcome PERMANENT_FAILURE),
+	// where it can be inspected and redriven; any other is
+	// RETRYABLE_FAILURE.
 	FirstFailure error
 }
 
@@ -223,8 +226,12 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		Delay:          t.Delay,
 	}
 	if t.FirstFailure != nil {
+		outcome := rdq.OutcomeRetryableFailure
+		if rdq.IsPermanent(t.FirstFailure) {
+			outcome = rdq.OutcomePermanentFailure
+		}
 		nt.FirstFailure = &store.AttemptRecord{
-			Outcome:  rdq.OutcomeRetryableFailure,
+			Outcome:  outcome,
 			Failure:  rdq.Describe(t.FirstFailure),
 			WorkerID: c.id,
 		}

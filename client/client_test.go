@@ -281,6 +281,30 @@ func TestFirstFailure(t *testing.T) {
 	}
 }
 
+// A first failure marked permanent puts the task straight into the
+// dead-letter queue with that failure as its history.
+func TestPermanentFirstFailure(t *testing.T) {
+	c, _ := newClient(t)
+	ctx := context.Background()
+	res, err := c.Submit(ctx, client.Task{Queue: "emails", Handler: "send", FirstFailure: rdq.Permanent(&sendError{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Task.Status != rdq.StatusDead {
+		t.Errorf("submitted task status %s, want DEAD", res.Task.Status)
+	}
+	task, attempts, err := c.Get(ctx, res.Task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Status != rdq.StatusDead || task.FinishedAt.IsZero() || task.LastError.Type != "smtp" {
+		t.Errorf("stored task: status %s, finished %v, last error %+v; want DEAD, finished, type smtp", task.Status, task.FinishedAt, task.LastError)
+	}
+	if len(attempts) != 1 || attempts[0].Outcome != rdq.OutcomePermanentFailure {
+		t.Errorf("history %+v, want one PERMANENT_FAILURE attempt", attempts)
+	}
+}
+
 func TestValidation(t *testing.T) {
 	c, st := newClient(t)
 	ctx := context.Background()

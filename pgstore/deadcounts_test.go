@@ -210,6 +210,13 @@ func TestDeadCountsFollowEveryTransition(t *testing.T) {
 	}
 	check("finish mixed batch")
 
+	// A permanent first failure enqueues a task straight into DEAD, beside
+	// a pending one in the same batch.
+	born := newTask("q2")
+	born.FirstFailure = attempt(rdq.OutcomePermanentFailure, "payload is not valid JSON")
+	enqueue(t, s, at(base.Add(2*time.Minute)), born, newTask("q2"))
+	check("enqueue with a permanent first failure")
+
 	// A lease expires; the reclaimer finishes the task DEAD without an
 	// attempt, under the lease-expired failure.
 	nt := newTask("q2")

@@ -71,11 +71,12 @@ const sqlRecordVersion = `INSERT INTO {schema}.schema_migrations (version, name)
 
 // sqlEnqueue inserts a batch of tasks; rows that conflict on the primary key
 // or on the idempotency key are skipped (the caller looks them up with
-// sqlEnqueueLookup). First failures become attempt 1. Queues that received a
-// task due now are notified.
+// sqlEnqueueLookup). First failures become attempt 1; a permanent one makes
+// the task DEAD at once, counted into dead_counts. Queues that received a
+// pending task due now are notified.
 //
 // Indexes: tasks_pkey and tasks_idempotency_key_idx (conflict arbiters),
-// tasks_claim_idx (maintained).
+// tasks_claim_idx (maintained), dead_counts_pkey (conflict arbiter).
 //
 // $1..$15 parallel arrays, one element per task: id, queue, handler,
 // payload, content type, headers (JSON text), idempotency key (NULL for
@@ -98,13 +99,14 @@ clock AS (
 inserted AS (
     INSERT INTO {schema}.tasks AS t (
         id, queue, handler, payload, content_type, headers, idempotency_key,
-        status, attempts, last_attempt_number, next_attempt_at, created_at, updated_at,
+        status, attempts, last_attempt_number, next_attempt_at, created_at, updated_at, finished_at,
         last_error_type, last_error_message, last_error_fingerprint)
     SELECT i.id, i.queue, i.handler, i.payload, i.content_type, i.headers::jsonb, i.idempotency_key,
-           'PENDING',
+           CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN 'DEAD' ELSE 'PENDING' END,
            CASE WHEN i.ff_outcome IS NULL THEN 0 ELSE 1 END,
            CASE WHEN i.ff_outcome IS NULL THEN 0 ELSE 1 END,
            c.now + i.delay_us * interval '1 microsecond', c.now, c.now,
+           CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN c.now END,
            coalesce(i.ff_error_type, ''), coalesce(i.ff_message, ''), coalesce(i.ff_fingerprint, '')
     FROM input i CROSS JOIN clock c
     ON CONFLICT DO NOTHING
@@ -119,10 +121,19 @@ first_failures AS (
     FROM input i JOIN inserted n ON n.id = i.id CROSS JOIN clock c
     WHERE i.ff_outcome IS NOT NULL
 ),
+counted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT n.queue, n.handler, n.last_error_type, n.last_error_fingerprint, floor(random() * 16)::smallint, count(*)
+    FROM inserted n
+    WHERE n.status = 'DEAD'
+    GROUP BY n.queue, n.handler, n.last_error_type, n.last_error_fingerprint
+    ORDER BY n.queue, n.handler, n.last_error_type, n.last_error_fingerprint
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
+),
 notified AS (
     SELECT count(pg_notify($17, q.queue)) AS n
     FROM (SELECT DISTINCT n.queue FROM inserted n CROSS JOIN clock c
-          WHERE n.next_attempt_at <= c.now) q
+          WHERE n.status = 'PENDING' AND n.next_attempt_at <= c.now) q
 )
 SELECT t.* FROM inserted t CROSS JOIN notified`
 

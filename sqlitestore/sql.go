@@ -31,9 +31,9 @@ const (
 	// temporary b-tree).
 	sqlInsertTask = `INSERT INTO rdq_tasks (
 	id, queue, handler, payload, content_type, headers, idempotency_key, status,
-	attempts, life, next_attempt_at, lease_token, lease_owner, created_at, updated_at,
+	attempts, life, next_attempt_at, lease_token, lease_owner, created_at, updated_at, finished_at,
 	last_error_type, last_error_message, last_error_fingerprint
-) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, 'PENDING', ?, 0, ?, 0, '', ?, ?, ?, ?, ?)`
+) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?)`
 
 	// Primary key of rdq_attempts (task_id, number): the number is
 	// max(number) + 1 over the persisted history of the task.

@@ -86,14 +86,19 @@ func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, n
 		return nil, err
 	}
 	attempts := 0
+	status := rdq.StatusPending
+	var finished any // NULL unless the task is created dead
 	var failure rdq.Failure
 	if ff := nt.FirstFailure; ff != nil {
 		attempts = 1
 		failure = ff.Failure
+		if ff.Outcome == rdq.OutcomePermanentFailure {
+			status, finished = rdq.StatusDead, now
+		}
 	}
 	_, err = s.exec(ctx, tx, sqlInsertTask,
 		idArg(nt.ID), nt.Queue, nt.Handler, nt.Payload, nt.ContentType, headers, nullString(nt.IdempotencyKey),
-		attempts, now+micros(nt.Delay), now, now,
+		string(status), attempts, now+micros(nt.Delay), now, now, finished,
 		failure.Type, failure.Message, failure.Fingerprint)
 	if err != nil {
 		return nil, err
@@ -111,12 +116,15 @@ func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, n
 		ContentType:    nt.ContentType,
 		Headers:        maps.Clone(nt.Headers),
 		IdempotencyKey: nt.IdempotencyKey,
-		Status:         rdq.StatusPending,
+		Status:         status,
 		Attempts:       attempts,
 		NextAttemptAt:  fromMicros(now + micros(nt.Delay)),
 		CreatedAt:      fromMicros(now),
 		UpdatedAt:      fromMicros(now),
 		LastError:      rdq.ErrorSummary{Type: failure.Type, Message: failure.Message, Fingerprint: failure.Fingerprint},
+	}
+	if status == rdq.StatusDead {
+		t.FinishedAt = fromMicros(now)
 	}
 	if t.Payload == nil {
 		t.Payload = []byte{}

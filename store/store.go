@@ -142,6 +142,8 @@ type NewTask struct {
 	Delay time.Duration
 	// FirstFailure, if set, is recorded as attempt 1 (life 0) and counted
 	// in the task's attempts: the failure that made the caller submit.
+	// With Outcome PERMANENT_FAILURE the task is created DEAD (finished
+	// now), straight into the dead-letter queue with that history.
 	FirstFailure *AttemptRecord
 }
 

@@ -30,6 +30,7 @@ func contractTests() []contractTest {
 		{"Enqueue/IdempotencyWithinBatch", testEnqueueIdempotencyWithinBatch},
 		{"Enqueue/IdempotencyKeyReusableAfterPurge", testIdempotencyKeyReusable},
 		{"Enqueue/FirstFailure", testEnqueueFirstFailure},
+		{"Enqueue/PermanentFirstFailure", testEnqueuePermanentFirstFailure},
 		{"Claim/SetsLease", testClaimSetsLease},
 		{"Claim/LimitAndOrder", testClaimLimitAndOrder},
 		{"Claim/QueuesFilter", testClaimQueues},
@@ -335,6 +336,37 @@ func testEnqueueFirstFailure(t *testing.T, e *env) {
 		ErrorType: f2.Type, Message: f2.Message, Stack: f2.Stack, WorkerID: "w1", LeaseToken: tk.LeaseToken,
 		StartedAt: e.now.Add(-5 * time.Millisecond), FinishedAt: e.now,
 	})
+}
+
+// A permanent first failure puts the task straight into the dead-letter
+// queue: DEAD, finished now, never claimed, and redrivable into life 1 with
+// its next attempt numbered 2.
+func testEnqueuePermanentFirstFailure(t *testing.T, e *env) {
+	f := failure("payload is not valid JSON")
+	nt := task("q")
+	nt.FirstFailure = &store.AttemptRecord{Outcome: rdq.OutcomePermanentFailure, Failure: f, WorkerID: "producer-1"}
+	res := e.enqueue(nt)
+	for what, tk := range map[string]*rdq.Task{"Enqueue result": res[0].Task, "Get": e.load(nt.ID)} {
+		eq(t, what+" Status", tk.Status, rdq.StatusDead)
+		eq(t, what+" Attempts", tk.Attempts, 1)
+		eq(t, what+" FinishedAt", tk.FinishedAt.Equal(e.now), true)
+		eq(t, what+" LastError", tk.LastError, summaryOf(f))
+	}
+	_, atts := e.get(nt.ID)
+	if len(atts) != 1 || atts[0].Outcome != rdq.OutcomePermanentFailure || atts[0].Number != 1 {
+		t.Fatalf("history = %+v, want the permanent first failure as attempt 1", atts)
+	}
+	e.advance(time.Second)
+	if got := e.claim([]string{"q"}, 10, time.Minute, "w1"); len(got) != 0 {
+		t.Fatalf("claimed %d tasks; a dead task must not be claimed", len(got))
+	}
+	wantErrs(t, "Redrive of the dead task", e.redrive(store.RedriveParams{IDs: []rdq.ID{nt.ID}, Actor: "ops", Reason: "fixed"}), nil)
+	tk := e.claimOne("q", time.Minute, "w1")
+	e.mustFinish(succeed(tk, "w1", time.Millisecond))
+	_, atts = e.get(nt.ID)
+	if len(atts) != 2 || atts[1].Number != 2 || atts[1].Life != 1 || atts[1].Outcome != rdq.OutcomeSuccess {
+		t.Fatalf("history after redrive = %+v, want attempt 2 of life 1 succeeding", atts)
+	}
 }
 
 func testClaimSetsLease(t *testing.T, e *env) {

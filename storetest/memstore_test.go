@@ -118,6 +118,9 @@ func (m *memStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.
 		}}
 		if nt.FirstFailure != nil {
 			m.record(mt, *nt.FirstFailure, 0, now)
+			if nt.FirstFailure.Outcome == rdq.OutcomePermanentFailure {
+				mt.t.Status, mt.t.FinishedAt = rdq.StatusDead, now
+			}
 		}
 		m.tasks[nt.ID] = mt
 		out[i] = store.EnqueueResult{Task: mt.snapshot()}

@@ -14,7 +14,11 @@
 //
 //   - a worker retries it with the same handler on the queue's backoff
 //     schedule, and dead-letters it with its full history when the
-//     attempts run out or the error is permanent.
+//     attempts run out or the error is permanent;
+//
+//   - a message that failed permanently (rdq.Permanent) goes straight to
+//     the dead-letter queue, where it waits for a fix and a redrive
+//     instead of being retried.
 //
 //     go run ./examples/kafka-consumer
 //     go run ./examples/kafka-consumer -v   # also print the worker's logs
@@ -174,7 +178,7 @@ func run(ctx context.Context, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "task %s: %s after %d attempts\n", t.ID, t.Status, len(attempts))
+		fmt.Fprintf(out, "task %s: %s after %d %s\n", t.ID, t.Status, len(attempts), plural(len(attempts), "attempt", "attempts"))
 		for _, a := range attempts {
 			fmt.Fprintln(out, strings.TrimRight(fmt.Sprintf("   #%d %-17s %s", a.Number, a.Outcome, a.Message), " "))
 		}
@@ -202,4 +206,11 @@ func waitFinished(ctx context.Context, st store.Store, id rdq.ID) (*rdq.Task, []
 		case <-tick.C:
 		}
 	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
