@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,9 +33,13 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	total := int64(b.N)
 	var executed atomic.Int64
-	allRan := make(chan struct{})
+	allRan, halfRan := make(chan struct{}), make(chan struct{})
 	noop := func(ctx context.Context, t *rdq.Task) error {
-		if executed.Add(1) == total {
+		n := executed.Add(1)
+		if n == (total+1)/2 {
+			close(halfRan)
+		}
+		if n == total {
 			close(allRan)
 		}
 		return nil
@@ -74,11 +79,19 @@ func BenchmarkEndToEnd(b *testing.B) {
 			batch = batch[:0]
 		}
 	}
+	// The workers' heap at half way and at the end, after a collection:
+	// flat memory means the end is no larger however many tasks ran.
+	var half, end runtime.MemStats
+	<-halfRan
+	runtime.GC()
+	runtime.ReadMemStats(&half)
 	select {
 	case <-allRan:
 	case <-time.After(10 * time.Minute):
 		b.Fatalf("only %d of %d tasks ran", executed.Load(), b.N)
 	}
+	runtime.GC()
+	runtime.ReadMemStats(&end)
 	for _, w := range ws {
 		stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := w.Stop(stopCtx) // returns once every result is written
@@ -90,6 +103,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+	b.ReportMetric(float64(end.HeapInuse)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(int64(end.HeapInuse)-int64(half.HeapInuse))/(1<<20), "heap-growth-MiB")
 
 	if admin, ok := any(st).(store.Admin); ok {
 		stats, err := admin.Stats(ctx, store.StatsParams{SucceededWindow: time.Hour})
