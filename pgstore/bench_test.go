@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/benchtest"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
@@ -154,40 +154,9 @@ func BenchmarkDeadLetter(b *testing.B) {
 	})
 }
 
-// BenchmarkCycle measures the hot path a batch at a time: enqueue 100
-// tasks, claim them, and finish them with a recorded attempt: three round
-// trips per batch.
+// BenchmarkCycle measures the hot path a batch at a time (see
+// benchtest.Cycle): three round trips per batch.
 func BenchmarkCycle(b *testing.B) {
 	s, _ := pgtest.NewStore(b)
-	ctx := context.Background()
-	const batch = 100
-	tasks := make([]store.NewTask, batch)
-	b.ResetTimer()
-	for b.Loop() {
-		for i := range tasks {
-			tasks[i] = store.NewTask{ID: rdq.NewID(), Queue: "bench", Handler: "h", Payload: []byte(`{"n":1}`)}
-		}
-		if _, err := s.Enqueue(ctx, store.EnqueueParams{Tasks: tasks}); err != nil {
-			b.Fatal(err)
-		}
-		claimed, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"bench"}, Limit: batch, Lease: time.Minute, WorkerID: "w"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		cs := make([]store.Completion, len(claimed))
-		for i, t := range claimed {
-			cs[i] = store.Completion{Lease: store.Lease{ID: t.ID, Token: t.LeaseToken}, Status: rdq.StatusSucceeded,
-				Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeSuccess, WorkerID: "w", Duration: time.Millisecond}}
-		}
-		errs, err := s.Finish(ctx, store.FinishParams{Completions: cs})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, err := range errs {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "tasks/s")
+	benchtest.Cycle(b, s)
 }

@@ -3,18 +3,14 @@ package sqlitestore_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/srjn45/rdq"
-	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/internal/benchtest"
 	"github.com/srjn45/rdq/sqlitestore"
 	"github.com/srjn45/rdq/store"
-	"github.com/srjn45/rdq/worker"
 )
 
 // Benchmarks of the SQLite store, on a file in the test's temporary
@@ -29,140 +25,21 @@ import (
 // BenchmarkCycle and BenchmarkDeadLetter pgstore's, under the same names,
 // so the two backends can be compared side by side.
 
-// BenchmarkEndToEnd measures the whole path on SQLite: submit b.N tasks in
-// batches, workers claim them, run a no-op handler and finish them, with an
-// attempt row written for each. It reports tasks/s from the first submit to
-// the last finish written.
+// BenchmarkEndToEnd measures the whole path on SQLite (see
+// benchtest.EndToEnd), as the worker package's benchmark does on PostgreSQL.
 func BenchmarkEndToEnd(b *testing.B) {
-	const (
-		submitBatch = 500
-		workers     = 2
-	)
 	st, _ := newStore(b)
-	c, err := client.New(client.Config{Store: st})
-	if err != nil {
-		b.Fatal(err)
-	}
-	total := int64(b.N)
-	var executed atomic.Int64
-	allRan := make(chan struct{})
-	noop := func(ctx context.Context, t *rdq.Task) error {
-		if executed.Add(1) == total {
-			close(allRan)
-		}
-		return nil
-	}
-	ws := make([]*worker.Worker, workers)
-	for i := range ws {
-		w, err := worker.New(worker.Config{
-			Store:           st,
-			Logger:          slog.New(slog.DiscardHandler),
-			Queues:          map[string]worker.QueueConfig{"bench": {Concurrency: 200}},
-			PollInterval:    50 * time.Millisecond,
-			ReclaimInterval: worker.Disabled,
-			PurgeInterval:   worker.Disabled,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		w.Handle("noop", noop)
-		ws[i] = w
-	}
-	batch := make([]client.Task, 0, submitBatch)
-	ctx := context.Background()
-
-	b.ResetTimer()
-	start := time.Now()
-	for _, w := range ws {
-		if err := w.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for i := 0; i < b.N; i++ {
-		batch = append(batch, client.Task{Queue: "bench", Handler: "noop", Payload: []byte(`{"n":1}`)})
-		if len(batch) == submitBatch || i == b.N-1 {
-			if _, err := c.SubmitMany(ctx, batch); err != nil {
-				b.Fatal(err)
-			}
-			batch = batch[:0]
-		}
-	}
-	select {
-	case <-allRan:
-	case <-time.After(10 * time.Minute):
-		b.Fatalf("only %d of %d tasks ran", executed.Load(), b.N)
-	}
-	for _, w := range ws {
-		stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := w.Stop(stopCtx) // returns once every result is written
-		cancel()
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
-
-	stats, err := st.Stats(ctx, store.StatsParams{SucceededWindow: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var succeeded int64
-	for _, s := range stats {
-		succeeded += s.Succeeded
-	}
-	if succeeded != total || executed.Load() != total {
-		b.Fatalf("%d succeeded and %d executions for %d tasks", succeeded, executed.Load(), total)
-	}
+	benchtest.EndToEnd(b, st)
 }
 
 // benchBatch is the batch size of the store-level benchmarks.
 const benchBatch = 100
 
-// BenchmarkCycle measures the hot path a batch at a time, as pgstore's
-// benchmark of the same name does: per iteration, benchBatch tasks are
-// enqueued, claimed and finished with an attempt each (three write
-// transactions).
+// BenchmarkCycle measures the hot path a batch at a time (see
+// benchtest.Cycle), as pgstore's benchmark of the same name does.
 func BenchmarkCycle(b *testing.B) {
-	s, _ := newStore(b)
-	ctx := context.Background()
-	b.ResetTimer()
-	for range b.N {
-		ts := newTasks("bench", benchBatch)
-		if _, err := s.Enqueue(ctx, store.EnqueueParams{Tasks: ts}); err != nil {
-			b.Fatal(err)
-		}
-		claimed, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"bench"}, Limit: benchBatch, Lease: time.Minute, WorkerID: "w"})
-		if err != nil || len(claimed) != benchBatch {
-			b.Fatalf("Claim: %d tasks, %v", len(claimed), err)
-		}
-		mustFinish(b, s, succeedAll(claimed))
-	}
-	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "tasks/s")
-}
-
-func succeedAll(ts []*rdq.Task) []store.Completion {
-	cs := make([]store.Completion, len(ts))
-	for i, t := range ts {
-		cs[i] = store.Completion{
-			Lease:   store.Lease{ID: t.ID, Token: t.LeaseToken},
-			Status:  rdq.StatusSucceeded,
-			Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeSuccess, WorkerID: "w", Duration: time.Millisecond},
-		}
-	}
-	return cs
-}
-
-func mustFinish(b *testing.B, s store.Store, cs []store.Completion) {
-	b.Helper()
-	errs, err := s.Finish(context.Background(), store.FinishParams{Completions: cs})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		b.Fatal(err)
-	}
+	st, _ := newStore(b)
+	benchtest.Cycle(b, st)
 }
 
 // BenchmarkEnqueue: one Enqueue of benchBatch tasks per iteration.
@@ -206,11 +83,11 @@ func BenchmarkFinish(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		batches[i] = succeedAll(got)
+		batches[i] = benchtest.SucceedAll(got)
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		mustFinish(b, s, batches[i])
+		benchtest.FinishAll(b, s, batches[i])
 	}
 	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "tasks/s")
 }

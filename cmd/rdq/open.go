@@ -25,10 +25,6 @@ type backend struct {
 // folded into a PostgreSQL URL as its schema parameter.
 func (e *env) databaseURL() (string, error) {
 	raw := strings.TrimSpace(e.g.databaseURL)
-	if !strings.Contains(raw, "://") && strings.Contains(raw, "=") && strings.Contains(raw, " ") {
-		// A key=value connection string; never echo it (it may hold a password).
-		return "", usageErrorf("--database-url looks like a key=value connection string: use a postgres://user@host:5432/db URL")
-	}
 	if e.g.schema == "" {
 		return raw, nil
 	}
@@ -60,10 +56,7 @@ func (e *env) openBackend(migrate bool) (*backend, error) {
 	if err != nil {
 		return nil, hideSecret(err, secret)
 	}
-	desc := storeopen.Describe(raw)
-	if secret != "" {
-		desc = strings.ReplaceAll(desc, secret, "xxxxx")
-	}
+	desc := storeopen.Describe(raw) // never shows a password
 	if t.Kind == storeopen.SQLite && !migrate {
 		if _, err := os.Stat(t.Path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no rdq database at %s: run 'rdq migrate' to create one, or point --database-url (or RDQ_DATABASE_URL) at yours", t.Path)

@@ -123,7 +123,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := e.dispatch(args)
 	code := exitCode(err)
 	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errFlagParse) {
-		fmt.Fprintf(stderr, "rdq: %v\n", err)
+		// Library errors already start with "rdq: "; say it once.
+		fmt.Fprintf(stderr, "rdq: %s\n", strings.TrimPrefix(err.Error(), "rdq: "))
 		if code == exitUsage && !errors.Is(err, rdq.ErrInvalid) {
 			fmt.Fprintln(stderr, "Run 'rdq help' for usage.")
 		}
