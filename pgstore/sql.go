@@ -75,6 +75,10 @@ const sqlRecordVersion = `INSERT INTO {schema}.schema_migrations (version, name)
 // the task DEAD at once, counted into dead_counts. Queues that received a
 // pending task due now are notified.
 //
+// Rows are inserted in (queue, idempotency key, id) order, so concurrent
+// batches sharing keys wait on each other's key in one order and never
+// deadlock (40P01).
+//
 // Indexes: tasks_pkey and tasks_idempotency_key_idx (conflict arbiters),
 // tasks_claim_idx (maintained), dead_counts_pkey (conflict arbiter).
 //
@@ -109,6 +113,7 @@ inserted AS (
            CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN c.now END,
            coalesce(i.ff_error_type, ''), coalesce(i.ff_message, ''), coalesce(i.ff_fingerprint, '')
     FROM input i CROSS JOIN clock c
+    ORDER BY i.queue, i.idempotency_key, i.id
     ON CONFLICT DO NOTHING
     RETURNING ` + taskColumns + `
 ),

@@ -161,7 +161,9 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Handle("call", route)
+	if err := w.Handle("call", route); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func runChild(h Harness) error {
 	}
 	var logErr error
 	var logErrOnce sync.Once
-	w.Handle(chaosHandler, func(ctx context.Context, tk *rdq.Task) error {
+	err = w.Handle(chaosHandler, func(ctx context.Context, tk *rdq.Task) error {
 		note := func(kind, result string) {
 			if err := elog.write(kind, tk.ID, tk.LeaseToken, time.Now(), result); err != nil {
 				logErrOnce.Do(func() { logErr = err })
@@ -164,6 +164,9 @@ func runChild(h Harness) error {
 		}
 		return err
 	})
+	if err != nil {
+		return errors.Join(fmt.Errorf("registering the chaos handler: %w", err), closeStore())
+	}
 	if err := w.Start(ctx); err != nil {
 		return errors.Join(fmt.Errorf("starting the worker: %w", err), closeStore())
 	}

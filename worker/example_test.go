@@ -76,12 +76,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w.Handle("send-welcome", func(ctx context.Context, t *rdq.Task) error {
+	if err := w.Handle("send-welcome", func(ctx context.Context, t *rdq.Task) error {
 		if t.NextAttempt() == 1 {
 			return errors.New("smtp: connection refused")
 		}
 		return nil // sent
-	})
+	}); err != nil {
+		log.Fatal(err)
+	}
 	if err := w.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func ExampleHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w.Handle("ship", func(ctx context.Context, t *rdq.Task) error {
+	if err := w.Handle("ship", func(ctx context.Context, t *rdq.Task) error {
 		var order struct {
 			ID string `json:"id"`
 		}
@@ -137,7 +139,9 @@ func ExampleHandler() {
 			return rdq.Permanent(fmt.Errorf("decoding order: %w", err))
 		}
 		return nil
-	})
+	}); err != nil {
+		log.Fatal(err)
+	}
 	if err := w.Start(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -103,7 +103,9 @@ func (e *env) createWorker(cfg worker.Config, handlers map[string]worker.Handler
 		e.t.Fatalf("worker.New: %v", err)
 	}
 	for name, h := range handlers {
-		w.Handle(name, h)
+		if err := w.Handle(name, h); err != nil {
+			e.t.Fatalf("Handle(%q): %v", name, err)
+		}
 	}
 	return w
 }

@@ -25,7 +25,7 @@
 //		Queues: map[string]worker.QueueConfig{"emails": {Concurrency: 20}},
 //	})
 //	...
-//	w.Handle("send-welcome", sendWelcome)
+//	if err := w.Handle("send-welcome", sendWelcome); err != nil { ... }
 //	if err := w.Start(ctx); err != nil { ... }
 //	...
 //	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -388,26 +388,29 @@ func (w *Worker) ID() string { return w.id }
 // naming a handler that is not registered fail permanently (see
 // UnknownHandlerError).
 //
-// Registration happens before Start. Handle panics if name is not a valid
-// name (rdq.ValidateName), h is nil, name is already registered or the
-// worker has started: like http.ServeMux.Handle, these are programming
-// errors to find at start-up.
-func (w *Worker) Handle(name string, h Handler) {
+// Registration happens before Start. Handle returns an error wrapping
+// rdq.ErrInvalid, and registers nothing, if name is not a valid name
+// (rdq.ValidateName), h is nil, name is already registered or the worker has
+// started. A configuration-driven program (handler names read from a file)
+// reports that error to its operator; a program registering literal names
+// can treat it as fatal at start-up.
+func (w *Worker) Handle(name string, h Handler) error {
 	if err := rdq.ValidateName("handler", name); err != nil {
-		panic(fmt.Sprintf("worker: Handle: %v", err))
+		return fmt.Errorf("worker: Handle: %w", err)
 	}
 	if h == nil {
-		panic(fmt.Sprintf("worker: Handle(%q): handler is nil", name))
+		return fmt.Errorf("%w: worker: Handle(%q): handler is nil", rdq.ErrInvalid, name)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != stateNew {
-		panic(fmt.Sprintf("worker: Handle(%q) after Start", name))
+		return fmt.Errorf("%w: worker: Handle(%q) after Start; register every handler before starting the worker", rdq.ErrInvalid, name)
 	}
 	if _, dup := w.handlers[name]; dup {
-		panic(fmt.Sprintf("worker: Handle(%q): a handler is already registered under this name", name))
+		return fmt.Errorf("%w: worker: Handle(%q): a handler is already registered under this name", rdq.ErrInvalid, name)
 	}
 	w.handlers[name] = h
+	return nil
 }
 
 // handler returns the handler registered under name; the map is read-only

@@ -736,23 +736,23 @@ func TestHandleRejectsMisuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := func(ctx context.Context, task *rdq.Task) error { return nil }
-	mustPanic := func(what string, f func()) {
+	mustFail := func(what, want string, err error) {
 		t.Helper()
-		defer func() {
-			if recover() == nil {
-				t.Errorf("%s did not panic", what)
-			}
-		}()
-		f()
+		if !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want ErrInvalid mentioning %q", what, err, want)
+		}
 	}
-	w.Handle("send", ok)
-	mustPanic("duplicate name", func() { w.Handle("send", ok) })
-	mustPanic("invalid name", func() { w.Handle("not valid", ok) })
-	mustPanic("nil handler", func() { w.Handle("other", nil) })
+	if err := w.Handle("send", ok); err != nil {
+		t.Fatalf("Handle: %v", err)
+	}
+	mustFail("duplicate name", "already registered", w.Handle("send", ok))
+	mustFail("invalid name", `"not valid" contains ' '`, w.Handle("not valid", ok))
+	mustFail("empty name", "name is empty", w.Handle("", ok))
+	mustFail("nil handler", "handler is nil", w.Handle("other", nil))
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mustPanic("Handle after Start", func() { w.Handle("late", ok) })
+	mustFail("Handle after Start", "after Start", w.Handle("late", ok))
 	if err := w.Start(context.Background()); err == nil {
 		t.Error("second Start succeeded")
 	}

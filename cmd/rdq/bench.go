@@ -109,7 +109,9 @@ func (e *env) bench(args []string) error {
 		if err != nil {
 			return errors.Join(err, stopAll())
 		}
-		w.Handle("noop", noop)
+		if err := w.Handle("noop", noop); err != nil {
+			return errors.Join(err, stopAll())
+		}
 		ws = append(ws, w)
 	}
 

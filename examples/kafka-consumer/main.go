@@ -130,7 +130,9 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w.Handle(handler, func(ctx context.Context, t *rdq.Task) error { return ix.index(ctx, t.Payload) })
+	if err := w.Handle(handler, func(ctx context.Context, t *rdq.Task) error { return ix.index(ctx, t.Payload) }); err != nil {
+		return err
+	}
 	if err := w.Start(ctx); err != nil {
 		return err
 	}

@@ -120,20 +120,24 @@ func run(ctx context.Context, out io.Writer, verbose bool) error {
 		return err
 	}
 	// send-receipt fails on its first two attempts, then succeeds.
-	w.Handle("send-receipt", func(ctx context.Context, t *rdq.Task) error {
+	if err := w.Handle("send-receipt", func(ctx context.Context, t *rdq.Task) error {
 		if t.NextAttempt() <= 2 {
 			return fmt.Errorf("smtp dial: connection refused (attempt %d)", t.NextAttempt())
 		}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
 	// charge-card fails until the gateway is "fixed".
 	var fixed atomic.Bool
-	w.Handle("charge-card", func(ctx context.Context, t *rdq.Task) error {
+	if err := w.Handle("charge-card", func(ctx context.Context, t *rdq.Task) error {
 		if !fixed.Load() {
 			return &gatewayError{status: 503}
 		}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
 	if err := w.Start(ctx); err != nil {
 		return err
 	}

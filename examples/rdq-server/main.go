@@ -107,7 +107,9 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 	}
 	slices.Sort(handlers)
 	for _, h := range slices.Compact(handlers) {
-		w.Handle(h, route)
+		if err := w.Handle(h, route); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
 	}
 
 	tokens, err := cfg.tokens()

@@ -61,7 +61,9 @@ func EndToEnd(b *testing.B, st store.Store) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		w.Handle("noop", noop)
+		if err := w.Handle("noop", noop); err != nil {
+			b.Fatal(err)
+		}
 		ws[i] = w
 	}
 	batch := make([]client.Task, 0, submitBatch)
