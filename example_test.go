@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/srjn45/rdq"
@@ -73,18 +74,34 @@ func ExamplePolicy_JitteredDelay() {
 	// 5.05s
 }
 
-// Failures that differ only in ids and numbers share a fingerprint, so the
-// dead-letter queue groups them as one cause.
+// Failures that differ only in ids, numbers and case share a fingerprint,
+// so the dead-letter queue groups them as one cause; status codes stay
+// apart.
 func ExampleFingerprint() {
 	a := "order 1042 failed: upstream 0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b returned 503"
-	b := "order 77 failed: upstream 0190a5b3-1111-7a41-8f00-000000000000 returned 502"
+	b := "Order 77 failed: upstream 0190a5b3-1111-7a41-8f00-000000000000 returned 503"
+	c := "order 1042 failed: upstream 0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b returned 404"
 	fmt.Println(rdq.NormalizeMessage(a))
 	fmt.Println(rdq.Fingerprint("*api.Error", a) == rdq.Fingerprint("*api.Error", b))
-	fmt.Println(rdq.Fingerprint("*api.Error", a) == rdq.Fingerprint("*api.Error", "order 1042 failed: bad request"))
+	fmt.Println(rdq.Fingerprint("*api.Error", a) == rdq.Fingerprint("*api.Error", c))
 	// Output:
-	// order <n> failed: upstream <id> returned <n>
+	// order <n> failed: upstream <uuid> returned 503
 	// true
 	// false
+}
+
+// A queue's policy can group failures its own way; here by the tenant
+// named at the start of the message, whatever follows.
+func ExamplePolicy_Describe() {
+	p := rdq.Policy{Fingerprint: func(errorType, message string) string {
+		tenant, _, _ := strings.Cut(message, ":")
+		return errorType + "/" + tenant
+	}}
+	a := p.Describe(errors.New("acme: order 1 failed"))
+	b := p.Describe(errors.New("acme: quota exceeded"))
+	c := p.Describe(errors.New("globex: order 1 failed"))
+	fmt.Println(a.Fingerprint == b.Fingerprint, a.Fingerprint == c.Fingerprint)
+	// Output: true false
 }
 
 type declinedError struct{}

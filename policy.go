@@ -61,6 +61,21 @@ type Policy struct {
 	// ClassPermanent dead-letters the task even without Permanent,
 	// ClassRetryable retries even a Permanent error.
 	Classify func(error) Class
+	// Fingerprint, if set, decides which failures of the queue group
+	// together in the dead-letter queue, in place of rdq.Fingerprint. It
+	// is given a failure's error type and its capped message (see
+	// Failure) and returns the text that identifies the cause: failures
+	// for which it returns equal text share a fingerprint, which is the
+	// first 16 lower-case hexadecimal digits of the SHA-256 of that text.
+	// An empty result, or a panic, falls back to rdq.Fingerprint. The
+	// default is equivalent to returning
+	// errorType + "\x00" + rdq.NormalizeMessage(message).
+	//
+	// Workers use it for every failure of the queue; give the same policy
+	// to client.Config.Policies so that first failures recorded at
+	// submission group the same way. Failures that stores record on their
+	// own (an expired lease) always use rdq.Fingerprint.
+	Fingerprint func(errorType, message string) string
 }
 
 // NoJitter, as Policy.Jitter, disables jitter (a zero Jitter means the

@@ -23,6 +23,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -48,6 +49,12 @@ type Config struct {
 	// the time of each submit (which propagates nothing until the
 	// application installs one, e.g. propagation.TraceContext{}).
 	Propagator propagation.TextMapPropagator
+	// Policies maps queue names to their retry policies, the same values
+	// the workers are configured with. The client uses a queue's policy
+	// to describe a Task's FirstFailure (its Fingerprint function, so a
+	// first failure groups with the worker's failures of the same cause);
+	// a queue without an entry uses the zero Policy. Optional.
+	Policies map[string]rdq.Policy
 }
 
 // Client submits tasks to a store. It is safe for concurrent use.
@@ -55,6 +62,7 @@ type Client struct {
 	store      store.Store
 	id         string
 	propagator propagation.TextMapPropagator
+	policies   map[string]rdq.Policy
 }
 
 // New returns a Client for cfg. It returns an error wrapping rdq.ErrInvalid
@@ -67,7 +75,7 @@ func New(cfg Config) (*Client, error) {
 	if id == "" {
 		id = DefaultID
 	}
-	return &Client{store: cfg.Store, id: id, propagator: cfg.Propagator}, nil
+	return &Client{store: cfg.Store, id: id, propagator: cfg.Propagator, policies: maps.Clone(cfg.Policies)}, nil
 }
 
 // Task is a task to submit.
@@ -97,7 +105,8 @@ type Task struct {
 	Delay time.Duration
 	// FirstFailure, if not nil, is the failure that made the caller
 	// submit. It is recorded as attempt 1 (error type, message and
-	// fingerprint from rdq.Describe) and counts against the queue's
+	// fingerprint from the queue's policy's Describe, see
+	// Config.Policies) and counts against the queue's
 	// MaxAttempts. A failure marked with rdq.Permanent puts the task
 	// straight into the dead-letter queue (outcome PERMANENT_FAILURE),
 	// where it can be inspected and redriven; any other is
@@ -232,7 +241,7 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		}
 		nt.FirstFailure = &store.AttemptRecord{
 			Outcome:  outcome,
-			Failure:  rdq.Describe(t.FirstFailure),
+			Failure:  c.policies[t.Queue].Describe(t.FirstFailure),
 			WorkerID: c.id,
 		}
 	}

@@ -281,6 +281,33 @@ func TestFirstFailure(t *testing.T) {
 	}
 }
 
+// A queue's policy in Config.Policies fingerprints its first failures, so
+// they group with the worker's failures of the same cause; other queues
+// keep the default.
+func TestFirstFailureUsesQueuePolicy(t *testing.T) {
+	st, _ := pgtest.NewStore(t)
+	policy := rdq.Policy{Fingerprint: func(errorType, message string) string { return "one group" }}
+	c, err := client.New(client.Config{Store: st, Policies: map[string]rdq.Policy{"emails": policy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	custom, err := c.Submit(ctx, client.Task{Queue: "emails", Handler: "send", FirstFailure: &sendError{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.Submit(ctx, client.Task{Queue: "sms", Handler: "send", FirstFailure: &sendError{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := custom.Task.LastError.Fingerprint, policy.Describe(errors.New("anything")).Fingerprint; got != want {
+		t.Errorf("emails first failure fingerprint %s, want the policy's %s", got, want)
+	}
+	if got, want := other.Task.LastError.Fingerprint, rdq.Describe(&sendError{}).Fingerprint; got != want {
+		t.Errorf("sms first failure fingerprint %s, want the default %s", got, want)
+	}
+}
+
 // A first failure marked permanent puts the task straight into the
 // dead-letter queue with that failure as its history.
 func TestPermanentFirstFailure(t *testing.T) {

@@ -275,7 +275,7 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		c.RetryIn = d.RetryIn
 	}
 	if err != nil {
-		failure = rdq.Describe(err)
+		failure = q.policy.Describe(err)
 		c.Attempt.Failure = failure
 		span.RecordError(err)
 		span.SetStatus(codes.Error, failure.Message)

@@ -24,7 +24,7 @@
 // Look at a few victims and at one in full: every attempt across its lives,
 // with worker, times and stack trace.
 //
-//	rdq dlq ls --fingerprint 35749e761187b9a3 --limit 5
+//	rdq dlq ls --fingerprint cf96d798323d5cbf --limit 5
 //	rdq dlq show 01954a1e-c000-7000-8000-000000000002
 //
 // Fix the cause (deploy, config, the downstream service), then check what a
@@ -32,8 +32,8 @@
 // fix does not meet a thundering herd. On a terminal rdq asks before a bulk
 // change; scripts pass --yes.
 //
-//	rdq dlq redrive --fingerprint 35749e761187b9a3 --dry-run
-//	rdq dlq redrive --fingerprint 35749e761187b9a3 --spread 10m --reason "relay fixed, INC-7"
+//	rdq dlq redrive --fingerprint cf96d798323d5cbf --dry-run
+//	rdq dlq redrive --fingerprint cf96d798323d5cbf --spread 10m --reason "relay fixed, INC-7"
 //
 // A task whose payload is wrong can be fixed and redriven alone; the audit
 // log keeps the SHA-256 of the old and the new payload.
