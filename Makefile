@@ -7,11 +7,13 @@
 quickstart:
 	go run ./examples/quickstart
 
-# Runs the whole test suite: vet, then every package's tests with the race
-# detector. Needs PostgreSQL (RDQ_TEST_DATABASE_URL, default
+# Runs the whole test suite: vet and staticcheck (pinned by the tool
+# directive in go.mod), then every package's tests with the race detector.
+# Needs PostgreSQL (RDQ_TEST_DATABASE_URL, default
 # postgres://postgres@127.0.0.1:5432/test).
 test:
 	go vet ./...
+	go tool staticcheck ./...
 	go test -race -count=1 -timeout 40m ./...
 
 # Runs the benchmarks of the end-to-end path on both stores.

@@ -150,6 +150,7 @@ func TestPanicRecordedWithStack(t *testing.T) {
 	}, map[string]worker.Handler{
 		"panicky": func(ctx context.Context, task *rdq.Task) error {
 			var m map[string]int
+			//lint:ignore SA5000 the handler panics on purpose, with a runtime error
 			m["boom"]++ // assignment to entry in nil map
 			return nil
 		},
