@@ -89,6 +89,7 @@ type env struct {
 	hc        *http.Client
 	grpc      rdqv1.RdqServiceClient
 	receivers map[string]*receiver
+	reg       *prometheus.Registry
 	redirects atomic.Int32
 	healthy   atomic.Bool // fail500 answers 200 once set
 }
@@ -154,6 +155,7 @@ func newEnv(t *testing.T) *env {
 	}
 
 	reg := prometheus.NewRegistry()
+	e.reg = reg
 	w, err := worker.New(worker.Config{
 		Store: st, ID: "e2e-worker", Queues: queues, PollInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler), Metrics: reg, Propagator: propagation.TraceContext{},
@@ -293,6 +295,41 @@ func (e *env) wait(id string, what string, done func(*rdq.Task) bool) (*rdq.Task
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitFor polls cond until it holds.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// claims is how many claims the worker has made from queue: the sample
+// count of rdq_worker_claim_duration_seconds.
+func (e *env) claims(queue string) uint64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "rdq_worker_claim_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" && l.GetValue() == queue {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func hasStatus(s rdq.Status) func(*rdq.Task) bool {
@@ -575,6 +612,18 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("redrive by filter: %v %v", res, err)
 		}
 		e.wait(id, "DEAD again", func(t *rdq.Task) bool { return t.Status == rdq.StatusDead && t.Life == 1 })
+		var audit struct {
+			Entries []struct {
+				Filter  string            `json:"filter"`
+				Details map[string]string `json:"details"`
+			} `json:"entries"`
+		}
+		if resp := e.do("GET", "/v1/audit?action=redrive&page_size=1", tokOperator, nil, &audit); resp.StatusCode != 200 || len(audit.Entries) != 1 {
+			t.Fatalf("audit: %d %+v", resp.StatusCode, audit)
+		}
+		if a := audit.Entries[0]; a.Filter == "" || a.Details["delay"] != "10ms" || a.Details["spread"] != "0s" || a.Details["max_life"] == "" {
+			t.Errorf("bulk redrive audit entry lacks delay, spread or max life: %+v", a)
+		}
 		_, err = e.grpc.Redrive(ctx, &rdqv1.RedriveRequest{Reason: "everything?"})
 		wantGRPCCode(t, err, codes.InvalidArgument, server.CodeInvalidArgument)
 
@@ -586,6 +635,75 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if _, _, err := e.st.Get(context.Background(), rdq.MustParseID(id)); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("purged task still there: %v", err)
+		}
+	})
+
+	t.Run("a task outside the caller's grants is not found; the lease owner is for operators", func(t *testing.T) {
+		id := submitREST(e, "flaky", `{"order":"grants"}`)
+		e.wait(id, "SUCCEEDED", hasStatus(rdq.StatusSucceeded))
+		// orders-team operates fail5* only: to it the task does not exist.
+		p := wantProblem(t, e.do("GET", "/v1/tasks/"+id, tokOrdersOps, nil, nil), 404, "not_found")
+		if strings.Contains(p.Detail, "flaky") || strings.Contains(p.Detail, "store") {
+			t.Errorf("404 detail %q names the queue or the store", p.Detail)
+		}
+		wantProblem(t, e.do("GET", "/v1/dlq/tasks/"+id, tokOrdersOps, nil, nil), 404, "not_found")
+		wantProblem(t, e.do("POST", "/v1/dlq:redrive", tokOrdersOps, map[string]any{"ids": []string{id}, "reason": "r"}, nil), 404, "not_found")
+		wantProblem(t, e.do("POST", "/v1/dlq:purge", tokOrdersOps, map[string]any{"ids": []string{id}, "reason": "r"}, nil), 404, "not_found")
+		_, err := e.grpc.GetTask(e.grpcCtx(tokOrdersOps), &rdqv1.GetTaskRequest{Id: id})
+		wantGRPCCode(t, err, codes.NotFound, server.CodeNotFound)
+		missing := rdq.NewID().String()
+		if p := wantProblem(t, e.do("GET", "/v1/tasks/"+missing, tokSubmitter, nil, nil), 404, "not_found"); strings.Contains(p.Detail, "store") {
+			t.Errorf("404 detail %q names the store", p.Detail)
+		}
+
+		type owned struct {
+			LeaseOwner string `json:"lease_owner"`
+			History    []struct {
+				WorkerID string `json:"worker_id"`
+			} `json:"history"`
+		}
+		var bySubmitter, byOperator owned
+		e.do("GET", "/v1/tasks/"+id, tokSubmitter, nil, &bySubmitter)
+		e.do("GET", "/v1/tasks/"+id, tokOperator, nil, &byOperator)
+		if byOperator.LeaseOwner != "e2e-worker" || len(byOperator.History) == 0 || byOperator.History[0].WorkerID != "e2e-worker" {
+			t.Errorf("operator view: %+v", byOperator)
+		}
+		if bySubmitter.LeaseOwner != "" || len(bySubmitter.History) != len(byOperator.History) {
+			t.Errorf("submitter sees the worker: %+v", bySubmitter)
+		}
+		for i, a := range bySubmitter.History {
+			if a.WorkerID != "" {
+				t.Errorf("submitter sees the worker of attempt %d: %q", i+1, a.WorkerID)
+			}
+		}
+		got, err := e.grpc.GetTask(e.grpcCtx(tokSubmitter), &rdqv1.GetTaskRequest{Id: id})
+		if err != nil || got.GetTask().GetLeaseOwner() != "" || got.GetHistory()[0].GetWorkerId() != "" {
+			t.Errorf("gRPC submitter view: %v %v", got, err)
+		}
+	})
+
+	t.Run("pause and resume reasons follow the audit rules", func(t *testing.T) {
+		for name, reason := range map[string]string{
+			"empty":        "",
+			"control":      "maintenance\x1b[2J",
+			"newline":      "line one\nline two",
+			"too long":     strings.Repeat("r", 1025),
+			"C1 control":   "next\u0085line",
+		} {
+			resp := e.do("POST", "/v1/queues:pause", tokAdmin, map[string]string{"queue": "flaky", "reason": reason}, nil)
+			if resp.StatusCode != 400 {
+				t.Errorf("%s reason: status %d, want 400", name, resp.StatusCode)
+			}
+		}
+		_, err := e.grpc.ResumeQueue(e.grpcCtx(tokAdmin), &rdqv1.ResumeQueueRequest{Queue: "flaky"})
+		wantGRPCCode(t, err, codes.InvalidArgument, server.CodeInvalidArgument)
+		var audit struct {
+			Entries []json.RawMessage `json:"entries"`
+		}
+		for _, action := range []string{"pause", "resume"} {
+			if e.do("GET", "/v1/audit?action="+action, tokOperator, nil, &audit); len(audit.Entries) != 0 {
+				t.Errorf("a refused %s was audited: %s", action, audit.Entries)
+			}
 		}
 	})
 
@@ -694,7 +812,10 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("pause: %d", resp.StatusCode)
 		}
 		id := submitREST(e, "flaky", `{"order":"paused"}`)
-		time.Sleep(300 * time.Millisecond) // many poll intervals
+		// Two more claims of the queue mean one started after the task
+		// was stored: it saw the task, and the pause kept it.
+		claims := e.claims("flaky")
+		e.waitFor("two more claims of the paused queue", func() bool { return e.claims("flaky") >= claims+2 })
 		if task, _, err := e.st.Get(context.Background(), rdq.MustParseID(id)); err != nil || task.Status != rdq.StatusPending || task.Attempts != 0 {
 			t.Fatalf("task of a paused queue ran: %+v %v", task, err)
 		}

@@ -350,7 +350,7 @@ func (s *Service) Submit(ctx context.Context, req *rdqv1.SubmitRequest) (*rdqv1.
 	if !res.Duplicate {
 		s.m.submitted(t.Queue, 1)
 	}
-	return &rdqv1.SubmitResponse{Task: TaskToProto(res.Task, true), Duplicate: res.Duplicate}, nil
+	return &rdqv1.SubmitResponse{Task: taskForCaller(p, res.Task, true), Duplicate: res.Duplicate}, nil
 }
 
 // SubmitBatch implements rdqv1.RdqServiceServer. Items that are invalid or
@@ -394,7 +394,7 @@ func (s *Service) SubmitBatch(ctx context.Context, req *rdqv1.SubmitBatchRequest
 			return nil, s.fail(ctx, method, fmt.Errorf("client returned %d results for %d tasks", len(res), len(tasks)))
 		}
 		for j, r := range res {
-			out.Results[index[j]] = &rdqv1.SubmitResult{Task: TaskToProto(r.Task, true), Duplicate: r.Duplicate}
+			out.Results[index[j]] = &rdqv1.SubmitResult{Task: taskForCaller(p, r.Task, true), Duplicate: r.Duplicate}
 			if !r.Duplicate {
 				s.m.submitted(r.Task.Queue, 1)
 			}
@@ -414,7 +414,13 @@ func (s *Service) GetTask(ctx context.Context, req *rdqv1.GetTaskRequest) (*rdqv
 	if err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
-	return &rdqv1.GetTaskResponse{Task: TaskToProto(t, true), History: attemptsToProto(attempts)}, nil
+	history := attemptsToProto(attempts)
+	if !p.Can(RoleOperator, t.Queue) {
+		for _, a := range history {
+			a.WorkerId = ""
+		}
+	}
+	return &rdqv1.GetTaskResponse{Task: taskForCaller(p, t, true), History: history}, nil
 }
 
 func (s *Service) getTask(ctx context.Context, p *Principal, role Role, rawID string) (*rdq.Task, []rdq.Attempt, error) {
@@ -423,13 +429,47 @@ func (s *Service) getTask(ctx context.Context, p *Principal, role Role, rawID st
 		return nil, nil, err
 	}
 	t, attempts, err := s.store.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, notFound(id, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("task %s: %w", id, err)
 	}
-	if !p.Can(role, t.Queue) {
-		return nil, nil, denied(p, role, t.Queue)
+	if err := authzTask(p, role, t); err != nil {
+		return nil, nil, err
 	}
 	return t, attempts, nil
+}
+
+// notFound is the error for task id that does not exist, or that the
+// caller may not know about.
+func notFound(id rdq.ID, cause error) *Error {
+	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("task %s not found", id), Err: cause}
+}
+
+// authzTask checks that p holds role on t's queue. A caller without any
+// role there gets not_found, exactly as for a task that does not exist, so
+// that task IDs do not reveal which tasks (and queues) exist outside its
+// grants; a caller with a lesser role gets permission_denied.
+func authzTask(p *Principal, role Role, t *rdq.Task) error {
+	if !p.Can(RoleSubmitter, t.Queue) {
+		return notFound(t.ID, nil)
+	}
+	if !p.Can(role, t.Queue) {
+		return denied(p, role, t.Queue)
+	}
+	return nil
+}
+
+// taskForCaller renders t for p: the lease owner (a worker's identity,
+// which says where work runs) is shown only to operators of the queue, as
+// are the worker IDs of its attempts (GetTask).
+func taskForCaller(p *Principal, t *rdq.Task, withPayload bool) *rdqv1.Task {
+	pt := TaskToProto(t, withPayload)
+	if !p.Can(RoleOperator, t.Queue) {
+		pt.LeaseOwner = ""
+	}
+	return pt
 }
 
 // ListDead implements rdqv1.RdqServiceServer.
@@ -548,8 +588,8 @@ func (s *Service) authzSelection(ctx context.Context, p *Principal, role Role, s
 			return err
 		}
 		for _, t := range page.Tasks {
-			if !p.Can(role, t.Queue) {
-				return denied(p, role, t.Queue)
+			if err := authzTask(p, role, t); err != nil {
+				return err
 			}
 			seen[t.ID] = true
 		}
@@ -569,8 +609,10 @@ func (s *Service) authzSelection(ctx context.Context, p *Principal, role Role, s
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return err
-		case !p.Can(role, t.Queue):
-			return denied(p, role, t.Queue)
+		default:
+			if err := authzTask(p, role, t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -797,6 +839,9 @@ func (s *Service) pauseOrResume(ctx context.Context, method, queue, reason strin
 	}
 	if !p.Can(RoleAdmin, queue) {
 		return denied(p, RoleAdmin, queue)
+	}
+	if err := dlq.ValidateReason(reason); err != nil {
+		return s.fail(ctx, method, err)
 	}
 	if s.pauser == nil {
 		return errorf(CodeUnimplemented, "the store cannot pause queues (it does not implement store.Pauser)")
