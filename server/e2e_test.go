@@ -684,11 +684,11 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("pause and resume reasons follow the audit rules", func(t *testing.T) {
 		for name, reason := range map[string]string{
-			"empty":        "",
-			"control":      "maintenance\x1b[2J",
-			"newline":      "line one\nline two",
-			"too long":     strings.Repeat("r", 1025),
-			"C1 control":   "next\u0085line",
+			"empty":      "",
+			"control":    "maintenance\x1b[2J",
+			"newline":    "line one\nline two",
+			"too long":   strings.Repeat("r", 1025),
+			"C1 control": "next\u0085line",
 		} {
 			resp := e.do("POST", "/v1/queues:pause", tokAdmin, map[string]string{"queue": "flaky", "reason": reason}, nil)
 			if resp.StatusCode != 400 {
