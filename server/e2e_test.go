@@ -504,15 +504,16 @@ func TestEndToEnd(t *testing.T) {
 			{Queue: "bad queue", Handler: "call"},
 			{Queue: "flaky", Handler: "nope"},
 			{Queue: "flaky", Handler: "call", DelayMs: -1},
+			{Queue: "flaky", Handler: "call", ContentType: "text/plain\r\nX-Evil: 1"},
 		}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := batch.GetResults()
-		if len(r) != 4 || r[0].GetTask().GetId() == "" || r[0].GetError() != nil {
+		if len(r) != 5 || r[0].GetTask().GetId() == "" || r[0].GetError() != nil {
 			t.Fatalf("batch: %v", batch)
 		}
-		for i := 1; i < 4; i++ {
+		for i := 1; i < len(r); i++ {
 			if r[i].GetError().GetCode() != "invalid_argument" || r[i].GetTask() != nil {
 				t.Errorf("batch item %d: %v", i, r[i])
 			}
@@ -760,6 +761,8 @@ func TestEndToEnd(t *testing.T) {
 			{"no version", tokSubmitter, valid(func(m map[string]any) { delete(m, "version") }), 400, "invalid_argument", nil},
 			{"bad queue name", tokSubmitter, valid(func(m map[string]any) { m["queue"] = "no spaces" }), 400, "invalid_argument", nil},
 			{"queue not served", tokSubmitter, valid(func(m map[string]any) { m["queue"] = "elsewhere" }), 400, "invalid_argument", nil},
+			{"content type with CR LF", tokSubmitter, valid(func(m map[string]any) { m["content_type"] = "text/plain\r\nX-Evil: 1" }), 400, "invalid_argument", nil},
+			{"content type not a media type", tokSubmitter, valid(func(m map[string]any) { m["content_type"] = "json" }), 400, "invalid_argument", nil},
 			{"payload not base64", tokSubmitter, valid(func(m map[string]any) { m["payload"] = "%%%" }), 400, "invalid_argument", nil},
 			{"oversized", tokSubmitter, valid(func(m map[string]any) { m["payload"] = base64.StdEncoding.EncodeToString(make([]byte, 100<<10)) }), 413, "payload_too_large", nil},
 			{"form encoded", tokSubmitter, "queue=x", 415, "unsupported_media_type", []string{"Content-Type", "application/x-www-form-urlencoded"}},
