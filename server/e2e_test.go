@@ -56,18 +56,28 @@ var secret = []byte("callback-secret-for-tests-0123")
 type receiver struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
-	calls map[string][]http.Header // by task id
+	calls map[string][]call // by task id
 	// respond decides the answer to the n-th call (1-based) for a task.
 	respond func(w http.ResponseWriter, r *http.Request, n int)
 }
 
+// call is one verified callback request.
+type call struct {
+	msg    *callback.Message
+	header http.Header
+}
+
 func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Request, n int)) *receiver {
-	rc := &receiver{calls: map[string][]http.Header{}, respond: respond}
+	rc := &receiver{calls: map[string][]call{}, respond: respond}
 	rc.srv = httptest.NewServer(callback.VerifyHandler(secret, time.Minute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(callback.HeaderTaskID)
+		m, ok := callback.MessageFrom(r.Context())
+		if !ok {
+			http.Error(w, "no verified message", http.StatusInternalServerError)
+			return
+		}
 		rc.mu.Lock()
-		rc.calls[id] = append(rc.calls[id], r.Header.Clone())
-		n := len(rc.calls[id])
+		rc.calls[m.Data.ID] = append(rc.calls[m.Data.ID], call{msg: m, header: r.Header.Clone()})
+		n := len(rc.calls[m.Data.ID])
 		rc.mu.Unlock()
 		rc.respond(w, r, n)
 	})))
@@ -75,10 +85,10 @@ func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Reque
 	return rc
 }
 
-func (rc *receiver) headers(id string) []http.Header {
+func (rc *receiver) received(id string) []call {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return append([]http.Header(nil), rc.calls[id]...)
+	return append([]call(nil), rc.calls[id]...)
 }
 
 type env struct {
@@ -131,16 +141,16 @@ func newEnv(t *testing.T) *env {
 		http.Redirect(w, r, target.srv.URL+"/moved", http.StatusFound)
 	})
 
-	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}})
+	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(caller.Close)
-	targets := map[string]string{}
+	targets := map[string]callback.Target{}
 	queues := map[string]worker.QueueConfig{}
 	served := map[string][]string{}
 	for q, rc := range e.receivers {
-		targets[q] = rc.srv.URL + "/hooks/" + q
+		targets[q] = callback.Target{URL: rc.srv.URL + "/hooks/" + q}
 		qc := worker.QueueConfig{Policy: testPolicy, Concurrency: 4}
 		if q == "hang" {
 			qc.Timeout = 200 * time.Millisecond
@@ -421,21 +431,21 @@ func TestEndToEnd(t *testing.T) {
 		if attempts[0].ErrorType != "http_503" || !strings.Contains(attempts[0].Message, "flaky failure 1") {
 			t.Errorf("first attempt: %q %q", attempts[0].ErrorType, attempts[0].Message)
 		}
-		calls := e.receivers["flaky"].headers(id)
+		calls := e.receivers["flaky"].received(id)
 		if len(calls) != 3 {
 			t.Fatalf("%d callbacks, want 3", len(calls))
 		}
 		var lastToken int64
-		for i, h := range calls {
-			if h.Get(callback.HeaderAttempt) != strconv.Itoa(i+1) || h.Get(callback.HeaderQueue) != "flaky" || h.Get(callback.HeaderHandler) != "call" {
-				t.Errorf("call %d headers: %v", i, h)
+		for i, c := range calls {
+			d := c.msg.Data
+			if d.Attempt != i+1 || d.Queue != "flaky" || d.Handler != "call" || string(d.Body()) != `{"order":1}` {
+				t.Errorf("call %d message: %+v", i, d)
 			}
-			tok, err := strconv.ParseInt(h.Get(callback.HeaderLeaseToken), 10, 64)
-			if err != nil || tok <= lastToken {
-				t.Errorf("call %d lease token %q not increasing", i, h.Get(callback.HeaderLeaseToken))
+			if d.LeaseToken <= lastToken {
+				t.Errorf("call %d lease token %d not increasing", i, d.LeaseToken)
 			}
-			lastToken = tok
-			if tp := h.Get("traceparent"); !strings.Contains(tp, traceID) {
+			lastToken = d.LeaseToken
+			if tp := c.header.Get("traceparent"); !strings.Contains(tp, traceID) {
 				t.Errorf("call %d traceparent %q is not in trace %s", i, tp, traceID)
 			}
 		}
@@ -456,11 +466,14 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("unsigned and mis-signed callbacks are rejected by the receiver", func(t *testing.T) {
 		url := e.receivers["flaky"].srv.URL
-		for name, sig := range map[string]string{"unsigned": "", "mis-signed": callback.Sign([]byte("not-the-secret-at-all"), time.Now().Unix(), []byte("{}"))} {
-			req, _ := http.NewRequest("POST", url, strings.NewReader("{}"))
-			req.Header.Set(callback.HeaderTaskID, "forged-"+name)
+		forged := rdq.NewID().String()
+		body := []byte(`{"type":"rdq.task","data":{"id":"` + forged + `","queue":"flaky","handler":"call"}}`)
+		now := time.Now().Unix()
+		for name, sig := range map[string]string{"unsigned": "", "mis-signed": callback.Sign([]byte("not-the-secret-at-all"), forged, now, body)} {
+			req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
 			if sig != "" {
-				req.Header.Set(callback.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+				req.Header.Set(callback.HeaderID, forged)
+				req.Header.Set(callback.HeaderTimestamp, strconv.FormatInt(now, 10))
 				req.Header.Set(callback.HeaderSignature, sig)
 			}
 			resp, err := e.hc.Do(req)
@@ -468,7 +481,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized || len(e.receivers["flaky"].headers("forged-"+name)) != 0 {
+			if resp.StatusCode != http.StatusUnauthorized || len(e.receivers["flaky"].received(forged)) != 0 {
 				t.Errorf("%s: status %d", name, resp.StatusCode)
 			}
 		}
@@ -912,7 +925,7 @@ func TestDisallowedCallbackTargetRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer caller.Close()
-	_, err = caller.Router(map[string]string{"orders": "http://127.0.0.1:9/rdq/orders"})
+	_, err = caller.Router(map[string]callback.Target{"orders": {URL: "http://127.0.0.1:9/rdq/orders"}})
 	if !errors.Is(err, callback.ErrNotAllowed) {
 		t.Fatalf("err = %v, want ErrNotAllowed", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/callback"
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/worker"
 )
@@ -32,10 +33,16 @@ type config struct {
 	DemoReceiver string `json:"demo_receiver"`
 
 	Callback struct {
-		Secret    string   `json:"secret"`
-		SecretEnv string   `json:"secret_env"`
-		Allow     []string `json:"allow"`
-		Timeout   duration `json:"timeout"`
+		// Secret (or the variable SecretEnv names) signs the callbacks of
+		// queues without a secret of their own: raw, or "whsec_" + base64.
+		Secret    string `json:"secret"`
+		SecretEnv string `json:"secret_env"`
+		// Allow lists the hosts and URL prefixes callbacks may target.
+		Allow []string `json:"allow"`
+		// AllowAddrs lists the internal addresses or CIDR prefixes
+		// (loopback, private, link-local) callbacks may connect to.
+		AllowAddrs []string `json:"allow_addrs"`
+		Timeout    duration `json:"timeout"`
 	} `json:"callback"`
 
 	Queues map[string]queueConfig `json:"queues"`
@@ -54,6 +61,10 @@ type config struct {
 type queueConfig struct {
 	// URL is the callback every task of the queue is POSTed to.
 	URL string `json:"url"`
+	// Secret (or the variable SecretEnv names) signs this queue's
+	// callbacks; empty means the callback section's secret.
+	Secret    string `json:"secret"`
+	SecretEnv string `json:"secret_env"`
 	// Handlers are the handler names tasks of the queue may name.
 	Handlers       []string `json:"handlers"`
 	MaxAttempts    int      `json:"max_attempts"`
@@ -140,6 +151,19 @@ func (c *config) tokens() (*server.Tokens, error) {
 		m[tok] = pr
 	}
 	return server.NewTokens(m)
+}
+
+// targets returns the callback target of each queue.
+func (c *config) targets() map[string]callback.Target {
+	out := make(map[string]callback.Target, len(c.Queues))
+	for name, q := range c.Queues {
+		t := callback.Target{URL: q.URL}
+		if s := secret(q.Secret, q.SecretEnv); s != "" {
+			t.Secret = []byte(s)
+		}
+		out[name] = t
+	}
+	return out
 }
 
 // workerQueues returns the worker's per-queue configuration.

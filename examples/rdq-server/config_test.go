@@ -43,14 +43,12 @@ func TestSampleConfig(t *testing.T) {
 	if err := q.Policy.Validate(); err != nil {
 		t.Error(err)
 	}
-	caller, err := callback.New(callback.Config{Secret: []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)), Allow: cfg.Callback.Allow})
+	caller, err := callback.New(callback.Config{Secret: []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)), Allow: cfg.Callback.Allow, AllowAddrs: cfg.Callback.AllowAddrs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer caller.Close()
-	for name, q := range cfg.Queues {
-		if err := caller.Check(q.URL); err != nil {
-			t.Errorf("queue %s: %v", name, err)
-		}
+	if _, err := caller.Router(cfg.targets()); err != nil {
+		t.Error(err)
 	}
 }

@@ -76,19 +76,19 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 	// Callbacks: one router sends each task to its queue's URL; the
 	// worker runs it under every handler name the queues declare.
 	caller, err := callback.New(callback.Config{
-		Secret:  []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)),
-		Allow:   cfg.Callback.Allow,
-		Timeout: time.Duration(cfg.Callback.Timeout),
+		Secret:     []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)),
+		Allow:      cfg.Callback.Allow,
+		AllowAddrs: cfg.Callback.AllowAddrs,
+		Timeout:    time.Duration(cfg.Callback.Timeout),
 	})
 	if err != nil {
 		return err
 	}
 	defer caller.Close()
-	targets := map[string]string{}
+	targets := cfg.targets()
 	served := map[string][]string{}
 	var handlers []string
 	for name, q := range cfg.Queues {
-		targets[name] = q.URL
 		served[name] = q.Handlers
 		handlers = append(handlers, q.Handlers...)
 	}
