@@ -50,7 +50,21 @@ const readyTimeout = 5 * time.Second
 // Config.MaxBodyBytes; unknown fields are ignored. Times are RFC 3339,
 // durations whole milliseconds. Errors are RFC 9457 problem documents
 // (application/problem+json) with a stable "code".
-func (s *Service) Handler() http.Handler {
+//
+// To serve the operational endpoints on a listener of their own (one that
+// only the monitoring network reaches, say), serve APIHandler and
+// OpsHandler instead.
+func (s *Service) Handler() http.Handler { return s.handler(true, true) }
+
+// APIHandler returns the /v1 endpoints of Handler, without /healthz,
+// /readyz and /metrics.
+func (s *Service) APIHandler() http.Handler { return s.handler(true, false) }
+
+// OpsHandler returns the operational endpoints of Handler (/healthz,
+// /readyz and /metrics) alone.
+func (s *Service) OpsHandler() http.Handler { return s.handler(false, true) }
+
+func (s *Service) handler(api, ops bool) http.Handler {
 	mux := http.NewServeMux()
 	routes := []struct {
 		method, path, name string
@@ -70,6 +84,9 @@ func (s *Service) Handler() http.Handler {
 		{"POST", "/v1/queues:resume", "ResumeQueue", s.restResume},
 	}
 	for _, rt := range routes {
+		if !api {
+			break
+		}
 		mux.Handle(rt.method+" "+rt.path, s.api(rt.name, rt.fn))
 		allow := rt.method
 		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
@@ -77,6 +94,17 @@ func (s *Service) Handler() http.Handler {
 			writeProblem(w, r, errorf(CodeMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, r.URL.Path, allow)))
 		})
 	}
+	if ops {
+		s.opsRoutes(mux)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, errorf(CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
+	})
+	return mux
+}
+
+// opsRoutes adds /healthz, /readyz and /metrics to mux.
+func (s *Service) opsRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -93,10 +121,6 @@ func (s *Service) Handler() http.Handler {
 	if s.gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, errorf(CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
-	})
-	return mux
 }
 
 // api wraps one REST method: timeout, trace context, authentication,

@@ -78,8 +78,9 @@ type Config struct {
 	// rdq_server_submitted_total{queue}, rdq_server_requests_total{method,
 	// code}, the DLQ's counters (rdq_dlq_redriven_total, ...) and, when
 	// the store implements store.Admin, per-queue gauges read from
-	// Admin.Stats at every scrape (rdq_queue_tasks{queue,status},
-	// rdq_queue_oldest_due_age_seconds{queue}).
+	// Admin.Stats at most once per StatsInterval whatever the number of
+	// scrapers (rdq_queue_tasks{queue,status},
+	// rdq_queue_oldest_due_age_seconds{queue}; see StatsCollector).
 	Metrics prometheus.Registerer
 	// Gatherer, if set, is served at /metrics by Handler.
 	Gatherer prometheus.Gatherer
