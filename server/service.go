@@ -17,6 +17,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,10 @@ const (
 	// Config.MaxBodyBytes is zero: room for one maximal task, or a batch
 	// of smaller ones.
 	DefaultMaxBodyBytes = 4 << 20
+	// DefaultMaxConcurrentBodies bounds the REST requests whose bodies
+	// are being read and handled at once when Config.MaxConcurrentBodies
+	// is zero.
+	DefaultMaxConcurrentBodies = 16
 	// DefaultRequestTimeout bounds one request when Config.RequestTimeout
 	// is zero.
 	DefaultRequestTimeout = time.Minute
@@ -97,6 +102,13 @@ type Config struct {
 	// MaxBodyBytes bounds a REST request body and a gRPC message; zero
 	// means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxConcurrentBodies bounds the REST requests with a body (the
+	// POSTs) handled at once, so that memory stays within about
+	// MaxConcurrentBodies × a few × MaxBodyBytes however many clients
+	// send at once. A request that finds no room waits for it, until its
+	// timeout ends it with unavailable (503). Zero means
+	// DefaultMaxConcurrentBodies.
+	MaxConcurrentBodies int
 	// RequestTimeout bounds each request; zero means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -121,6 +133,7 @@ type Service struct {
 	ready      func(ctx context.Context) error
 	gatherer   prometheus.Gatherer
 	maxBody    int64
+	bodies     chan struct{} // a token per REST body being handled
 	timeout    time.Duration
 	m          *metrics
 }
@@ -135,8 +148,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Auth == nil {
 		return nil, fmt.Errorf("%w: server: Config.Auth is nil: every request needs a bearer token", rdq.ErrInvalid)
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("%w: server: MaxBodyBytes and RequestTimeout must not be negative", rdq.ErrInvalid)
+	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 || cfg.MaxConcurrentBodies < 0 {
+		return nil, fmt.Errorf("%w: server: MaxBodyBytes, MaxConcurrentBodies and RequestTimeout must not be negative", rdq.ErrInvalid)
 	}
 	for q, hs := range cfg.Queues {
 		if err := rdq.ValidateName("queue", q); err != nil {
@@ -176,6 +189,7 @@ func New(cfg Config) (*Service, error) {
 	if s.timeout == 0 {
 		s.timeout = DefaultRequestTimeout
 	}
+	s.bodies = make(chan struct{}, cmp.Or(cfg.MaxConcurrentBodies, DefaultMaxConcurrentBodies))
 	if s.ready == nil {
 		s.ready = s.probeStore
 	}
