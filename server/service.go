@@ -5,9 +5,27 @@
 // Prometheus metrics.
 //
 //	svc, err := server.New(server.Config{Store: st, Auth: tokens})
-//	http.ListenAndServe(":8080", svc.Handler())      // REST, /healthz, /readyz, /metrics
-//	g := svc.NewGRPCServer()                          // gRPC, same methods
-//	g.Serve(lis)
+//	...
+//	srv := &http.Server{ // REST, /healthz, /readyz, /metrics
+//		Handler:           svc.Handler(),
+//		ReadHeaderTimeout: 10 * time.Second,
+//		ReadTimeout:       30 * time.Second,
+//		WriteTimeout:      server.DefaultRequestTimeout + 15*time.Second,
+//		IdleTimeout:       2 * time.Minute,
+//		MaxHeaderBytes:    64 << 10,
+//	}
+//	lis, err := net.Listen("tcp", ":8080")
+//	...
+//	lis, err = server.LimitListener(lis, 1024) // bound open connections
+//	...
+//	go srv.Serve(lis)
+//	g := svc.NewGRPCServer() // gRPC, same methods, on a listener of its own
+//	go g.Serve(grpcLis)
+//
+// Never serve the API with http.ListenAndServe: a server without timeouts
+// lets any client hold a connection (and its memory) for as long as it
+// likes. To keep /healthz, /readyz and /metrics off the API's listener,
+// serve APIHandler and OpsHandler on two servers.
 //
 // Tasks are submitted through package client (so the caller's W3C trace
 // context, taken from the request, travels in the task's headers and the

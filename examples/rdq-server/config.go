@@ -1,10 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/srjn45/rdq"
@@ -18,6 +23,12 @@ type config struct {
 	// Listen and GRPCListen are the REST and gRPC addresses.
 	Listen     string `json:"listen"`
 	GRPCListen string `json:"grpc_listen"`
+	// OpsListen, if set, is a separate address for /healthz, /readyz and
+	// /metrics, which then leave the REST address.
+	OpsListen string `json:"ops_listen"`
+	// MaxConnections bounds the open connections of each listener; zero
+	// means 1024.
+	MaxConnections int `json:"max_connections"`
 	// DatabaseURL selects the store: postgres://... for PostgreSQL, a file
 	// path or sqlite:PATH for the embedded store. RDQ_DATABASE_URL, when
 	// set, wins; empty means the embedded store in rdq-server.db.
@@ -111,15 +122,103 @@ func loadConfig(path string) (*config, error) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return nil, errors.New("set both tls_cert_file and tls_key_file, or neither")
 	}
-	if len(c.Queues) == 0 {
-		return nil, errors.New("no queues configured")
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 1024
 	}
-	for name, q := range c.Queues {
-		if len(q.Handlers) == 0 {
-			return nil, fmt.Errorf("queue %s: list the handler names its tasks may use", name)
-		}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &c, nil
+}
+
+// validate checks everything the server is built from, so that a mistake
+// in the file is an error naming it rather than a failure (or a panic)
+// later on.
+func (c *config) validate() error {
+	var errs []error
+	if c.MaxConnections < 0 {
+		errs = append(errs, errors.New("max_connections must not be negative"))
+	}
+	if c.Callback.Timeout < 0 {
+		errs = append(errs, errors.New("callback.timeout must not be negative"))
+	}
+	if len(c.Queues) == 0 {
+		errs = append(errs, errors.New("no queues configured"))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		q := c.Queues[name]
+		if err := rdq.ValidateName("queue", name); err != nil {
+			errs = append(errs, fmt.Errorf("queues: %w", err))
+			continue
+		}
+		if q.URL == "" {
+			errs = append(errs, fmt.Errorf("queue %s: url is empty: give the callback URL its tasks are POSTed to", name))
+		}
+		if len(q.Handlers) == 0 {
+			errs = append(errs, fmt.Errorf("queue %s: list the handler names its tasks may use", name))
+		}
+		for _, h := range q.Handlers {
+			if err := rdq.ValidateName("handler", h); err != nil {
+				errs = append(errs, fmt.Errorf("queue %s: handlers: %w", name, err))
+			}
+		}
+		if q.Concurrency < 0 || q.Timeout < 0 {
+			errs = append(errs, fmt.Errorf("queue %s: concurrency and timeout must not be negative", name))
+		}
+		if err := c.workerQueues()[name].Policy.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("queue %s: %w", name, err))
+		}
+	}
+	if len(c.Principals) == 0 {
+		errs = append(errs, errors.New("no principals configured: nobody could call the API"))
+	}
+	if _, err := c.tokens(); err != nil {
+		errs = append(errs, fmt.Errorf("principals: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// placeholder reports whether a secret is a sample value to be replaced,
+// such as the "change-me" tokens of config.json.
+func placeholder(secret string) bool {
+	s := strings.ToLower(secret)
+	return strings.Contains(s, "change-me") || strings.Contains(s, "changeme") || strings.Contains(s, "change_me")
+}
+
+// placeholders lists the secrets in use that are sample values: the
+// callback secrets and the tokens whose configured value (or environment
+// variable) still holds a placeholder.
+func (c *config) placeholders() []string {
+	var out []string
+	if placeholder(secret(c.Callback.Secret, c.Callback.SecretEnv)) {
+		out = append(out, "callback.secret (set "+cmp.Or(c.Callback.SecretEnv, "callback.secret")+")")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		q := c.Queues[name]
+		if placeholder(secret(q.Secret, q.SecretEnv)) {
+			out = append(out, fmt.Sprintf("queue %s secret (set %s)", name, cmp.Or(q.SecretEnv, "its secret")))
+		}
+	}
+	for _, p := range c.Principals {
+		if placeholder(secret(p.Token, p.TokenEnv)) {
+			out = append(out, fmt.Sprintf("the token of %s (set %s)", p.Name, cmp.Or(p.TokenEnv, "its token")))
+		}
+	}
+	return out
+}
+
+// checkSecrets refuses sample secrets unless dev is set, in which case it
+// only warns.
+func (c *config) checkSecrets(dev bool, log *slog.Logger) error {
+	weak := c.placeholders()
+	if len(weak) == 0 {
+		return nil
+	}
+	if dev {
+		log.Warn("DEVELOPMENT MODE: sample secrets in use; anyone who read config.json can call this server", "secrets", strings.Join(weak, "; "))
+		return nil
+	}
+	return fmt.Errorf("refusing to start with sample secrets: %s. Set real ones (at least 16 random bytes each), or pass -dev to try the sample on this machine", strings.Join(weak, "; "))
 }
 
 // secret returns the value of envName if set, else literal.
