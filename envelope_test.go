@@ -431,12 +431,12 @@ func TestMarshalEnvelopeRules(t *testing.T) {
 	})
 	t.Run("HTML characters are not escaped", func(t *testing.T) {
 		e := valid()
-		e.Task.ContentType = "text/html; a=<b>&c"
+		e.Task.ContentType = `text/html; a="<b>&c"`
 		b, err := MarshalEnvelope(e)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Contains(b, []byte(`"content_type":"text/html; a=<b>&c"`)) {
+		if !bytes.Contains(b, []byte(`"content_type":"text/html; a=\"<b>&c\""`)) {
 			t.Fatalf("encoded %s", b)
 		}
 	})

@@ -2,6 +2,7 @@ package rdq
 
 import (
 	"fmt"
+	"mime"
 	"strings"
 	"unicode/utf8"
 )
@@ -70,8 +71,8 @@ func (t *Task) Validate() error {
 	if !utf8.ValidString(t.IdempotencyKey) || strings.IndexByte(t.IdempotencyKey, 0) >= 0 {
 		return fmt.Errorf("%w: idempotency key must be UTF-8 text without NUL bytes", ErrInvalid)
 	}
-	if strings.IndexByte(t.ContentType, 0) >= 0 {
-		return fmt.Errorf("%w: content type contains a NUL byte", ErrInvalid)
+	if err := validateContentType(t.ContentType); err != nil {
+		return err
 	}
 	if len(t.Headers) > MaxHeaders {
 		return fmt.Errorf("%w: %d headers; the limit is %d", ErrInvalid, len(t.Headers), MaxHeaders)
@@ -83,6 +84,26 @@ func (t *Task) Validate() error {
 		if len(v) > MaxHeaderValueLength || !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
 			return fmt.Errorf("%w: header %q value must be at most %d bytes of UTF-8 text without NUL bytes", ErrInvalid, truncateForError(k), MaxHeaderValueLength)
 		}
+	}
+	return nil
+}
+
+// validateContentType accepts an empty content type or a media type as
+// mime.ParseMediaType reads it ("type/subtype" with optional parameters),
+// without control characters: the content type travels to handlers, and
+// to HTTP callbacks, where a CR or LF would break every request.
+func validateContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	for i := 0; i < len(ct); i++ {
+		if c := ct[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return fmt.Errorf("%w: content type %q contains the control character %U; use a media type such as application/json", ErrInvalid, truncateForError(ct), rune(c))
+		}
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || !strings.Contains(mt, "/") {
+		return fmt.Errorf("%w: content type %q is not a media type such as application/json or text/plain; charset=utf-8", ErrInvalid, truncateForError(ct))
 	}
 	return nil
 }

@@ -3,22 +3,21 @@
 //
 // A Caller builds handlers (func(context.Context, *rdq.Task) error, which a
 // worker registers like any in-process handler). Each execution is one POST
-// of the task's payload, with its Content-Type, to the registered URL and
-// these headers:
+// to the target's URL of a JSON Message (Content-Type application/json)
+// holding the task's identity (id, queue, handler, attempt, life, lease
+// token), content type, headers and payload, signed by the Standard
+// Webhooks scheme (https://www.standardwebhooks.com) with the target's
+// secret:
 //
-//	X-Rdq-Task-Id       the task's UUID
-//	X-Rdq-Queue         its queue
-//	X-Rdq-Handler       its handler name
-//	X-Rdq-Attempt       this attempt's number within the task's life (1, 2, ...)
-//	X-Rdq-Life          the task's life (0, +1 per redrive)
-//	X-Rdq-Lease-Token   the execution's fencing token; with the task id it
-//	                    names this execution, so a receiver can use it as an
-//	                    idempotency key and refuse an execution older than
-//	                    one it has seen
-//	X-Rdq-Timestamp     Unix time in seconds when the request was signed
-//	X-Rdq-Signature     "v1=" + hex HMAC-SHA256(secret, timestamp + "." + body)
+//	webhook-id          the task's UUID (the same for every attempt)
+//	webhook-timestamp   Unix time in seconds when the request was signed
+//	webhook-signature   "v1," + base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)
 //	traceparent         W3C trace context of the attempt (and tracestate)
-//	X-Rdq-Meta-<Name>   each task header whose name is a valid HTTP field name
+//
+// Everything a receiver may act on is in the signed body; a receiver
+// checks it with Verify or VerifyHandler here, or with any Standard
+// Webhooks library in another language. Each target may have its own
+// secret, so a request seen by one receiver is refused by every other.
 //
 // The response decides the attempt: 2xx is success; 408, 429 and 5xx are
 // retryable failures, honouring a Retry-After header (rdq.RetryAfter); other
@@ -26,20 +25,27 @@
 // the task to the dead-letter queue at once. Transport errors are retryable,
 // and a call that outlives Config.Timeout fails like a handler timeout
 // (rdq.TimeoutError). A failed attempt's message holds the status and the
-// start of the response body. Redirects are never followed, and every target
-// must be admitted by the allowlist both when it is registered and when it
-// is called.
+// start of the response body. A request that cannot be built is a
+// permanent failure.
 //
-// Receivers check requests with Verify (or VerifyHandler), which rejects
-// unsigned, mis-signed and stale requests.
+// Targets are guarded twice. A target URL's path is cleaned of dot
+// segments (percent-encoded ones included) and must be admitted by the
+// allowlist, when it is registered and when it is called; the cleaned URL
+// is what is sent. And every connection is checked when it is dialled,
+// against the address the name resolved to: loopback, link-local, private,
+// unspecified and multicast addresses are refused unless Config.AllowAddrs
+// lists them, so an allowed name that resolves (or is rebound) to an
+// internal address reaches nothing. Redirects are never followed.
 package callback
 
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -52,18 +58,11 @@ import (
 	"github.com/srjn45/rdq"
 )
 
-// The headers of a callback request.
+// The headers of a callback request, as Standard Webhooks names them.
 const (
-	HeaderTaskID     = "X-Rdq-Task-Id"
-	HeaderQueue      = "X-Rdq-Queue"
-	HeaderHandler    = "X-Rdq-Handler"
-	HeaderAttempt    = "X-Rdq-Attempt"
-	HeaderLife       = "X-Rdq-Life"
-	HeaderLeaseToken = "X-Rdq-Lease-Token"
-	HeaderTimestamp  = "X-Rdq-Timestamp"
-	HeaderSignature  = "X-Rdq-Signature"
-	// HeaderMetaPrefix prefixes task headers forwarded to the receiver.
-	HeaderMetaPrefix = "X-Rdq-Meta-"
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
 )
 
 // Defaults of a Config.
@@ -84,8 +83,10 @@ var errInvalidConfig = fmt.Errorf("%w: callback", rdq.ErrInvalid)
 
 // Config configures a Caller.
 type Config struct {
-	// Secret signs every request (see Sign); at least MinSecretLength
-	// bytes. Required.
+	// Secret signs the requests of every target that has no secret of its
+	// own (see Sign): at least MinSecretLength bytes, either raw or in the
+	// Standard Webhooks form "whsec_" + base64 of the key. Required unless
+	// every target passed to Handler and Router has its own.
 	Secret []byte
 	// Allow lists the permitted targets; at least one entry. An entry is
 	// a URL prefix ("https://hooks.example.com/rdq/": that scheme, host,
@@ -93,6 +94,12 @@ type Config struct {
 	// prefix ends in "/") or a bare host ("hooks.internal" for any port
 	// over http or https, "127.0.0.1:9000" for that port only).
 	Allow []string
+	// AllowAddrs lists the addresses ("127.0.0.1", "::1") and CIDR
+	// prefixes ("10.1.0.0/16") callbacks may connect to although they are
+	// loopback, link-local, private, unspecified or multicast; every other
+	// address in those ranges is refused when it is dialled. Empty means
+	// public addresses only.
+	AllowAddrs []string
 	// Timeout bounds one callback, response body included; zero means
 	// DefaultTimeout. The worker's own handler timeout, if shorter, ends
 	// it earlier.
@@ -104,7 +111,10 @@ type Config struct {
 	// means DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
 	// Transport sends the requests; nil means a clone of
-	// http.DefaultTransport. The allowlist is enforced in front of it.
+	// http.DefaultTransport without proxy whose dialer refuses the
+	// addresses AllowAddrs does not list. A Transport given here does its
+	// own dialling: the allowlist is enforced in front of it, the address
+	// checks are not.
 	Transport http.RoundTripper
 	// Propagator writes the trace context of the attempt into the request;
 	// nil means W3C trace context (traceparent, tracestate). When the
@@ -115,10 +125,22 @@ type Config struct {
 	UserAgent string
 }
 
+// Target is a callback endpoint.
+type Target struct {
+	// URL is where tasks are POSTed: absolute http or https, admitted by
+	// the allowlist.
+	URL string
+	// Secret signs the requests to URL, in the forms Config.Secret
+	// accepts; nil means Config.Secret. Give each receiver its own secret,
+	// so that no receiver can pass off a request it was sent as one for
+	// another.
+	Secret []byte
+}
+
 // Caller makes handlers that run tasks as HTTP callbacks. It is safe for
 // concurrent use. Close it to release idle connections.
 type Caller struct {
-	secret        []byte
+	secret        []byte // the key of Config.Secret; nil if none
 	allow         allowlist
 	client        *http.Client
 	transport     http.RoundTripper
@@ -132,8 +154,12 @@ type Caller struct {
 // New returns a Caller for cfg, or an error wrapping rdq.ErrInvalid that
 // names the problem.
 func New(cfg Config) (*Caller, error) {
-	if len(cfg.Secret) < MinSecretLength {
-		return nil, fmt.Errorf("%w: the signing secret is %d bytes; use at least %d random bytes", errInvalidConfig, len(cfg.Secret), MinSecretLength)
+	var key []byte
+	if cfg.Secret != nil {
+		var err error
+		if key, err = checkSecret(cfg.Secret); err != nil {
+			return nil, err
+		}
 	}
 	if len(cfg.Allow) == 0 {
 		return nil, fmt.Errorf("%w: the allowlist is empty; list the hosts or URL prefixes callbacks may target", errInvalidConfig)
@@ -145,8 +171,12 @@ func New(cfg Config) (*Caller, error) {
 	if err != nil {
 		return nil, err
 	}
+	guard, err := newDialGuard(cfg.AllowAddrs)
+	if err != nil {
+		return nil, err
+	}
 	c := &Caller{
-		secret:        append([]byte(nil), cfg.Secret...),
+		secret:        key,
 		allow:         allow,
 		timeout:       cfg.Timeout,
 		maxErrorBody:  cfg.MaxErrorBody,
@@ -171,7 +201,13 @@ func New(cfg Config) (*Caller, error) {
 		c.userAgent = "rdq-callback"
 	}
 	if c.transport == nil {
-		c.transport = http.DefaultTransport.(*http.Transport).Clone()
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// A proxy would dial (and resolve) for us, out of reach of the
+		// address checks.
+		tr.Proxy = nil
+		dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: guard.control}
+		tr.DialContext = dialer.DialContext
+		c.transport = tr
 	}
 	c.client = &http.Client{
 		Transport: &allowTransport{allow: allow, next: c.transport},
@@ -179,6 +215,19 @@ func New(cfg Config) (*Caller, error) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return c, nil
+}
+
+// checkSecret returns the signing key of secret, or an error wrapping
+// rdq.ErrInvalid if it is malformed or shorter than MinSecretLength.
+func checkSecret(secret []byte) ([]byte, error) {
+	key, err := signingKey(secret)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errInvalidConfig, err)
+	}
+	if len(key) < MinSecretLength {
+		return nil, fmt.Errorf("%w: the signing secret is %d bytes; use at least %d random bytes", errInvalidConfig, len(key), MinSecretLength)
+	}
+	return key, nil
 }
 
 // Close releases the idle connections of the Caller's transport (when it
@@ -190,17 +239,23 @@ func (c *Caller) Close() {
 }
 
 // Check reports whether target is an acceptable callback URL: absolute
-// http or https, without credentials or fragment, and admitted by the
-// allowlist. Its error wraps ErrNotAllowed (and rdq.ErrInvalid).
+// http or https, without credentials or fragment, and, once its path is
+// cleaned of dot segments, admitted by the allowlist. Its error wraps
+// ErrNotAllowed (and rdq.ErrInvalid).
 func (c *Caller) Check(target string) error {
 	_, err := c.parseTarget(target)
 	return err
 }
 
+// parseTarget parses target and cleans its path, then checks the result
+// against the allowlist. The cleaned URL is the one to send to.
 func (c *Caller) parseTarget(target string) (*url.URL, error) {
 	u, err := url.Parse(target)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w: %q is not a URL", rdq.ErrInvalid, ErrNotAllowed, target)
+	}
+	if u, err = cleanURL(u); err != nil {
+		return nil, fmt.Errorf("%w: %w", rdq.ErrInvalid, err)
 	}
 	if err := c.allow.check(u); err != nil {
 		return nil, fmt.Errorf("%w: %w", rdq.ErrInvalid, err)
@@ -208,37 +263,61 @@ func (c *Caller) parseTarget(target string) (*url.URL, error) {
 	return u, nil
 }
 
-// Handler returns a handler that POSTs each task to target. target is
-// checked against the allowlist now, and again at every call.
-func (c *Caller) Handler(target string) (func(context.Context, *rdq.Task) error, error) {
-	u, err := c.parseTarget(target)
+// endpoint is a checked target: cleaned URL and signing key.
+type endpoint struct {
+	url *url.URL
+	key []byte
+}
+
+func (c *Caller) endpoint(t Target) (endpoint, error) {
+	u, err := c.parseTarget(t.URL)
+	if err != nil {
+		return endpoint{}, err
+	}
+	key := c.secret
+	if t.Secret != nil {
+		if key, err = checkSecret(t.Secret); err != nil {
+			return endpoint{}, fmt.Errorf("target %s: %w", redact(u), err)
+		}
+	}
+	if key == nil {
+		return endpoint{}, fmt.Errorf("%w: target %s has no secret and Config.Secret is not set", errInvalidConfig, redact(u))
+	}
+	return endpoint{url: u, key: key}, nil
+}
+
+// Handler returns a handler that POSTs each task to target, signed with
+// its secret. target is checked against the allowlist now, and again at
+// every call.
+func (c *Caller) Handler(target Target) (func(context.Context, *rdq.Task) error, error) {
+	ep, err := c.endpoint(target)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, t *rdq.Task) error { return c.call(ctx, u, t) }, nil
+	return func(ctx context.Context, t *rdq.Task) error { return c.call(ctx, ep, t) }, nil
 }
 
 // Router returns one handler that POSTs each task to the target of its
-// queue, from targets (queue name → URL), every one checked now against the
-// allowlist. A task of a queue without a target fails permanently.
-func (c *Caller) Router(targets map[string]string) (func(context.Context, *rdq.Task) error, error) {
-	parsed := make(map[string]*url.URL, len(targets))
+// queue, from targets (queue name → target), every one checked now against
+// the allowlist. A task of a queue without a target fails permanently.
+func (c *Caller) Router(targets map[string]Target) (func(context.Context, *rdq.Task) error, error) {
+	parsed := make(map[string]endpoint, len(targets))
 	for queue, target := range targets {
 		if err := rdq.ValidateName("queue", queue); err != nil {
 			return nil, err
 		}
-		u, err := c.parseTarget(target)
+		ep, err := c.endpoint(target)
 		if err != nil {
 			return nil, fmt.Errorf("queue %s: %w", queue, err)
 		}
-		parsed[queue] = u
+		parsed[queue] = ep
 	}
 	return func(ctx context.Context, t *rdq.Task) error {
-		u, ok := parsed[t.Queue]
+		ep, ok := parsed[t.Queue]
 		if !ok {
 			return rdq.Permanent(fmt.Errorf("callback: no callback target for queue %q", t.Queue))
 		}
-		return c.call(ctx, u, t)
+		return c.call(ctx, ep, t)
 	}, nil
 }
 
@@ -299,18 +378,19 @@ func Retryable(code int) bool {
 	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
 }
 
-func (c *Caller) call(ctx context.Context, u *url.URL, t *rdq.Task) error {
+func (c *Caller) call(ctx context.Context, ep endpoint, t *rdq.Task) error {
+	u := ep.url
 	target := redact(u)
 	if err := c.allow.check(u); err != nil {
 		return rdq.Permanent(err)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodPost, u.String(), bytes.NewReader(t.Payload))
+	req, err := c.newRequest(callCtx, ep, t)
 	if err != nil {
+		// Nothing about this task will build a request next time either.
 		return rdq.Permanent(fmt.Errorf("callback POST %s: %w", target, err))
 	}
-	c.setHeaders(callCtx, req, t)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		switch {
@@ -354,36 +434,40 @@ func (c *Caller) call(ctx context.Context, u *url.URL, t *rdq.Task) error {
 	return se
 }
 
-func (c *Caller) setHeaders(ctx context.Context, req *http.Request, t *rdq.Task) {
+// newRequest builds the signed request of attempt t to ep.
+func (c *Caller) newRequest(ctx context.Context, ep endpoint, t *rdq.Task) (*http.Request, error) {
+	now := time.Now()
+	body, err := marshalMessage(t, now)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.url.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
 	h := req.Header
-	for k, v := range t.Headers {
-		if validFieldName(k) && validFieldValue(v) {
-			h.Set(HeaderMetaPrefix+k, v)
-		}
-	}
-	ct := t.ContentType
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	h.Set("Content-Type", ct)
+	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", c.userAgent)
-	h.Set(HeaderTaskID, t.ID.String())
-	h.Set(HeaderQueue, t.Queue)
-	h.Set(HeaderHandler, t.Handler)
-	h.Set(HeaderAttempt, strconv.Itoa(t.NextAttempt()))
-	h.Set(HeaderLife, strconv.Itoa(t.Life))
-	h.Set(HeaderLeaseToken, strconv.FormatInt(t.LeaseToken, 10))
 	c.propagator.Inject(ctx, propagation.HeaderCarrier(h))
 	if h.Get("traceparent") == "" {
 		for _, k := range []string{"traceparent", "tracestate"} {
-			if v := t.Headers[k]; v != "" && validFieldValue(v) {
+			if v := t.Headers[k]; v != "" {
 				h.Set(k, v)
 			}
 		}
 	}
-	ts := time.Now().Unix()
+	id, ts := t.ID.String(), now.Unix()
+	h.Set(HeaderID, id)
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderSignature, Sign(c.secret, ts, t.Payload))
+	h.Set(HeaderSignature, signatureVersion+base64.StdEncoding.EncodeToString(mac(ep.key, id, ts, body)))
+	for k, vs := range h {
+		for _, v := range vs {
+			if !validFieldValue(v) {
+				return nil, fmt.Errorf("header %s: the value %q cannot be sent in HTTP", k, v)
+			}
+		}
+	}
+	return req, nil
 }
 
 // readSnippet reads the start of a failed response's body as valid UTF-8,
@@ -455,23 +539,6 @@ func (t *allowTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return t.next.RoundTrip(req)
-}
-
-// validFieldName reports whether k can be an HTTP header name.
-func validFieldName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
-			return false
-		}
-	}
-	return true
 }
 
 // validFieldValue reports whether v can be sent as an HTTP header value.

@@ -1,11 +1,14 @@
 package callback
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -29,6 +32,9 @@ func newCaller(t *testing.T, cfg Config) *Caller {
 	}
 	if cfg.Allow == nil {
 		cfg.Allow = []string{"127.0.0.1"}
+	}
+	if cfg.AllowAddrs == nil {
+		cfg.AllowAddrs = []string{"127.0.0.1"}
 	}
 	c, err := New(cfg)
 	if err != nil {
@@ -61,7 +67,7 @@ func serve(t *testing.T, h http.HandlerFunc) *httptest.Server {
 
 func run(t *testing.T, c *Caller, target string, task *rdq.Task) error {
 	t.Helper()
-	h, err := c.Handler(target)
+	h, err := c.Handler(Target{URL: target})
 	if err != nil {
 		t.Fatalf("Handler(%s): %v", target, err)
 	}
@@ -70,47 +76,197 @@ func run(t *testing.T, c *Caller, target string, task *rdq.Task) error {
 
 func TestSuccessSendsSignedRequest(t *testing.T) {
 	task := testTask()
-	var got http.Header
-	var body []byte
+	var got *Message
+	var hdr http.Header
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		b, err := Verify(r, secret, time.Minute)
+		m, err := Verify(r, secret, time.Minute)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		again, _ := io.ReadAll(r.Body)
-		if string(again) != string(b) {
+		if string(again) != string(m.Raw) {
 			http.Error(w, "body not restored", http.StatusInternalServerError)
 			return
 		}
-		got, body = r.Header.Clone(), b
+		got, hdr = m, r.Header.Clone()
 		w.WriteHeader(http.StatusNoContent)
 	})
 	if err := run(t, newCaller(t, Config{}), srv.URL+"/hook?k=v", task); err != nil {
 		t.Fatalf("callback failed: %v", err)
 	}
-	if string(body) != `{"order":42}` {
-		t.Errorf("body = %q", body)
+	d := got.Data
+	if got.Type != MessageType || d.ID != task.ID.String() || d.Queue != "orders" || d.Handler != "charge" ||
+		d.Attempt != 3 || d.Life != 1 || d.LeaseToken != 7 || d.ContentType != "application/json" {
+		t.Errorf("message = %+v", got)
 	}
-	want := map[string]string{
-		"Content-Type":              "application/json",
-		HeaderTaskID:                task.ID.String(),
-		HeaderQueue:                 "orders",
-		HeaderHandler:               "charge",
-		HeaderAttempt:               "3",
-		HeaderLife:                  "1",
-		HeaderLeaseToken:            "7",
-		HeaderMetaPrefix + "Tenant": "acme",
+	if string(d.Payload) != `{"order":42}` || d.PayloadBase64 != nil || string(d.Body()) != `{"order":42}` {
+		t.Errorf("payload = %q, base64 %q", d.Payload, d.PayloadBase64)
 	}
-	for k, v := range want {
-		if g := got.Get(k); g != v {
-			t.Errorf("header %s = %q, want %q", k, g, v)
+	if d.Headers["tenant"] != "acme" || d.Headers["bad header"] != "x" {
+		t.Errorf("headers = %v", d.Headers)
+	}
+	if hdr.Get("Content-Type") != "application/json" || hdr.Get(HeaderID) != task.ID.String() {
+		t.Errorf("request headers: %v", hdr)
+	}
+	for k := range hdr {
+		if strings.HasPrefix(strings.ToLower(k), "x-rdq") {
+			t.Errorf("unsigned header %s sent", k)
 		}
 	}
-	for k := range got {
-		if strings.Contains(strings.ToLower(k), "bad") {
-			t.Errorf("invalid task header forwarded as %q", k)
+}
+
+// A payload that is not JSON travels in base64; a JSON payload byte for
+// byte, whitespace included.
+func TestPayloadEncodings(t *testing.T) {
+	var got []*Message
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		m, err := Verify(r, secret, time.Minute)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
 		}
+		got = append(got, m)
+	})
+	c := newCaller(t, Config{})
+	cases := []struct {
+		ct, payload string
+		inline      bool
+	}{
+		{"application/json", "{ \"a\" : [1, 2] }", true},
+		{"application/cloudevents+json; charset=utf-8", `{"b":1}`, true},
+		{"application/json", `{not json`, false},
+		{"text/plain", `{"c":1}`, false},
+		{"", "\x00\xff binary", false},
+	}
+	for _, tc := range cases {
+		task := testTask()
+		task.ContentType, task.Payload = tc.ct, []byte(tc.payload)
+		if err := run(t, c, srv.URL, task); err != nil {
+			t.Fatal(err)
+		}
+		d := got[len(got)-1].Data
+		if string(d.Body()) != tc.payload || (len(d.Payload) > 0) != tc.inline {
+			t.Errorf("%q %q: got payload %q, base64 %q", tc.ct, tc.payload, d.Payload, d.PayloadBase64)
+		}
+	}
+}
+
+// The identity a receiver acts on is signed: a request seen by one
+// receiver, replayed to another with another secret, or with its task id,
+// queue or lease token changed, is refused.
+func TestForgedOrReplayedCallbackRefused(t *testing.T) {
+	secretA, secretB := []byte("secret-of-receiver-a-0123456789"), []byte("secret-of-receiver-b-0123456789")
+	var captured *http.Request
+	var capturedBody []byte
+	a := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if _, err := Verify(r, secretA, time.Minute); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		captured, capturedBody = r.Clone(context.Background()), mustRead(t, r.Body)
+	})
+	var reachedB atomic.Int32
+	b := httptest.NewServer(VerifyHandler(secretB, time.Minute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reachedB.Add(1) })))
+	t.Cleanup(b.Close)
+	c := newCaller(t, Config{Secret: []byte("default-secret-unused-0123456789")})
+	h, err := c.Router(map[string]Target{"orders": {URL: a.URL, Secret: secretA}, "payroll": {URL: b.URL, Secret: secretB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h(context.Background(), testTask()); err != nil {
+		t.Fatal(err)
+	}
+	replay := func(body []byte, mod func(http.Header)) int {
+		req, _ := http.NewRequest(http.MethodPost, b.URL, bytes.NewReader(body))
+		req.Header = captured.Header.Clone()
+		if mod != nil {
+			mod(req.Header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := replay(capturedBody, nil); code != http.StatusUnauthorized {
+		t.Errorf("replay to another receiver: %d", code)
+	}
+	forged := bytes.Replace(capturedBody, []byte(`"queue":"orders"`), []byte(`"queue":"payroll"`), 1)
+	if bytes.Equal(forged, capturedBody) {
+		t.Fatalf("body %s has no queue", capturedBody)
+	}
+	if code := replay(forged, nil); code != http.StatusUnauthorized {
+		t.Errorf("forged queue: %d", code)
+	}
+	// To its own receiver, a changed id, body or lease token fails too.
+	for name, mod := range map[string]func([]byte, http.Header) *http.Request{
+		"other id": func(b []byte, h http.Header) *http.Request {
+			h.Set(HeaderID, rdq.NewID().String())
+			return nil
+		},
+		"other lease token": func(b []byte, h http.Header) *http.Request {
+			return httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(bytes.Replace(b, []byte(`"lease_token":7`), []byte(`"lease_token":8`), 1)))
+		},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(capturedBody))
+		h := captured.Header.Clone()
+		if r := mod(capturedBody, h); r != nil {
+			req = r
+		}
+		req.Header = h
+		if _, err := Verify(req, secretA, time.Minute); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("%s: err = %v, want ErrBadSignature", name, err)
+		}
+	}
+	if n := reachedB.Load(); n != 0 {
+		t.Errorf("receiver b accepted %d forged requests", n)
+	}
+}
+
+func mustRead(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A content type that cannot be an HTTP header (from a store written
+// before content types were validated) no longer breaks the request: it
+// travels in the signed body. A header the request cannot carry is a
+// permanent failure, not a retry.
+func TestUnsendableFieldsDoNotBurnAttempts(t *testing.T) {
+	var hits atomic.Int32
+	var got *Message
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		m, err := Verify(r, secret, time.Minute)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		hits.Add(1)
+		got = m
+	})
+	c := newCaller(t, Config{})
+	task := testTask()
+	task.ContentType = "text/plain\r\nX-Injected: 1"
+	if err := run(t, c, srv.URL, task); err != nil {
+		t.Fatalf("CR LF content type: %v", err)
+	}
+	if got.Data.ContentType != task.ContentType {
+		t.Errorf("content type = %q", got.Data.ContentType)
+	}
+	task = testTask()
+	task.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nX-Injected: 1"}
+	err := run(t, c, srv.URL, task)
+	if err == nil || !rdq.IsPermanent(err) {
+		t.Fatalf("unsendable traceparent: err = %v, want a permanent failure", err)
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("receiver hit %d times, want 1", n)
 	}
 }
 
@@ -244,7 +400,7 @@ func TestWorkerDeadlineEndsCall(t *testing.T) {
 		}
 	})
 	defer close(release)
-	h, err := newCaller(t, Config{}).Handler(srv.URL)
+	h, err := newCaller(t, Config{}).Handler(Target{URL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,17 +486,17 @@ func TestDisallowedTargetRefused(t *testing.T) {
 	var hits atomic.Int32
 	srv := serve(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
 	c := newCaller(t, Config{Allow: []string{"127.0.0.2"}})
-	if _, err := c.Handler(srv.URL); !errors.Is(err, ErrNotAllowed) {
+	if _, err := c.Handler(Target{URL: srv.URL}); !errors.Is(err, ErrNotAllowed) {
 		t.Fatalf("registration: err = %v, want ErrNotAllowed", err)
 	}
-	if _, err := c.Router(map[string]string{"orders": srv.URL}); !errors.Is(err, ErrNotAllowed) {
+	if _, err := c.Router(map[string]Target{"orders": {URL: srv.URL}}); !errors.Is(err, ErrNotAllowed) {
 		t.Fatalf("router registration: err = %v, want ErrNotAllowed", err)
 	}
 
 	// Checked again at call time: a handler registered under a wider
 	// allowlist stops working when the allowlist no longer admits it.
 	wide := newCaller(t, Config{})
-	h, err := wide.Handler(srv.URL)
+	h, err := wide.Handler(Target{URL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +514,7 @@ func TestRouterDispatchesByQueue(t *testing.T) {
 	var orders, mails atomic.Int32
 	so := serve(t, func(w http.ResponseWriter, r *http.Request) { orders.Add(1) })
 	sm := serve(t, func(w http.ResponseWriter, r *http.Request) { mails.Add(1) })
-	h, err := newCaller(t, Config{}).Router(map[string]string{"orders": so.URL, "mails": sm.URL})
+	h, err := newCaller(t, Config{}).Router(map[string]Target{"orders": {URL: so.URL}, "mails": {URL: sm.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,9 +537,16 @@ func TestRouterDispatchesByQueue(t *testing.T) {
 
 func TestVerifyRejects(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	body := []byte("payload")
-	mk := func(ts int64, sig string) *http.Request {
-		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(string(body)))
+	id := rdq.NewID().String()
+	body, err := marshalMessage(&rdq.Task{ID: rdq.MustParseID(id), Queue: "q", Handler: "h"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(id string, ts int64, sig string, body []byte) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		if id != "" {
+			r.Header.Set(HeaderID, id)
+		}
 		if ts != 0 {
 			r.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
 		}
@@ -392,38 +555,91 @@ func TestVerifyRejects(t *testing.T) {
 		}
 		return r
 	}
-	good := Sign(secret, now.Unix(), body)
+	good := Sign(secret, id, now.Unix(), body)
+	otherID := rdq.NewID().String()
+	stale := now.Add(-10 * time.Minute).Unix()
+	future := now.Add(10 * time.Minute).Unix()
 	cases := []struct {
 		name string
 		req  *http.Request
 		want error
 	}{
-		{"unsigned", mk(0, ""), ErrUnsigned},
-		{"no timestamp", mk(0, good), ErrUnsigned},
-		{"wrong secret", mk(now.Unix(), Sign([]byte("another-secret-of-16+"), now.Unix(), body)), ErrBadSignature},
-		{"tampered body", mk(now.Unix(), Sign(secret, now.Unix(), []byte("payloaD"))), ErrBadSignature},
-		{"signed with another timestamp", mk(now.Unix()+1, good), ErrBadSignature},
-		{"garbage", mk(now.Unix(), "v1=zz"), ErrBadSignature},
-		{"unversioned", mk(now.Unix(), strings.TrimPrefix(good, "v1=")), ErrBadSignature},
-		{"stale", mk(now.Add(-10*time.Minute).Unix(), Sign(secret, now.Add(-10*time.Minute).Unix(), body)), ErrStale},
-		{"future", mk(now.Add(10*time.Minute).Unix(), Sign(secret, now.Add(10*time.Minute).Unix(), body)), ErrStale},
+		{"unsigned", mk("", 0, "", body), ErrUnsigned},
+		{"no timestamp", mk(id, 0, good, body), ErrUnsigned},
+		{"no id", mk("", now.Unix(), good, body), ErrUnsigned},
+		{"wrong secret", mk(id, now.Unix(), Sign([]byte("another-secret-of-16+"), id, now.Unix(), body), body), ErrBadSignature},
+		{"tampered body", mk(id, now.Unix(), good, append([]byte(" "), body...)), ErrBadSignature},
+		{"signed with another timestamp", mk(id, now.Unix()+1, good, body), ErrBadSignature},
+		{"signed with another id", mk(otherID, now.Unix(), good, body), ErrBadSignature},
+		{"garbage", mk(id, now.Unix(), "v1,!!!", body), ErrBadSignature},
+		{"unversioned", mk(id, now.Unix(), strings.TrimPrefix(good, "v1,"), body), ErrBadSignature},
+		{"old scheme", mk(id, now.Unix(), "v1=00", body), ErrBadSignature},
+		{"stale", mk(id, stale, Sign(secret, id, stale, body), body), ErrStale},
+		{"future", mk(id, future, Sign(secret, id, future, body), body), ErrStale},
+		{"signed but not a message", mk(id, now.Unix(), Sign(secret, id, now.Unix(), []byte("{}")), []byte("{}")), ErrMalformed},
+		{"signed message of another task", mk(otherID, now.Unix(), Sign(secret, otherID, now.Unix(), body), body), ErrMalformed},
 	}
 	for _, tc := range cases {
 		if _, err := verifyAt(tc.req, secret, time.Minute, now); !errors.Is(err, tc.want) {
 			t.Errorf("%s: err = %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	r := mk(now.Unix(), "v1=00, "+good)
+	r := mk(id, now.Unix(), "v1,AAAA "+good, body)
 	got, err := verifyAt(r, secret, time.Minute, now)
-	if err != nil || string(got) != "payload" {
-		t.Errorf("rotation list: %q, %v", got, err)
+	if err != nil || got.Data.ID != id {
+		t.Errorf("rotation list: %+v, %v", got, err)
+	}
+}
+
+// Secrets in the Standard Webhooks form sign with their decoded key, so a
+// receiver using a Standard Webhooks library with the same whsec_ secret
+// verifies them.
+func TestStandardWebhooksSecret(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	whsec := []byte(SecretPrefix + base64.StdEncoding.EncodeToString(key))
+	if a, b := Sign(whsec, "msg_1", 1, []byte("x")), Sign(key, "msg_1", 1, []byte("x")); a != b || a == "" {
+		t.Errorf("whsec signature %q, raw-key signature %q", a, b)
+	}
+	var got *Message
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		m, err := Verify(r, key, time.Minute)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		got = m
+	})
+	if err := run(t, newCaller(t, Config{Secret: whsec}), srv.URL, testTask()); err != nil || got == nil {
+		t.Fatalf("whsec caller, raw-key receiver: %v", err)
+	}
+	if _, err := New(Config{Secret: []byte(SecretPrefix + "not base64!"), Allow: []string{"x"}}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("malformed whsec secret: %v", err)
+	}
+	if _, err := New(Config{Secret: []byte(SecretPrefix + base64.StdEncoding.EncodeToString([]byte("short"))), Allow: []string{"x"}}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("short whsec key: %v", err)
+	}
+}
+
+// The reference vector of the Standard Webhooks specification.
+func TestSignMatchesStandardWebhooks(t *testing.T) {
+	const (
+		secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+		id     = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+		ts     = 1614265330
+		body   = `{"test": 2432232314}`
+		want   = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+	)
+	if got := Sign([]byte(secret), id, ts, []byte(body)); got != want {
+		t.Errorf("Sign = %s, want %s", got, want)
 	}
 }
 
 func TestVerifyHandler(t *testing.T) {
 	var reached atomic.Int32
+	var seen *Message
 	h := VerifyHandler(secret, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
+		seen, _ = MessageFrom(r.Context())
 	}))
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("x"))
 	w := httptest.NewRecorder()
@@ -431,14 +647,20 @@ func TestVerifyHandler(t *testing.T) {
 	if w.Code != http.StatusUnauthorized || reached.Load() != 0 {
 		t.Errorf("unsigned: status %d, reached %d", w.Code, reached.Load())
 	}
+	task := testTask()
+	body, err := marshalMessage(task, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := time.Now().Unix()
-	r = httptest.NewRequest(http.MethodPost, "/", strings.NewReader("x"))
+	r = httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	r.Header.Set(HeaderID, task.ID.String())
 	r.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	r.Header.Set(HeaderSignature, Sign(secret, ts, []byte("x")))
+	r.Header.Set(HeaderSignature, Sign(secret, task.ID.String(), ts, body))
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	if w.Code != http.StatusOK || reached.Load() != 1 {
-		t.Errorf("signed: status %d, reached %d", w.Code, reached.Load())
+	if w.Code != http.StatusOK || reached.Load() != 1 || seen == nil || seen.Data.ID != task.ID.String() {
+		t.Errorf("signed: status %d, reached %d, message %+v", w.Code, reached.Load(), seen)
 	}
 }
 
@@ -446,6 +668,7 @@ func TestNewValidates(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"short secret":  {Secret: []byte("short"), Allow: []string{"x"}},
 		"no allowlist":  {Secret: secret},
+		"bad address":   {Secret: secret, Allow: []string{"x"}, AllowAddrs: []string{"localhost"}},
 		"neg timeout":   {Secret: secret, Allow: []string{"x"}, Timeout: -1},
 		"empty entry":   {Secret: secret, Allow: []string{" "}},
 		"entry w/query": {Secret: secret, Allow: []string{"https://x/?a=b"}},
@@ -473,5 +696,108 @@ func TestRedact(t *testing.T) {
 	u, _ := url.Parse("https://u:p@h.example/a/b?token=secret#f")
 	if got := redact(u); got != "https://h.example/a/b" {
 		t.Errorf("redact = %q", got)
+	}
+}
+
+// Dot segments, encoded or not, are resolved before the allowlist is
+// consulted, and the cleaned path is the one sent.
+func TestPathIsCleanedBeforeTheAllowlist(t *testing.T) {
+	c := newCaller(t, Config{Allow: []string{"https://hooks.example.com/hooks/"}})
+	cases := map[string]bool{
+		"https://hooks.example.com/hooks/orders":             true,
+		"https://hooks.example.com/hooks/./orders":           true,
+		"https://hooks.example.com/hooks/x/../orders":        true,
+		"https://hooks.example.com/hooks/../admin":           false,
+		"https://hooks.example.com/hooks/%2e%2e/admin":       false,
+		"https://hooks.example.com/hooks/%2E%2E/admin":       false,
+		"https://hooks.example.com/hooks/..%2fadmin":         false,
+		"https://hooks.example.com/hooks/%2e%2e%2fadmin":     false,
+		"https://hooks.example.com/hooks/x/../../admin":      false,
+		"https://hooks.example.com/hooks/%252e%252e/admin":   false,
+		"https://hooks.example.com/hooks/..%5cadmin":         false,
+		"https://hooks.example.com/hooks/a\\..\\..\\admin":   false,
+		"https://hooks.example.com/hooks/../hooks/orders":    true,
+		"https://hooks.example.com/hooks/orders/..":          false, // "/hooks", outside "/hooks/"
+		"https://hooks.example.com/hooks/orders/../../hooks": false,
+	}
+	for target, ok := range cases {
+		if err := c.Check(target); (err == nil) != ok {
+			t.Errorf("Check(%q) = %v, want allowed=%v", target, err, ok)
+		}
+	}
+
+	var path, query string
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) { path, query = r.URL.EscapedPath(), r.URL.RawQuery })
+	c = newCaller(t, Config{Allow: []string{srv.URL + "/hooks/"}})
+	if err := run(t, c, srv.URL+"/hooks/x/%2e%2e/orders/?k=v", testTask()); err != nil {
+		t.Fatal(err)
+	}
+	if path != "/hooks/orders/" || query != "k=v" {
+		t.Errorf("sent path %q query %q, want /hooks/orders/ and k=v", path, query)
+	}
+	if _, err := c.Handler(Target{URL: srv.URL + "/hooks/..%2fadmin"}); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("registration of an escaping path: %v", err)
+	}
+}
+
+// Connections are checked at dial time, against the resolved address: an
+// allowed name that resolves to an internal address reaches nothing unless
+// that address is listed in AllowAddrs.
+func TestDialGuardRefusesInternalAddresses(t *testing.T) {
+	var hits atomic.Int32
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
+	u, _ := url.Parse(srv.URL)
+	byName := "http://localhost:" + u.Port() + "/hook"
+
+	strict := newCaller(t, Config{Allow: []string{"127.0.0.1", "localhost"}, AllowAddrs: []string{}})
+	for _, target := range []string{srv.URL, byName} {
+		err := run(t, strict, target, testTask())
+		if !errors.Is(err, ErrNotAllowed) || !rdq.IsPermanent(err) {
+			t.Errorf("%s: err = %v, want a permanent ErrNotAllowed", target, err)
+		}
+	}
+	other := newCaller(t, Config{Allow: []string{"127.0.0.1", "localhost"}, AllowAddrs: []string{"10.0.0.0/8", "::1"}})
+	if err := run(t, other, srv.URL, testTask()); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("other addresses allowed: err = %v, want ErrNotAllowed", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback receiver was reached %d times", n)
+	}
+
+	open := newCaller(t, Config{Allow: []string{"127.0.0.1", "localhost"}, AllowAddrs: []string{"127.0.0.0/8"}})
+	if err := run(t, open, srv.URL, testTask()); err != nil {
+		t.Errorf("explicitly allowed: %v", err)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("hits = %d, want 1", hits.Load())
+	}
+}
+
+func TestInternalAddresses(t *testing.T) {
+	g, err := newDialGuard([]string{"10.1.0.0/16", "::ffff:192.168.7.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]bool{ // address: refused
+		"127.0.0.1": true, "127.8.9.10": true, "::1": true, "0.0.0.0": true, "::": true,
+		"10.0.0.1": true, "10.1.2.3": false, "172.16.0.1": true, "192.168.1.1": true, "192.168.7.7": false,
+		"169.254.169.254": true, "fe80::1": true, "fc00::1": true, "fd12::1": true,
+		"224.0.0.1": true, "ff02::1": true, "100.64.0.1": true, "0.1.2.3": true, "255.255.255.255": true,
+		"::ffff:127.0.0.1": true, "::ffff:10.1.0.1": false, "64:ff9b::7f00:1": true,
+		"8.8.8.8": false, "2606:4700::1111": false, "93.184.216.34": false,
+	}
+	for addr, refused := range cases {
+		err := g.check(netip.MustParseAddr(addr))
+		if (err != nil) != refused {
+			t.Errorf("%s: err = %v, want refused=%v", addr, err, refused)
+		}
+		if err != nil && !errors.Is(err, ErrNotAllowed) {
+			t.Errorf("%s: %v does not wrap ErrNotAllowed", addr, err)
+		}
+	}
+	for _, bad := range []string{"localhost", "10.0.0.0/33", ""} {
+		if _, err := newDialGuard([]string{bad}); !errors.Is(err, rdq.ErrInvalid) {
+			t.Errorf("AllowAddrs %q: err = %v", bad, err)
+		}
 	}
 }

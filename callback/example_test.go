@@ -3,7 +3,6 @@ package callback_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,32 +15,34 @@ import (
 // A receiver verifies each callback before acting on it; the caller turns
 // the receiver's answer into the attempt's outcome.
 func Example() {
-	secret := []byte("shared-secret-of-at-least-16-bytes")
+	secret := []byte("whsec_c2hhcmVkLXNlY3JldC1vZi1hdC1sZWFzdC0xNi1ieXRlcw==")
 
-	// The receiving service.
+	// The receiving service: VerifyHandler admits only signed, fresh
+	// requests and hands over the verified message.
 	receiver := httptest.NewServer(callback.VerifyHandler(secret, time.Minute,
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
-			fmt.Printf("received %s for task in queue %s, attempt %s\n",
-				body, r.Header.Get(callback.HeaderQueue), r.Header.Get(callback.HeaderAttempt))
-			if strings.Contains(string(body), "bad") {
+			m, _ := callback.MessageFrom(r.Context())
+			fmt.Printf("received %s for task in queue %s, attempt %d\n", m.Data.Body(), m.Data.Queue, m.Data.Attempt)
+			if strings.Contains(string(m.Data.Body()), "bad") {
 				http.Error(w, "order has no lines", http.StatusUnprocessableEntity)
 			}
 		})))
 	defer receiver.Close()
 
-	// The rdq side: a handler a worker would register.
-	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}})
+	// The rdq side: a handler a worker would register. The receiver runs
+	// on the loopback interface, which callbacks may reach only when
+	// AllowAddrs says so.
+	caller, err := callback.New(callback.Config{Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
 	if err != nil {
 		panic(err)
 	}
 	defer caller.Close()
-	handle, err := caller.Handler(receiver.URL + "/hooks/orders")
+	handle, err := caller.Handler(callback.Target{URL: receiver.URL + "/hooks/orders", Secret: secret})
 	if err != nil {
 		panic(err)
 	}
 
-	task := &rdq.Task{ID: rdq.NewID(), Queue: "orders", Handler: "charge", Payload: []byte(`{"order":42}`)}
+	task := &rdq.Task{ID: rdq.NewID(), Queue: "orders", Handler: "charge", ContentType: "application/json", Payload: []byte(`{"order":42}`)}
 	fmt.Println("error:", handle(context.Background(), task))
 
 	task.Payload = []byte(`{"order":"bad"}`)
@@ -54,12 +55,13 @@ func Example() {
 	// permanent: true type: http_422
 }
 
-// Sign computes the signature header a receiver checks with Verify. Any
-// language can check it; the same value comes from
+// Sign computes the webhook-signature header of the Standard Webhooks
+// scheme, which any Standard Webhooks library checks. The same value comes
+// from
 //
-//	printf '1700000000.{"order":42}' | openssl dgst -sha256 -hmac 'shared-secret-of-at-least-16-bytes'
+//	printf 'msg_1.1700000000.{"order":42}' | openssl dgst -sha256 -hmac 'shared-secret-of-at-least-16-bytes' -binary | base64
 func ExampleSign() {
-	fmt.Println(callback.Sign([]byte("shared-secret-of-at-least-16-bytes"), 1700000000, []byte(`{"order":42}`)))
+	fmt.Println(callback.Sign([]byte("shared-secret-of-at-least-16-bytes"), "msg_1", 1700000000, []byte(`{"order":42}`)))
 	// Output:
-	// v1=00c668ad92158c67bf57e79664aeef053d7723c6e8ca635ed8260a145889cb15
+	// v1,B3xrJyFRMDuk2tjw1GGgLY4ueRqySJ+yELT6/37wcn8=
 }

@@ -2,9 +2,11 @@ package callback
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,72 +20,117 @@ import (
 
 // Errors of Verify, wrapped with details; check them with errors.Is.
 var (
-	// ErrUnsigned: the request has no timestamp or no signature header.
+	// ErrUnsigned: the request lacks webhook-id, webhook-timestamp or
+	// webhook-signature.
 	ErrUnsigned = errors.New("callback: request is not signed")
-	// ErrBadSignature: no signature in the request matches the body and
-	// timestamp under the secret, or the headers are malformed.
+	// ErrBadSignature: no signature in the request matches its id,
+	// timestamp and body under the secret, or the headers are malformed.
 	ErrBadSignature = errors.New("callback: signature does not match")
 	// ErrStale: the signed timestamp is further from now than the allowed
 	// skew, so the request may be a replay.
 	ErrStale = errors.New("callback: signature timestamp is outside the allowed window")
 	// ErrBodyTooLarge: the body is larger than MaxVerifyBody.
 	ErrBodyTooLarge = errors.New("callback: request body is too large to verify")
+	// ErrMalformed: the signature matches but the body is not an rdq
+	// callback message, or names another message than webhook-id.
+	ErrMalformed = errors.New("callback: signed body is not an rdq callback message")
 )
 
 // DefaultMaxSkew is the timestamp window Verify allows when given a
 // non-positive maxSkew.
 const DefaultMaxSkew = 5 * time.Minute
 
-// MaxVerifyBody bounds the body Verify reads: a callback body is a task
-// payload, at most rdq.MaxPayloadBytes.
-const MaxVerifyBody = rdq.MaxPayloadBytes
+// MaxVerifyBody bounds the body Verify reads: a message carries one task
+// payload (at most rdq.MaxPayloadBytes, base64-encoded unless it is JSON)
+// and the task's headers.
+const MaxVerifyBody = 2 * rdq.MaxPayloadBytes
+
+// SecretPrefix marks a secret written in the Standard Webhooks form:
+// "whsec_" followed by the standard base64 encoding of the key.
+const SecretPrefix = "whsec_"
 
 // signatureVersion prefixes every signature, so the scheme can change
 // without ambiguity.
-const signatureVersion = "v1="
+const signatureVersion = "v1,"
 
-// Sign returns the X-Rdq-Signature value for a request sent at the Unix time
-// timestamp (seconds) with body: "v1=" followed by the lowercase hex
-// HMAC-SHA256, under secret, of the decimal timestamp, a ".", and the body.
-func Sign(secret []byte, timestamp int64, body []byte) string {
-	return signatureVersion + hex.EncodeToString(mac(secret, timestamp, body))
+// signingKey returns the HMAC key of secret: the decoded key of a
+// "whsec_<base64>" secret, else the secret's bytes as they are.
+func signingKey(secret []byte) ([]byte, error) {
+	enc, ok := bytes.CutPrefix(secret, []byte(SecretPrefix))
+	if !ok {
+		return secret, nil
+	}
+	key := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+	n, err := base64.StdEncoding.Decode(key, enc)
+	if err != nil {
+		return nil, fmt.Errorf("a %s secret must be followed by standard base64: %w", SecretPrefix, err)
+	}
+	return key[:n], nil
 }
 
-func mac(secret []byte, timestamp int64, body []byte) []byte {
-	h := hmac.New(sha256.New, secret)
+// Sign returns the webhook-signature value of a request with message id,
+// Unix time timestamp (seconds) and body, as the Standard Webhooks scheme
+// defines it: "v1," followed by the standard base64 HMAC-SHA256, under the
+// key of secret, of id, ".", the decimal timestamp, "." and the body. A
+// secret of the form "whsec_<base64>" signs with the decoded key; any
+// other secret with its bytes. A malformed whsec_ secret yields "".
+func Sign(secret []byte, id string, timestamp int64, body []byte) string {
+	key, err := signingKey(secret)
+	if err != nil {
+		return ""
+	}
+	return signatureVersion + base64.StdEncoding.EncodeToString(mac(key, id, timestamp, body))
+}
+
+func mac(key []byte, id string, timestamp int64, body []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(id))
+	h.Write([]byte{'.'})
 	h.Write([]byte(strconv.FormatInt(timestamp, 10)))
 	h.Write([]byte{'.'})
 	h.Write(body)
 	return h.Sum(nil)
 }
 
-// Verify checks that r is a callback signed with secret: it reads the body
-// (at most MaxVerifyBody bytes), checks that X-Rdq-Timestamp is within
-// maxSkew of now (DefaultMaxSkew if maxSkew <= 0) and that X-Rdq-Signature
-// holds a "v1=" signature of timestamp and body, compared in constant time.
-// The header may list several comma-separated signatures (during a secret
-// rotation); one match suffices.
+// Verify checks that r is a callback signed with secret and returns the
+// message it carries. It reads the body (at most MaxVerifyBody bytes),
+// checks that webhook-timestamp is within maxSkew of now (DefaultMaxSkew
+// if maxSkew <= 0) and that webhook-signature holds a "v1," signature of
+// webhook-id, timestamp and body, compared in constant time. The header
+// may list several space-separated signatures (during a secret rotation);
+// one match suffices. It then decodes the body, whose task id must be
+// webhook-id.
 //
-// On success it returns the body and leaves r.Body readable again from the
-// start. Errors wrap ErrUnsigned, ErrBadSignature, ErrStale or
-// ErrBodyTooLarge; a receiver should answer them with 401 (a non-retryable
-// status, so a mis-signed task goes to the dead-letter queue rather than
-// being retried forever).
-func Verify(r *http.Request, secret []byte, maxSkew time.Duration) ([]byte, error) {
+// Everything a receiver may act on (task id, queue, handler, attempt,
+// life, lease token, content type, headers, payload) is in the signed
+// body; nothing in the request's other headers is signed.
+//
+// On success it leaves r.Body readable again from the start. Errors wrap
+// ErrUnsigned, ErrBadSignature, ErrStale, ErrBodyTooLarge or ErrMalformed;
+// a receiver should answer them with a 4xx status other than 408 and 429
+// (VerifyHandler uses 401, 413 and 400), which rdq treats as permanent, so
+// a mis-signed task goes to the dead-letter queue rather than being
+// retried forever.
+func Verify(r *http.Request, secret []byte, maxSkew time.Duration) (*Message, error) {
 	return verifyAt(r, secret, maxSkew, time.Now())
 }
 
-func verifyAt(r *http.Request, secret []byte, maxSkew time.Duration, now time.Time) ([]byte, error) {
+func verifyAt(r *http.Request, secret []byte, maxSkew time.Duration, now time.Time) (*Message, error) {
 	if maxSkew <= 0 {
 		maxSkew = DefaultMaxSkew
 	}
-	if len(secret) == 0 {
+	key, err := signingKey(secret)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSignature, err)
+	}
+	if len(key) == 0 {
 		return nil, fmt.Errorf("%w: verifying with an empty secret", ErrBadSignature)
 	}
+	id := r.Header.Get(HeaderID)
 	tsHeader := r.Header.Get(HeaderTimestamp)
 	sigHeader := r.Header.Get(HeaderSignature)
-	if tsHeader == "" || sigHeader == "" {
-		return nil, fmt.Errorf("%w: want headers %s and %s", ErrUnsigned, HeaderTimestamp, HeaderSignature)
+	if id == "" || tsHeader == "" || sigHeader == "" {
+		return nil, fmt.Errorf("%w: want headers %s, %s and %s", ErrUnsigned, HeaderID, HeaderTimestamp, HeaderSignature)
 	}
 	ts, err := strconv.ParseInt(tsHeader, 10, 64)
 	if err != nil {
@@ -97,26 +144,35 @@ func verifyAt(r *http.Request, secret []byte, maxSkew time.Duration, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	want := mac(secret, ts, body)
-	matched := false
-	for _, part := range strings.Split(sigHeader, ",") {
-		part = strings.TrimSpace(part)
-		hexSig, ok := strings.CutPrefix(part, signatureVersion)
+	want := mac(key, id, ts, body)
+	matched := 0
+	for _, part := range strings.Fields(sigHeader) {
+		enc, ok := strings.CutPrefix(part, signatureVersion)
 		if !ok {
 			continue
 		}
-		got, err := hex.DecodeString(hexSig)
+		got, err := base64.StdEncoding.DecodeString(enc)
 		if err != nil {
 			continue
 		}
+		// Every candidate is compared, in constant time, whatever an
+		// earlier one gave.
 		if hmac.Equal(got, want) {
-			matched = true
+			matched++
 		}
 	}
-	if !matched {
-		return nil, fmt.Errorf("%w: no %s signature in %s matches", ErrBadSignature, strings.TrimSuffix(signatureVersion, "="), HeaderSignature)
+	if matched == 0 {
+		return nil, fmt.Errorf("%w: no %s signature in %s matches", ErrBadSignature, strings.TrimSuffix(signatureVersion, ","), HeaderSignature)
 	}
-	return body, nil
+	var m Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if m.Type != MessageType || m.Data.ID != id {
+		return nil, fmt.Errorf("%w: want type %q and data.id equal to %s %q", ErrMalformed, MessageType, HeaderID, id)
+	}
+	m.Raw = body
+	return &m, nil
 }
 
 func readBody(r *http.Request) ([]byte, error) {
@@ -138,20 +194,34 @@ func readBody(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
+type messageKey struct{}
+
+// MessageFrom returns the verified message VerifyHandler stored in ctx.
+func MessageFrom(ctx context.Context) (*Message, bool) {
+	m, ok := ctx.Value(messageKey{}).(*Message)
+	return m, ok && m != nil
+}
+
 // VerifyHandler wraps next so that it only sees requests that pass Verify
-// with secret and maxSkew; others get 401 with a short plain-text reason
-// (413 for a body over MaxVerifyBody). next can read the verified body from
+// with secret and maxSkew; others get a short plain-text reason with 401
+// (unsigned, mis-signed, stale), 413 (a body over MaxVerifyBody) or 400 (a
+// signed body that is not a callback message). next finds the verified
+// message with MessageFrom(r.Context()) and can read the raw body from
 // r.Body as usual.
 func VerifyHandler(secret []byte, maxSkew time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := Verify(r, secret, maxSkew); err != nil {
+		m, err := Verify(r, secret, maxSkew)
+		if err != nil {
 			status := http.StatusUnauthorized
-			if errors.Is(err, ErrBodyTooLarge) {
+			switch {
+			case errors.Is(err, ErrBodyTooLarge):
 				status = http.StatusRequestEntityTooLarge
+			case errors.Is(err, ErrMalformed):
+				status = http.StatusBadRequest
 			}
 			http.Error(w, err.Error(), status)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), messageKey{}, m)))
 	})
 }

@@ -358,6 +358,18 @@ func validateAudit(actor, reason string) error {
 	return validateAuditText("reason", reason, MaxReasonLength)
 }
 
+// ValidateReason checks the reason of an audited operation by the rules
+// Redrive and Purge apply: required (ErrReasonRequired), at most
+// MaxReasonLength bytes of UTF-8 without control characters (a tab is
+// allowed). Errors wrap rdq.ErrInvalid. Other audited operations, such as
+// pausing a queue, use it to hold their reasons to the same rules.
+func ValidateReason(reason string) error {
+	if reason == "" {
+		return ErrReasonRequired
+	}
+	return validateAuditText("reason", reason, MaxReasonLength)
+}
+
 func validateAuditText(what, s string, limit int) error {
 	if len(s) > limit {
 		return fmt.Errorf("%w: %s is %d bytes; the limit is %d", rdq.ErrInvalid, what, len(s), limit)

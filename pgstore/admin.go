@@ -159,10 +159,15 @@ func (s *Store) redriveDeadQuery(p store.RedriveDeadParams) (string, []any, erro
 	if err != nil {
 		return "", nil, err
 	}
+	details, err := json.Marshal(store.RedriveDetails(p))
+	if err != nil {
+		return "", nil, err
+	}
 	st := newStmt()
 	st.set("filter", st.deadFilter(p.Filter))
 	st.set("limit", st.param(p.Limit))
 	st.set("now", st.param(p.Now))
+	st.set("details", st.param(string(details)))
 	st.set("delay", st.param(micros(p.Delay)))
 	st.set("spread", st.param(micros(p.Spread)))
 	st.set("actor", st.param(clean(p.Actor)))

@@ -667,8 +667,8 @@ uncounted AS (
     ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 audited AS (
-    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
-    SELECT (SELECT now FROM clock), {actor}, 'redrive', {filter_json}, count(*), {reason}
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason, details)
+    SELECT (SELECT now FROM clock), {actor}, 'redrive', {filter_json}, count(*), {reason}, {details}::jsonb
     FROM redriven
     HAVING count(*) > 0
 ),

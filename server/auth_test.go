@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -129,5 +130,39 @@ func TestClassify(t *testing.T) {
 	}
 	if got := cleanMessage(fmt.Errorf("client: submit: %w", fmt.Errorf("%w: queue name is empty", rdq.ErrInvalid))); got != "queue name is empty" {
 		t.Errorf("cleanMessage = %q", got)
+	}
+}
+
+// A gRPC status without rdq's ErrorInfo maps to one code, every time, even
+// where several codes share its gRPC code.
+func TestCodeOfIsDeterministic(t *testing.T) {
+	cases := map[codes.Code]Code{
+		codes.Unimplemented:      CodeUnimplemented,
+		codes.FailedPrecondition: CodeNotDead,
+		codes.InvalidArgument:    CodeInvalidArgument,
+		codes.ResourceExhausted:  CodePayloadTooLarge,
+	}
+	for c, want := range cases {
+		for i := 0; i < 200; i++ {
+			if got := CodeOf(status.Error(c, "no details")); got != want {
+				t.Fatalf("CodeOf(%s) = %s on try %d, want %s", c, got, i, want)
+			}
+		}
+	}
+	if got := CodeOf(status.Error(codes.Unknown, "x")); got != CodeInternal {
+		t.Errorf("CodeOf(Unknown) = %s", got)
+	}
+}
+
+// Store names never reach an API caller.
+func TestCleanMessageDropsStoreNames(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("pgstore: redrive dead: %w: limit 0", rdq.ErrInvalid),
+		fmt.Errorf("sqlitestore: get task x: %w", store.ErrNotFound),
+	} {
+		msg := classify(err).Message
+		if strings.Contains(msg, "store") {
+			t.Errorf("%v: message %q names the store", err, msg)
+		}
 	}
 }

@@ -56,18 +56,28 @@ var secret = []byte("callback-secret-for-tests-0123")
 type receiver struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
-	calls map[string][]http.Header // by task id
+	calls map[string][]call // by task id
 	// respond decides the answer to the n-th call (1-based) for a task.
 	respond func(w http.ResponseWriter, r *http.Request, n int)
 }
 
+// call is one verified callback request.
+type call struct {
+	msg    *callback.Message
+	header http.Header
+}
+
 func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Request, n int)) *receiver {
-	rc := &receiver{calls: map[string][]http.Header{}, respond: respond}
+	rc := &receiver{calls: map[string][]call{}, respond: respond}
 	rc.srv = httptest.NewServer(callback.VerifyHandler(secret, time.Minute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(callback.HeaderTaskID)
+		m, ok := callback.MessageFrom(r.Context())
+		if !ok {
+			http.Error(w, "no verified message", http.StatusInternalServerError)
+			return
+		}
 		rc.mu.Lock()
-		rc.calls[id] = append(rc.calls[id], r.Header.Clone())
-		n := len(rc.calls[id])
+		rc.calls[m.Data.ID] = append(rc.calls[m.Data.ID], call{msg: m, header: r.Header.Clone()})
+		n := len(rc.calls[m.Data.ID])
 		rc.mu.Unlock()
 		rc.respond(w, r, n)
 	})))
@@ -75,10 +85,10 @@ func newReceiver(t *testing.T, respond func(w http.ResponseWriter, r *http.Reque
 	return rc
 }
 
-func (rc *receiver) headers(id string) []http.Header {
+func (rc *receiver) received(id string) []call {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return append([]http.Header(nil), rc.calls[id]...)
+	return append([]call(nil), rc.calls[id]...)
 }
 
 type env struct {
@@ -89,6 +99,7 @@ type env struct {
 	hc        *http.Client
 	grpc      rdqv1.RdqServiceClient
 	receivers map[string]*receiver
+	reg       *prometheus.Registry
 	redirects atomic.Int32
 	healthy   atomic.Bool // fail500 answers 200 once set
 }
@@ -130,16 +141,16 @@ func newEnv(t *testing.T) *env {
 		http.Redirect(w, r, target.srv.URL+"/moved", http.StatusFound)
 	})
 
-	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}})
+	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(caller.Close)
-	targets := map[string]string{}
+	targets := map[string]callback.Target{}
 	queues := map[string]worker.QueueConfig{}
 	served := map[string][]string{}
 	for q, rc := range e.receivers {
-		targets[q] = rc.srv.URL + "/hooks/" + q
+		targets[q] = callback.Target{URL: rc.srv.URL + "/hooks/" + q}
 		qc := worker.QueueConfig{Policy: testPolicy, Concurrency: 4}
 		if q == "hang" {
 			qc.Timeout = 200 * time.Millisecond
@@ -154,6 +165,7 @@ func newEnv(t *testing.T) *env {
 	}
 
 	reg := prometheus.NewRegistry()
+	e.reg = reg
 	w, err := worker.New(worker.Config{
 		Store: st, ID: "e2e-worker", Queues: queues, PollInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler), Metrics: reg, Propagator: propagation.TraceContext{},
@@ -295,6 +307,41 @@ func (e *env) wait(id string, what string, done func(*rdq.Task) bool) (*rdq.Task
 	}
 }
 
+// waitFor polls cond until it holds.
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// claims is how many claims the worker has made from queue: the sample
+// count of rdq_worker_claim_duration_seconds.
+func (e *env) claims(queue string) uint64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "rdq_worker_claim_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" && l.GetValue() == queue {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
+
 func hasStatus(s rdq.Status) func(*rdq.Task) bool {
 	return func(t *rdq.Task) bool { return t.Status == s }
 }
@@ -384,21 +431,21 @@ func TestEndToEnd(t *testing.T) {
 		if attempts[0].ErrorType != "http_503" || !strings.Contains(attempts[0].Message, "flaky failure 1") {
 			t.Errorf("first attempt: %q %q", attempts[0].ErrorType, attempts[0].Message)
 		}
-		calls := e.receivers["flaky"].headers(id)
+		calls := e.receivers["flaky"].received(id)
 		if len(calls) != 3 {
 			t.Fatalf("%d callbacks, want 3", len(calls))
 		}
 		var lastToken int64
-		for i, h := range calls {
-			if h.Get(callback.HeaderAttempt) != strconv.Itoa(i+1) || h.Get(callback.HeaderQueue) != "flaky" || h.Get(callback.HeaderHandler) != "call" {
-				t.Errorf("call %d headers: %v", i, h)
+		for i, c := range calls {
+			d := c.msg.Data
+			if d.Attempt != i+1 || d.Queue != "flaky" || d.Handler != "call" || string(d.Body()) != `{"order":1}` {
+				t.Errorf("call %d message: %+v", i, d)
 			}
-			tok, err := strconv.ParseInt(h.Get(callback.HeaderLeaseToken), 10, 64)
-			if err != nil || tok <= lastToken {
-				t.Errorf("call %d lease token %q not increasing", i, h.Get(callback.HeaderLeaseToken))
+			if d.LeaseToken <= lastToken {
+				t.Errorf("call %d lease token %d not increasing", i, d.LeaseToken)
 			}
-			lastToken = tok
-			if tp := h.Get("traceparent"); !strings.Contains(tp, traceID) {
+			lastToken = d.LeaseToken
+			if tp := c.header.Get("traceparent"); !strings.Contains(tp, traceID) {
 				t.Errorf("call %d traceparent %q is not in trace %s", i, tp, traceID)
 			}
 		}
@@ -419,11 +466,14 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("unsigned and mis-signed callbacks are rejected by the receiver", func(t *testing.T) {
 		url := e.receivers["flaky"].srv.URL
-		for name, sig := range map[string]string{"unsigned": "", "mis-signed": callback.Sign([]byte("not-the-secret-at-all"), time.Now().Unix(), []byte("{}"))} {
-			req, _ := http.NewRequest("POST", url, strings.NewReader("{}"))
-			req.Header.Set(callback.HeaderTaskID, "forged-"+name)
+		forged := rdq.NewID().String()
+		body := []byte(`{"type":"rdq.task","data":{"id":"` + forged + `","queue":"flaky","handler":"call"}}`)
+		now := time.Now().Unix()
+		for name, sig := range map[string]string{"unsigned": "", "mis-signed": callback.Sign([]byte("not-the-secret-at-all"), forged, now, body)} {
+			req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
 			if sig != "" {
-				req.Header.Set(callback.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+				req.Header.Set(callback.HeaderID, forged)
+				req.Header.Set(callback.HeaderTimestamp, strconv.FormatInt(now, 10))
 				req.Header.Set(callback.HeaderSignature, sig)
 			}
 			resp, err := e.hc.Do(req)
@@ -431,7 +481,7 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized || len(e.receivers["flaky"].headers("forged-"+name)) != 0 {
+			if resp.StatusCode != http.StatusUnauthorized || len(e.receivers["flaky"].received(forged)) != 0 {
 				t.Errorf("%s: status %d", name, resp.StatusCode)
 			}
 		}
@@ -467,15 +517,16 @@ func TestEndToEnd(t *testing.T) {
 			{Queue: "bad queue", Handler: "call"},
 			{Queue: "flaky", Handler: "nope"},
 			{Queue: "flaky", Handler: "call", DelayMs: -1},
+			{Queue: "flaky", Handler: "call", ContentType: "text/plain\r\nX-Evil: 1"},
 		}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := batch.GetResults()
-		if len(r) != 4 || r[0].GetTask().GetId() == "" || r[0].GetError() != nil {
+		if len(r) != 5 || r[0].GetTask().GetId() == "" || r[0].GetError() != nil {
 			t.Fatalf("batch: %v", batch)
 		}
-		for i := 1; i < 4; i++ {
+		for i := 1; i < len(r); i++ {
 			if r[i].GetError().GetCode() != "invalid_argument" || r[i].GetTask() != nil {
 				t.Errorf("batch item %d: %v", i, r[i])
 			}
@@ -575,6 +626,18 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("redrive by filter: %v %v", res, err)
 		}
 		e.wait(id, "DEAD again", func(t *rdq.Task) bool { return t.Status == rdq.StatusDead && t.Life == 1 })
+		var audit struct {
+			Entries []struct {
+				Filter  string            `json:"filter"`
+				Details map[string]string `json:"details"`
+			} `json:"entries"`
+		}
+		if resp := e.do("GET", "/v1/audit?action=redrive&page_size=1", tokOperator, nil, &audit); resp.StatusCode != 200 || len(audit.Entries) != 1 {
+			t.Fatalf("audit: %d %+v", resp.StatusCode, audit)
+		}
+		if a := audit.Entries[0]; a.Filter == "" || a.Details["delay"] != "10ms" || a.Details["spread"] != "0s" || a.Details["max_life"] == "" {
+			t.Errorf("bulk redrive audit entry lacks delay, spread or max life: %+v", a)
+		}
 		_, err = e.grpc.Redrive(ctx, &rdqv1.RedriveRequest{Reason: "everything?"})
 		wantGRPCCode(t, err, codes.InvalidArgument, server.CodeInvalidArgument)
 
@@ -586,6 +649,75 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if _, _, err := e.st.Get(context.Background(), rdq.MustParseID(id)); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("purged task still there: %v", err)
+		}
+	})
+
+	t.Run("a task outside the caller's grants is not found; the lease owner is for operators", func(t *testing.T) {
+		id := submitREST(e, "flaky", `{"order":"grants"}`)
+		e.wait(id, "SUCCEEDED", hasStatus(rdq.StatusSucceeded))
+		// orders-team operates fail5* only: to it the task does not exist.
+		p := wantProblem(t, e.do("GET", "/v1/tasks/"+id, tokOrdersOps, nil, nil), 404, "not_found")
+		if strings.Contains(p.Detail, "flaky") || strings.Contains(p.Detail, "store") {
+			t.Errorf("404 detail %q names the queue or the store", p.Detail)
+		}
+		wantProblem(t, e.do("GET", "/v1/dlq/tasks/"+id, tokOrdersOps, nil, nil), 404, "not_found")
+		wantProblem(t, e.do("POST", "/v1/dlq:redrive", tokOrdersOps, map[string]any{"ids": []string{id}, "reason": "r"}, nil), 404, "not_found")
+		wantProblem(t, e.do("POST", "/v1/dlq:purge", tokOrdersOps, map[string]any{"ids": []string{id}, "reason": "r"}, nil), 404, "not_found")
+		_, err := e.grpc.GetTask(e.grpcCtx(tokOrdersOps), &rdqv1.GetTaskRequest{Id: id})
+		wantGRPCCode(t, err, codes.NotFound, server.CodeNotFound)
+		missing := rdq.NewID().String()
+		if p := wantProblem(t, e.do("GET", "/v1/tasks/"+missing, tokSubmitter, nil, nil), 404, "not_found"); strings.Contains(p.Detail, "store") {
+			t.Errorf("404 detail %q names the store", p.Detail)
+		}
+
+		type owned struct {
+			LeaseOwner string `json:"lease_owner"`
+			History    []struct {
+				WorkerID string `json:"worker_id"`
+			} `json:"history"`
+		}
+		var bySubmitter, byOperator owned
+		e.do("GET", "/v1/tasks/"+id, tokSubmitter, nil, &bySubmitter)
+		e.do("GET", "/v1/tasks/"+id, tokOperator, nil, &byOperator)
+		if byOperator.LeaseOwner != "e2e-worker" || len(byOperator.History) == 0 || byOperator.History[0].WorkerID != "e2e-worker" {
+			t.Errorf("operator view: %+v", byOperator)
+		}
+		if bySubmitter.LeaseOwner != "" || len(bySubmitter.History) != len(byOperator.History) {
+			t.Errorf("submitter sees the worker: %+v", bySubmitter)
+		}
+		for i, a := range bySubmitter.History {
+			if a.WorkerID != "" {
+				t.Errorf("submitter sees the worker of attempt %d: %q", i+1, a.WorkerID)
+			}
+		}
+		got, err := e.grpc.GetTask(e.grpcCtx(tokSubmitter), &rdqv1.GetTaskRequest{Id: id})
+		if err != nil || got.GetTask().GetLeaseOwner() != "" || got.GetHistory()[0].GetWorkerId() != "" {
+			t.Errorf("gRPC submitter view: %v %v", got, err)
+		}
+	})
+
+	t.Run("pause and resume reasons follow the audit rules", func(t *testing.T) {
+		for name, reason := range map[string]string{
+			"empty":      "",
+			"control":    "maintenance\x1b[2J",
+			"newline":    "line one\nline two",
+			"too long":   strings.Repeat("r", 1025),
+			"C1 control": "next\u0085line",
+		} {
+			resp := e.do("POST", "/v1/queues:pause", tokAdmin, map[string]string{"queue": "flaky", "reason": reason}, nil)
+			if resp.StatusCode != 400 {
+				t.Errorf("%s reason: status %d, want 400", name, resp.StatusCode)
+			}
+		}
+		_, err := e.grpc.ResumeQueue(e.grpcCtx(tokAdmin), &rdqv1.ResumeQueueRequest{Queue: "flaky"})
+		wantGRPCCode(t, err, codes.InvalidArgument, server.CodeInvalidArgument)
+		var audit struct {
+			Entries []json.RawMessage `json:"entries"`
+		}
+		for _, action := range []string{"pause", "resume"} {
+			if e.do("GET", "/v1/audit?action="+action, tokOperator, nil, &audit); len(audit.Entries) != 0 {
+				t.Errorf("a refused %s was audited: %s", action, audit.Entries)
+			}
 		}
 	})
 
@@ -642,6 +774,8 @@ func TestEndToEnd(t *testing.T) {
 			{"no version", tokSubmitter, valid(func(m map[string]any) { delete(m, "version") }), 400, "invalid_argument", nil},
 			{"bad queue name", tokSubmitter, valid(func(m map[string]any) { m["queue"] = "no spaces" }), 400, "invalid_argument", nil},
 			{"queue not served", tokSubmitter, valid(func(m map[string]any) { m["queue"] = "elsewhere" }), 400, "invalid_argument", nil},
+			{"content type with CR LF", tokSubmitter, valid(func(m map[string]any) { m["content_type"] = "text/plain\r\nX-Evil: 1" }), 400, "invalid_argument", nil},
+			{"content type not a media type", tokSubmitter, valid(func(m map[string]any) { m["content_type"] = "json" }), 400, "invalid_argument", nil},
 			{"payload not base64", tokSubmitter, valid(func(m map[string]any) { m["payload"] = "%%%" }), 400, "invalid_argument", nil},
 			{"oversized", tokSubmitter, valid(func(m map[string]any) { m["payload"] = base64.StdEncoding.EncodeToString(make([]byte, 100<<10)) }), 413, "payload_too_large", nil},
 			{"form encoded", tokSubmitter, "queue=x", 415, "unsupported_media_type", []string{"Content-Type", "application/x-www-form-urlencoded"}},
@@ -694,7 +828,10 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("pause: %d", resp.StatusCode)
 		}
 		id := submitREST(e, "flaky", `{"order":"paused"}`)
-		time.Sleep(300 * time.Millisecond) // many poll intervals
+		// Two more claims of the queue mean one started after the task
+		// was stored: it saw the task, and the pause kept it.
+		claims := e.claims("flaky")
+		e.waitFor("two more claims of the paused queue", func() bool { return e.claims("flaky") >= claims+2 })
 		if task, _, err := e.st.Get(context.Background(), rdq.MustParseID(id)); err != nil || task.Status != rdq.StatusPending || task.Attempts != 0 {
 			t.Fatalf("task of a paused queue ran: %+v %v", task, err)
 		}
@@ -788,7 +925,7 @@ func TestDisallowedCallbackTargetRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer caller.Close()
-	_, err = caller.Router(map[string]string{"orders": "http://127.0.0.1:9/rdq/orders"})
+	_, err = caller.Router(map[string]callback.Target{"orders": {URL: "http://127.0.0.1:9/rdq/orders"}})
 	if !errors.Is(err, callback.ErrNotAllowed) {
 		t.Fatalf("err = %v, want ErrNotAllowed", err)
 	}

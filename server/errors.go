@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -154,20 +155,43 @@ func classify(err error) *Error {
 		return &Error{Code: CodeCanceled, Message: "the request was canceled", Err: err}
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-		for c, i := range codeInfo {
-			if i.grpc == st.Code() {
-				return &Error{Code: c, Message: st.Message(), Err: err}
-			}
+		if c, ok := codeOfGRPC[st.Code()]; ok {
+			return &Error{Code: c, Message: st.Message(), Err: err}
 		}
 	}
 	return &Error{Code: CodeInternal, Message: "internal error; the server log has the details", Err: err}
 }
 
+// codeOfGRPC turns a gRPC status code that carries no rdq ErrorInfo into
+// one Code. Several Codes share a gRPC code; each gRPC code maps to exactly
+// one of them, always the same: the general code where there is one
+// (Unimplemented → unimplemented, InvalidArgument → invalid_argument), and
+// for FailedPrecondition not_dead, the precondition most operations check.
+var codeOfGRPC = map[codes.Code]Code{
+	codes.InvalidArgument:    CodeInvalidArgument,
+	codes.Unauthenticated:    CodeUnauthenticated,
+	codes.PermissionDenied:   CodePermissionDenied,
+	codes.NotFound:           CodeNotFound,
+	codes.Unimplemented:      CodeUnimplemented,
+	codes.FailedPrecondition: CodeNotDead,
+	codes.ResourceExhausted:  CodePayloadTooLarge,
+	codes.Canceled:           CodeCanceled,
+	codes.DeadlineExceeded:   CodeDeadlineExceeded,
+	codes.Unavailable:        CodeUnavailable,
+	codes.Internal:           CodeInternal,
+}
+
+// storeNames matches the package prefixes of store errors ("pgstore: ",
+// "sqlitestore: ", "rdq/store: "): which store serves the API is not the
+// caller's business.
+var storeNames = regexp.MustCompile(`\b(?:rdq/)?[a-z0-9]*store: `)
+
 // cleanMessage drops the package prefixes of library errors ("client:
-// submit: rdq: invalid input: ") that mean nothing to an API caller.
+// submit: rdq: invalid input: ", "pgstore: ") that mean nothing to an API
+// caller, or tell more than it needs to know.
 func cleanMessage(err error) string {
-	msg := err.Error()
-	for _, p := range []string{"client: submit: ", "client: ", "dlq: ", "rdq: invalid input: ", "rdq/store: "} {
+	msg := storeNames.ReplaceAllString(err.Error(), "")
+	for _, p := range []string{"client: submit: ", "client: ", "dlq: ", "rdq: invalid input: "} {
 		for {
 			i := strings.Index(msg, p)
 			if i < 0 {

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/sqlitestore"
@@ -86,4 +88,76 @@ func ExampleService_Handler() {
 	// 200 application/json true
 	// 403 application/problem+json false
 	// 401 application/problem+json false
+}
+
+// Serving the API for real: an http.Server with timeouts, over a listener
+// that bounds open connections, with the ops endpoints on a listener of
+// their own.
+func ExampleService_APIHandler() {
+	dir, err := os.MkdirTemp("", "rdq-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "rdq.db"), sqlitestore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	tokens, err := server.NewTokens(map[string]*server.Principal{
+		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := server.New(server.Config{Store: st, Auth: tokens, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+
+	serve := func(h http.Handler) (addr string, stop func()) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		limited, err := server.LimitListener(lis, 1024)
+		if err != nil {
+			panic(err)
+		}
+		srv := &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      server.DefaultRequestTimeout + 15*time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); _ = srv.Serve(limited) }()
+		return limited.Addr().String(), func() { _ = srv.Close(); <-done }
+	}
+	api, stopAPI := serve(svc.APIHandler())
+	defer stopAPI()
+	ops, stopOps := serve(svc.OpsHandler())
+	defer stopOps()
+
+	status := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			panic(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	fmt.Println("ops /healthz:", status("http://"+ops+"/healthz"))
+	fmt.Println("api /healthz:", status("http://"+api+"/healthz"))
+	fmt.Println("api /v1/queues without a token:", status("http://"+api+"/v1/queues"))
+	// Output:
+	// ops /healthz: 200
+	// api /healthz: 404
+	// api /v1/queues without a token: 401
 }

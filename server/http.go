@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -50,7 +51,21 @@ const readyTimeout = 5 * time.Second
 // Config.MaxBodyBytes; unknown fields are ignored. Times are RFC 3339,
 // durations whole milliseconds. Errors are RFC 9457 problem documents
 // (application/problem+json) with a stable "code".
-func (s *Service) Handler() http.Handler {
+//
+// To serve the operational endpoints on a listener of their own (one that
+// only the monitoring network reaches, say), serve APIHandler and
+// OpsHandler instead.
+func (s *Service) Handler() http.Handler { return s.handler(true, true) }
+
+// APIHandler returns the /v1 endpoints of Handler, without /healthz,
+// /readyz and /metrics.
+func (s *Service) APIHandler() http.Handler { return s.handler(true, false) }
+
+// OpsHandler returns the operational endpoints of Handler (/healthz,
+// /readyz and /metrics) alone.
+func (s *Service) OpsHandler() http.Handler { return s.handler(false, true) }
+
+func (s *Service) handler(api, ops bool) http.Handler {
 	mux := http.NewServeMux()
 	routes := []struct {
 		method, path, name string
@@ -70,6 +85,9 @@ func (s *Service) Handler() http.Handler {
 		{"POST", "/v1/queues:resume", "ResumeQueue", s.restResume},
 	}
 	for _, rt := range routes {
+		if !api {
+			break
+		}
 		mux.Handle(rt.method+" "+rt.path, s.api(rt.name, rt.fn))
 		allow := rt.method
 		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
@@ -77,6 +95,17 @@ func (s *Service) Handler() http.Handler {
 			writeProblem(w, r, errorf(CodeMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, r.URL.Path, allow)))
 		})
 	}
+	if ops {
+		s.opsRoutes(mux)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, errorf(CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
+	})
+	return mux
+}
+
+// opsRoutes adds /healthz, /readyz and /metrics to mux.
+func (s *Service) opsRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -93,10 +122,6 @@ func (s *Service) Handler() http.Handler {
 	if s.gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, errorf(CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)))
-	})
-	return mux
 }
 
 // api wraps one REST method: timeout, trace context, authentication,
@@ -111,6 +136,16 @@ func (s *Service) api(name string, fn func(ctx context.Context, r *http.Request)
 
 		var out any
 		ctx, err := s.authenticate(ctx, r.Header.Get("Authorization"))
+		if err == nil && r.Method == http.MethodPost {
+			// The body, and what is decoded from it, live until fn
+			// returns: hold a place for them meanwhile.
+			select {
+			case s.bodies <- struct{}{}:
+				defer func() { <-s.bodies }()
+			case <-ctx.Done():
+				err = errorf(CodeUnavailable, "the server is handling as many request bodies as it may; retry later")
+			}
+		}
 		if err == nil {
 			out, err = fn(ctx, r)
 		}
@@ -158,23 +193,38 @@ func (s *Service) writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 }
 
-// readBody reads a JSON request body within the size limit.
-func (s *Service) readBody(r *http.Request) ([]byte, error) {
+// bodyReader checks the request's content type and returns its body,
+// limited to the size limit.
+func (s *Service) bodyReader(r *http.Request) (io.Reader, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return nil, errorf(CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody))
-		}
-		return nil, &Error{Code: CodeInvalidArgument, Message: "reading the request body: " + err.Error(), Err: err}
+	return http.MaxBytesReader(nil, r.Body, s.maxBody), nil
+}
+
+// readError turns an error reading a request body into an API error.
+func (s *Service) readError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody))
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	return &Error{Code: CodeInvalidArgument, Message: "reading the request body: " + err.Error(), Err: err}
+}
+
+// readBody reads a JSON request body within the size limit.
+func (s *Service) readBody(r *http.Request) ([]byte, error) {
+	rd, err := s.bodyReader(r)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(rd)
+	if err != nil {
+		return nil, s.readError(err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, errorf(CodeInvalidArgument, "the request body is empty; send a JSON object")
 	}
 	return body, nil
@@ -191,6 +241,14 @@ func (s *Service) decodeJSON(r *http.Request, dst any) error {
 
 func unmarshalJSON(body []byte, dst any) error {
 	if err := json.Unmarshal(body, dst); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// jsonError describes a JSON decoding error for the caller.
+func jsonError(err error) error {
+	{
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
 		switch {
@@ -205,7 +263,6 @@ func unmarshalJSON(body []byte, dst any) error {
 		}
 		return &Error{Code: CodeInvalidArgument, Message: "request body: " + err.Error(), Err: err}
 	}
-	return nil
 }
 
 func jsonKind(goKind string) string {
@@ -336,8 +393,13 @@ func specFromEnvelope(raw []byte) (*rdqv1.TaskSpec, error) {
 	var extra struct {
 		FirstFailure *restFailure `json:"first_failure"`
 	}
-	if err := unmarshalJSON(raw, &extra); err != nil {
-		return nil, err
+	// The envelope is decoded once; the document is read again only if
+	// it may hold a first_failure member (Go's decoder matches member
+	// names case-insensitively, and a name may be written with escapes).
+	if mayHoldMember(raw, "first_failure") {
+		if err := unmarshalJSON(raw, &extra); err != nil {
+			return nil, err
+		}
 	}
 	spec := &rdqv1.TaskSpec{
 		Version:        rdq.EnvelopeVersion,
@@ -353,6 +415,23 @@ func specFromEnvelope(raw []byte) (*rdqv1.TaskSpec, error) {
 		spec.FirstFailure = &rdqv1.FailureSpec{ErrorType: ff.ErrorType, Message: ff.Message}
 	}
 	return spec, nil
+}
+
+// mayHoldMember reports whether the JSON document raw may have a member
+// called name (lowercase ASCII letters and '_'): true if name occurs in
+// it, ignoring ASCII case, or if it holds an escape sequence or a non-ASCII
+// byte that a decoder could fold onto one of name's letters. false is
+// certain; true may be wrong.
+func mayHoldMember(raw []byte, name string) bool {
+	n := len(name)
+	for i := 0; i+n <= len(raw); i++ {
+		if raw[i]|0x20 == name[0] && bytes.EqualFold(raw[i:i+n], []byte(name)) {
+			return true
+		}
+	}
+	// "\u0066irst_failure", and the Unicode letters Go's decoder folds
+	// onto 's' and 'k' (U+017F, U+212A).
+	return bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte("\u017f")) || bytes.Contains(raw, []byte("\u212a"))
 }
 
 type restSubmitResponse struct {
@@ -387,29 +466,9 @@ type restSubmitResult struct {
 }
 
 func (s *Service) restSubmitBatch(ctx context.Context, r *http.Request) (any, error) {
-	var req struct {
-		Tasks []json.RawMessage `json:"tasks"`
-	}
-	if err := s.decodeJSON(r, &req); err != nil {
+	specs, results, index, err := s.decodeBatch(r)
+	if err != nil {
 		return nil, err
-	}
-	if len(req.Tasks) > MaxBatch {
-		return nil, errorf(CodeInvalidArgument, fmt.Sprintf("a batch holds at most %d tasks; this one has %d", MaxBatch, len(req.Tasks)))
-	}
-	results := make([]restSubmitResult, len(req.Tasks))
-	var (
-		specs []*rdqv1.TaskSpec
-		index []int
-	)
-	for i, raw := range req.Tasks {
-		spec, err := specFromEnvelope(raw)
-		if err != nil {
-			e := classify(err)
-			results[i].Error = &restError{Code: string(e.Code), Message: e.Message}
-			continue
-		}
-		specs = append(specs, spec)
-		index = append(index, i)
 	}
 	if len(specs) > 0 {
 		res, err := s.SubmitBatch(ctx, &rdqv1.SubmitBatchRequest{Tasks: specs})
@@ -429,6 +488,93 @@ func (s *Service) restSubmitBatch(ctx context.Context, r *http.Request) (any, er
 		}
 	}
 	return map[string]any{"results": results}, nil
+}
+
+// decodeBatch reads a {"tasks": [envelope, ...]} body as a stream: each
+// envelope is decoded once, as it arrives, and the body is never held
+// whole. It returns the valid tasks, a result per envelope (with the error
+// of each invalid one) and, for each valid task, the index of its result.
+func (s *Service) decodeBatch(r *http.Request) (specs []*rdqv1.TaskSpec, results []restSubmitResult, index []int, err error) {
+	rd, err := s.bodyReader(r)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dec := json.NewDecoder(rd)
+	fail := func(err error) error {
+		var mbe *http.MaxBytesError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &mbe):
+			return s.readError(err)
+		case errors.Is(err, io.EOF):
+			return errorf(CodeInvalidArgument, `the request body is empty or cut short; send {"tasks": [...]}`)
+		case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se):
+			return jsonError(err)
+		}
+		return s.readError(err)
+	}
+	if tok, err := dec.Token(); err != nil {
+		return nil, nil, nil, fail(err)
+	} else if tok != json.Delim('{') {
+		return nil, nil, nil, errorf(CodeInvalidArgument, `the body must be a JSON object: {"tasks": [...]}`)
+	}
+	seen := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, nil, fail(err)
+		}
+		if tok != "tasks" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, nil, nil, fail(err)
+			}
+			continue
+		}
+		if seen {
+			return nil, nil, nil, errorf(CodeInvalidArgument, `the body has two "tasks" members; send one`)
+		}
+		seen = true
+		if tok, err := dec.Token(); err != nil {
+			return nil, nil, nil, fail(err)
+		} else if tok != json.Delim('[') {
+			return nil, nil, nil, errorf(CodeInvalidArgument, "tasks: want a JSON array of task envelopes")
+		}
+		for dec.More() {
+			if len(results) == MaxBatch {
+				return nil, nil, nil, errorf(CodeInvalidArgument, fmt.Sprintf("a batch holds at most %d tasks; this one has more", MaxBatch))
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, nil, nil, fail(err)
+			}
+			results = append(results, restSubmitResult{})
+			spec, err := specFromEnvelope(raw)
+			if err != nil {
+				e := classify(err)
+				results[len(results)-1].Error = &restError{Code: string(e.Code), Message: e.Message}
+				continue
+			}
+			specs = append(specs, spec)
+			index = append(index, len(results)-1)
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return nil, nil, nil, fail(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, nil, nil, fail(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return nil, nil, nil, errorf(CodeInvalidArgument, "the body holds more than one JSON value")
+		}
+		return nil, nil, nil, fail(err)
+	}
+	if results == nil {
+		results = []restSubmitResult{}
+	}
+	return specs, results, index, nil
 }
 
 func (s *Service) restGetTask(ctx context.Context, r *http.Request) (any, error) {

@@ -5,9 +5,27 @@
 // Prometheus metrics.
 //
 //	svc, err := server.New(server.Config{Store: st, Auth: tokens})
-//	http.ListenAndServe(":8080", svc.Handler())      // REST, /healthz, /readyz, /metrics
-//	g := svc.NewGRPCServer()                          // gRPC, same methods
-//	g.Serve(lis)
+//	...
+//	srv := &http.Server{ // REST, /healthz, /readyz, /metrics
+//		Handler:           svc.Handler(),
+//		ReadHeaderTimeout: 10 * time.Second,
+//		ReadTimeout:       30 * time.Second,
+//		WriteTimeout:      server.DefaultRequestTimeout + 15*time.Second,
+//		IdleTimeout:       2 * time.Minute,
+//		MaxHeaderBytes:    64 << 10,
+//	}
+//	lis, err := net.Listen("tcp", ":8080")
+//	...
+//	lis, err = server.LimitListener(lis, 1024) // bound open connections
+//	...
+//	go srv.Serve(lis)
+//	g := svc.NewGRPCServer() // gRPC, same methods, on a listener of its own
+//	go g.Serve(grpcLis)
+//
+// Never serve the API with http.ListenAndServe: a server without timeouts
+// lets any client hold a connection (and its memory) for as long as it
+// likes. To keep /healthz, /readyz and /metrics off the API's listener,
+// serve APIHandler and OpsHandler on two servers.
 //
 // Tasks are submitted through package client (so the caller's W3C trace
 // context, taken from the request, travels in the task's headers and the
@@ -17,6 +35,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +67,10 @@ const (
 	// Config.MaxBodyBytes is zero: room for one maximal task, or a batch
 	// of smaller ones.
 	DefaultMaxBodyBytes = 4 << 20
+	// DefaultMaxConcurrentBodies bounds the REST requests whose bodies
+	// are being read and handled at once when Config.MaxConcurrentBodies
+	// is zero.
+	DefaultMaxConcurrentBodies = 16
 	// DefaultRequestTimeout bounds one request when Config.RequestTimeout
 	// is zero.
 	DefaultRequestTimeout = time.Minute
@@ -78,8 +101,9 @@ type Config struct {
 	// rdq_server_submitted_total{queue}, rdq_server_requests_total{method,
 	// code}, the DLQ's counters (rdq_dlq_redriven_total, ...) and, when
 	// the store implements store.Admin, per-queue gauges read from
-	// Admin.Stats at every scrape (rdq_queue_tasks{queue,status},
-	// rdq_queue_oldest_due_age_seconds{queue}).
+	// Admin.Stats at most once per StatsInterval whatever the number of
+	// scrapers (rdq_queue_tasks{queue,status},
+	// rdq_queue_oldest_due_age_seconds{queue}; see StatsCollector).
 	Metrics prometheus.Registerer
 	// Gatherer, if set, is served at /metrics by Handler.
 	Gatherer prometheus.Gatherer
@@ -96,6 +120,13 @@ type Config struct {
 	// MaxBodyBytes bounds a REST request body and a gRPC message; zero
 	// means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxConcurrentBodies bounds the REST requests with a body (the
+	// POSTs) handled at once, so that memory stays within about
+	// MaxConcurrentBodies × a few × MaxBodyBytes however many clients
+	// send at once. A request that finds no room waits for it, until its
+	// timeout ends it with unavailable (503). Zero means
+	// DefaultMaxConcurrentBodies.
+	MaxConcurrentBodies int
 	// RequestTimeout bounds each request; zero means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -120,6 +151,7 @@ type Service struct {
 	ready      func(ctx context.Context) error
 	gatherer   prometheus.Gatherer
 	maxBody    int64
+	bodies     chan struct{} // a token per REST body being handled
 	timeout    time.Duration
 	m          *metrics
 }
@@ -134,8 +166,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Auth == nil {
 		return nil, fmt.Errorf("%w: server: Config.Auth is nil: every request needs a bearer token", rdq.ErrInvalid)
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("%w: server: MaxBodyBytes and RequestTimeout must not be negative", rdq.ErrInvalid)
+	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 || cfg.MaxConcurrentBodies < 0 {
+		return nil, fmt.Errorf("%w: server: MaxBodyBytes, MaxConcurrentBodies and RequestTimeout must not be negative", rdq.ErrInvalid)
 	}
 	for q, hs := range cfg.Queues {
 		if err := rdq.ValidateName("queue", q); err != nil {
@@ -175,6 +207,7 @@ func New(cfg Config) (*Service, error) {
 	if s.timeout == 0 {
 		s.timeout = DefaultRequestTimeout
 	}
+	s.bodies = make(chan struct{}, cmp.Or(cfg.MaxConcurrentBodies, DefaultMaxConcurrentBodies))
 	if s.ready == nil {
 		s.ready = s.probeStore
 	}
@@ -350,7 +383,7 @@ func (s *Service) Submit(ctx context.Context, req *rdqv1.SubmitRequest) (*rdqv1.
 	if !res.Duplicate {
 		s.m.submitted(t.Queue, 1)
 	}
-	return &rdqv1.SubmitResponse{Task: TaskToProto(res.Task, true), Duplicate: res.Duplicate}, nil
+	return &rdqv1.SubmitResponse{Task: taskForCaller(p, res.Task, true), Duplicate: res.Duplicate}, nil
 }
 
 // SubmitBatch implements rdqv1.RdqServiceServer. Items that are invalid or
@@ -394,7 +427,7 @@ func (s *Service) SubmitBatch(ctx context.Context, req *rdqv1.SubmitBatchRequest
 			return nil, s.fail(ctx, method, fmt.Errorf("client returned %d results for %d tasks", len(res), len(tasks)))
 		}
 		for j, r := range res {
-			out.Results[index[j]] = &rdqv1.SubmitResult{Task: TaskToProto(r.Task, true), Duplicate: r.Duplicate}
+			out.Results[index[j]] = &rdqv1.SubmitResult{Task: taskForCaller(p, r.Task, true), Duplicate: r.Duplicate}
 			if !r.Duplicate {
 				s.m.submitted(r.Task.Queue, 1)
 			}
@@ -414,7 +447,13 @@ func (s *Service) GetTask(ctx context.Context, req *rdqv1.GetTaskRequest) (*rdqv
 	if err != nil {
 		return nil, s.fail(ctx, method, err)
 	}
-	return &rdqv1.GetTaskResponse{Task: TaskToProto(t, true), History: attemptsToProto(attempts)}, nil
+	history := attemptsToProto(attempts)
+	if !p.Can(RoleOperator, t.Queue) {
+		for _, a := range history {
+			a.WorkerId = ""
+		}
+	}
+	return &rdqv1.GetTaskResponse{Task: taskForCaller(p, t, true), History: history}, nil
 }
 
 func (s *Service) getTask(ctx context.Context, p *Principal, role Role, rawID string) (*rdq.Task, []rdq.Attempt, error) {
@@ -423,13 +462,47 @@ func (s *Service) getTask(ctx context.Context, p *Principal, role Role, rawID st
 		return nil, nil, err
 	}
 	t, attempts, err := s.store.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, notFound(id, err)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("task %s: %w", id, err)
 	}
-	if !p.Can(role, t.Queue) {
-		return nil, nil, denied(p, role, t.Queue)
+	if err := authzTask(p, role, t); err != nil {
+		return nil, nil, err
 	}
 	return t, attempts, nil
+}
+
+// notFound is the error for task id that does not exist, or that the
+// caller may not know about.
+func notFound(id rdq.ID, cause error) *Error {
+	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("task %s not found", id), Err: cause}
+}
+
+// authzTask checks that p holds role on t's queue. A caller without any
+// role there gets not_found, exactly as for a task that does not exist, so
+// that task IDs do not reveal which tasks (and queues) exist outside its
+// grants; a caller with a lesser role gets permission_denied.
+func authzTask(p *Principal, role Role, t *rdq.Task) error {
+	if !p.Can(RoleSubmitter, t.Queue) {
+		return notFound(t.ID, nil)
+	}
+	if !p.Can(role, t.Queue) {
+		return denied(p, role, t.Queue)
+	}
+	return nil
+}
+
+// taskForCaller renders t for p: the lease owner (a worker's identity,
+// which says where work runs) is shown only to operators of the queue, as
+// are the worker IDs of its attempts (GetTask).
+func taskForCaller(p *Principal, t *rdq.Task, withPayload bool) *rdqv1.Task {
+	pt := TaskToProto(t, withPayload)
+	if !p.Can(RoleOperator, t.Queue) {
+		pt.LeaseOwner = ""
+	}
+	return pt
 }
 
 // ListDead implements rdqv1.RdqServiceServer.
@@ -548,8 +621,8 @@ func (s *Service) authzSelection(ctx context.Context, p *Principal, role Role, s
 			return err
 		}
 		for _, t := range page.Tasks {
-			if !p.Can(role, t.Queue) {
-				return denied(p, role, t.Queue)
+			if err := authzTask(p, role, t); err != nil {
+				return err
 			}
 			seen[t.ID] = true
 		}
@@ -569,8 +642,10 @@ func (s *Service) authzSelection(ctx context.Context, p *Principal, role Role, s
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return err
-		case !p.Can(role, t.Queue):
-			return denied(p, role, t.Queue)
+		default:
+			if err := authzTask(p, role, t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -797,6 +872,9 @@ func (s *Service) pauseOrResume(ctx context.Context, method, queue, reason strin
 	}
 	if !p.Can(RoleAdmin, queue) {
 		return denied(p, RoleAdmin, queue)
+	}
+	if err := dlq.ValidateReason(reason); err != nil {
+		return s.fail(ctx, method, err)
 	}
 	if s.pauser == nil {
 		return errorf(CodeUnimplemented, "the store cannot pause queues (it does not implement store.Pauser)")

@@ -264,6 +264,7 @@ func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (sto
 		}
 		return s.audit(ctx, tx, now, auditRecord{
 			actor: p.Actor, action: "redrive", filter: filter, count: res.Redriven, reason: p.Reason,
+			details: store.RedriveDetails(p),
 		})
 	})
 	if err != nil {

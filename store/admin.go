@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/srjn45/rdq"
@@ -143,6 +144,18 @@ type RedriveDeadParams struct {
 	Reason  string
 	// Now overrides the store's clock; nil in production.
 	Now *time.Time
+}
+
+// RedriveDetails returns the audit details of a bulk redrive (the Details
+// of the "redrive" entry RedriveDead writes): "delay" and "spread" as Go
+// durations ("1m30s"), "max_life" as a decimal number, "0" for no cap. Every
+// store records them alike, so an operator can see how a redrive was paced.
+func RedriveDetails(p RedriveDeadParams) map[string]string {
+	return map[string]string{
+		"delay":    p.Delay.String(),
+		"spread":   p.Spread.String(),
+		"max_life": strconv.Itoa(max(p.MaxLife, 0)),
+	}
 }
 
 // RedriveDeadResult reports one RedriveDead call.

@@ -404,6 +404,7 @@ func testRedriveDead(t *testing.T, e *env) {
 	for _, en := range entries {
 		sum += en.Count
 		eq(t, "audit Reason", en.Reason, "bug 123 fixed")
+		eqHeaders(t, "audit Details", en.Details, map[string]string{"delay": "10s", "spread": "20s", "max_life": "1"})
 		checkFilterJSON(t, "bulk redrive", en)
 	}
 	eq(t, "audit counts summed", sum, total)

@@ -433,7 +433,7 @@ func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (
 		}
 	}
 	if res.Redriven > 0 {
-		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason})
+		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason, Details: store.RedriveDetails(p)})
 	}
 	return res, nil
 }

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/callback"
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/worker"
 )
@@ -17,6 +23,12 @@ type config struct {
 	// Listen and GRPCListen are the REST and gRPC addresses.
 	Listen     string `json:"listen"`
 	GRPCListen string `json:"grpc_listen"`
+	// OpsListen, if set, is a separate address for /healthz, /readyz and
+	// /metrics, which then leave the REST address.
+	OpsListen string `json:"ops_listen"`
+	// MaxConnections bounds the open connections of each listener; zero
+	// means 1024.
+	MaxConnections int `json:"max_connections"`
 	// DatabaseURL selects the store: postgres://... for PostgreSQL, a file
 	// path or sqlite:PATH for the embedded store. RDQ_DATABASE_URL, when
 	// set, wins; empty means the embedded store in rdq-server.db.
@@ -32,10 +44,16 @@ type config struct {
 	DemoReceiver string `json:"demo_receiver"`
 
 	Callback struct {
-		Secret    string   `json:"secret"`
-		SecretEnv string   `json:"secret_env"`
-		Allow     []string `json:"allow"`
-		Timeout   duration `json:"timeout"`
+		// Secret (or the variable SecretEnv names) signs the callbacks of
+		// queues without a secret of their own: raw, or "whsec_" + base64.
+		Secret    string `json:"secret"`
+		SecretEnv string `json:"secret_env"`
+		// Allow lists the hosts and URL prefixes callbacks may target.
+		Allow []string `json:"allow"`
+		// AllowAddrs lists the internal addresses or CIDR prefixes
+		// (loopback, private, link-local) callbacks may connect to.
+		AllowAddrs []string `json:"allow_addrs"`
+		Timeout    duration `json:"timeout"`
 	} `json:"callback"`
 
 	Queues map[string]queueConfig `json:"queues"`
@@ -54,6 +72,10 @@ type config struct {
 type queueConfig struct {
 	// URL is the callback every task of the queue is POSTed to.
 	URL string `json:"url"`
+	// Secret (or the variable SecretEnv names) signs this queue's
+	// callbacks; empty means the callback section's secret.
+	Secret    string `json:"secret"`
+	SecretEnv string `json:"secret_env"`
 	// Handlers are the handler names tasks of the queue may name.
 	Handlers       []string `json:"handlers"`
 	MaxAttempts    int      `json:"max_attempts"`
@@ -100,15 +122,103 @@ func loadConfig(path string) (*config, error) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return nil, errors.New("set both tls_cert_file and tls_key_file, or neither")
 	}
-	if len(c.Queues) == 0 {
-		return nil, errors.New("no queues configured")
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 1024
 	}
-	for name, q := range c.Queues {
-		if len(q.Handlers) == 0 {
-			return nil, fmt.Errorf("queue %s: list the handler names its tasks may use", name)
-		}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &c, nil
+}
+
+// validate checks everything the server is built from, so that a mistake
+// in the file is an error naming it rather than a failure (or a panic)
+// later on.
+func (c *config) validate() error {
+	var errs []error
+	if c.MaxConnections < 0 {
+		errs = append(errs, errors.New("max_connections must not be negative"))
+	}
+	if c.Callback.Timeout < 0 {
+		errs = append(errs, errors.New("callback.timeout must not be negative"))
+	}
+	if len(c.Queues) == 0 {
+		errs = append(errs, errors.New("no queues configured"))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		q := c.Queues[name]
+		if err := rdq.ValidateName("queue", name); err != nil {
+			errs = append(errs, fmt.Errorf("queues: %w", err))
+			continue
+		}
+		if q.URL == "" {
+			errs = append(errs, fmt.Errorf("queue %s: url is empty: give the callback URL its tasks are POSTed to", name))
+		}
+		if len(q.Handlers) == 0 {
+			errs = append(errs, fmt.Errorf("queue %s: list the handler names its tasks may use", name))
+		}
+		for _, h := range q.Handlers {
+			if err := rdq.ValidateName("handler", h); err != nil {
+				errs = append(errs, fmt.Errorf("queue %s: handlers: %w", name, err))
+			}
+		}
+		if q.Concurrency < 0 || q.Timeout < 0 {
+			errs = append(errs, fmt.Errorf("queue %s: concurrency and timeout must not be negative", name))
+		}
+		if err := c.workerQueues()[name].Policy.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("queue %s: %w", name, err))
+		}
+	}
+	if len(c.Principals) == 0 {
+		errs = append(errs, errors.New("no principals configured: nobody could call the API"))
+	}
+	if _, err := c.tokens(); err != nil {
+		errs = append(errs, fmt.Errorf("principals: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// placeholder reports whether a secret is a sample value to be replaced,
+// such as the "change-me" tokens of config.json.
+func placeholder(secret string) bool {
+	s := strings.ToLower(secret)
+	return strings.Contains(s, "change-me") || strings.Contains(s, "changeme") || strings.Contains(s, "change_me")
+}
+
+// placeholders lists the secrets in use that are sample values: the
+// callback secrets and the tokens whose configured value (or environment
+// variable) still holds a placeholder.
+func (c *config) placeholders() []string {
+	var out []string
+	if placeholder(secret(c.Callback.Secret, c.Callback.SecretEnv)) {
+		out = append(out, "callback.secret (set "+cmp.Or(c.Callback.SecretEnv, "callback.secret")+")")
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
+		q := c.Queues[name]
+		if placeholder(secret(q.Secret, q.SecretEnv)) {
+			out = append(out, fmt.Sprintf("queue %s secret (set %s)", name, cmp.Or(q.SecretEnv, "its secret")))
+		}
+	}
+	for _, p := range c.Principals {
+		if placeholder(secret(p.Token, p.TokenEnv)) {
+			out = append(out, fmt.Sprintf("the token of %s (set %s)", p.Name, cmp.Or(p.TokenEnv, "its token")))
+		}
+	}
+	return out
+}
+
+// checkSecrets refuses sample secrets unless dev is set, in which case it
+// only warns.
+func (c *config) checkSecrets(dev bool, log *slog.Logger) error {
+	weak := c.placeholders()
+	if len(weak) == 0 {
+		return nil
+	}
+	if dev {
+		log.Warn("DEVELOPMENT MODE: sample secrets in use; anyone who read config.json can call this server", "secrets", strings.Join(weak, "; "))
+		return nil
+	}
+	return fmt.Errorf("refusing to start with sample secrets: %s. Set real ones (at least 16 random bytes each), or pass -dev to try the sample on this machine", strings.Join(weak, "; "))
 }
 
 // secret returns the value of envName if set, else literal.
@@ -140,6 +250,19 @@ func (c *config) tokens() (*server.Tokens, error) {
 		m[tok] = pr
 	}
 	return server.NewTokens(m)
+}
+
+// targets returns the callback target of each queue.
+func (c *config) targets() map[string]callback.Target {
+	out := make(map[string]callback.Target, len(c.Queues))
+	for name, q := range c.Queues {
+		t := callback.Target{URL: q.URL}
+		if s := secret(q.Secret, q.SecretEnv); s != "" {
+			t.Secret = []byte(s)
+		}
+		out[name] = t
+	}
+	return out
 }
 
 // workerQueues returns the worker's per-queue configuration.

@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,14 +47,76 @@ func TestSampleConfig(t *testing.T) {
 	if err := q.Policy.Validate(); err != nil {
 		t.Error(err)
 	}
-	caller, err := callback.New(callback.Config{Secret: []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)), Allow: cfg.Callback.Allow})
+	caller, err := callback.New(callback.Config{Secret: []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)), Allow: cfg.Callback.Allow, AllowAddrs: cfg.Callback.AllowAddrs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer caller.Close()
-	for name, q := range cfg.Queues {
-		if err := caller.Check(q.URL); err != nil {
-			t.Errorf("queue %s: %v", name, err)
+	if _, err := caller.Router(cfg.targets()); err != nil {
+		t.Error(err)
+	}
+}
+
+// Mistakes in the configuration are errors that name them, never a panic
+// when the server is built.
+func TestConfigMistakesAreErrors(t *testing.T) {
+	sample, err := os.ReadFile("config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct{ from, to, want string }{
+		"handler typo":     {`"handlers": ["send"]`, `"handlers": ["se nd"]`, `queue emails: handlers: rdq: invalid input: handler name "se nd"`},
+		"queue name":       {`"emails": {`, `"e mails": {`, `queue name "e mails"`},
+		"no url":           {`"url": "http://127.0.0.1:9000/hooks/emails",`, ``, "queue emails: url is empty"},
+		"negative workers": {`"concurrency": 2`, `"concurrency": -2`, "queue emails: concurrency and timeout must not be negative"},
+		"bad policy":       {`"max_attempts": 5`, `"max_attempts": -5`, "queue emails:"},
+		"unknown role":     {`"role": "operator"`, `"role": "root"`, `principals: principal oncall: rdq: invalid input: role "root"`},
+		"bad grant":        {`{"queue": "*", "role": "operator"}`, `{"queue": "a b", "role": "operator"}`, "principals:"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(string(sample), tc.from) {
+				t.Fatalf("config.json lacks %s", tc.from)
+			}
+			path := filepath.Join(t.TempDir(), "config.json")
+			if err := os.WriteFile(path, []byte(strings.Replace(string(sample), tc.from, tc.to, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := loadConfig(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The sample's change-me secrets are refused unless -dev is given.
+func TestSampleSecretsNeedDevMode(t *testing.T) {
+	for _, v := range []string{"RDQ_DATABASE_URL", "RDQ_CALLBACK_SECRET", "RDQ_TOKEN_SHOP", "RDQ_TOKEN_ONCALL", "RDQ_TOKEN_ROOT"} {
+		t.Setenv(v, "")
+	}
+	cfg, err := loadConfig("config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	err = cfg.checkSecrets(false, log)
+	if err == nil {
+		t.Fatal("the sample secrets were accepted without -dev")
+	}
+	for _, want := range []string{"callback.secret (set RDQ_CALLBACK_SECRET)", "the token of shop (set RDQ_TOKEN_SHOP)", "the token of oncall", "the token of root", "-dev"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+	if err := cfg.checkSecrets(true, log); err != nil {
+		t.Errorf("-dev: %v", err)
+	}
+	t.Setenv("RDQ_CALLBACK_SECRET", "a-real-callback-secret-0123456789")
+	t.Setenv("RDQ_TOKEN_SHOP", "a-real-token-for-the-shop-0123")
+	t.Setenv("RDQ_TOKEN_ONCALL", "a-real-token-for-oncall-0123")
+	t.Setenv("RDQ_TOKEN_ROOT", "a-real-token-for-root-0123456")
+	if err := cfg.checkSecrets(false, log); err != nil {
+		t.Errorf("real secrets from the environment: %v", err)
 	}
 }

@@ -5,12 +5,18 @@
 // auth, metrics), package callback (signed HTTP callbacks), package worker
 // and a store.
 //
-//	go run ./examples/rdq-server                         # sample config, embedded store
+//	go run ./examples/rdq-server -dev                    # sample config, embedded store
 //	RDQ_DATABASE_URL=postgres://... go run ./examples/rdq-server -config my.json
 //
-// Endpoints: REST and /healthz, /readyz, /metrics on "listen"; gRPC on
-// "grpc_listen" (a separate port, so each protocol keeps its own server,
-// limits and timeouts). With tls_cert_file and tls_key_file both serve TLS.
+// The sample config.json holds "change-me" tokens and callback secret,
+// which anyone can read: the server refuses to start with them unless -dev
+// is given (set real ones through the *_env variables the file names).
+//
+// Endpoints: REST and /healthz, /readyz, /metrics on "listen" (or the last
+// three on "ops_listen" when it is set); gRPC on "grpc_listen" (a separate
+// port, so each protocol keeps its own server, limits and timeouts). Each
+// listener keeps at most "max_connections" connections open. With
+// tls_cert_file and tls_key_file REST and gRPC serve TLS.
 // SIGINT or SIGTERM stops intake, lets running callbacks finish (up to
 // -grace) and exits.
 package main
@@ -47,22 +53,26 @@ func main() {
 	cfgPath := flag.String("config", "examples/rdq-server/config.json", "configuration file (JSON)")
 	grace := flag.Duration("grace", 30*time.Second, "how long running callbacks may finish at shutdown")
 	verbose := flag.Bool("v", false, "log at debug level")
+	dev := flag.Bool("dev", false, "development mode: accept the sample change-me tokens and secrets")
 	flag.Parse()
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(*cfgPath, *grace, log); err != nil {
+	if err := run(*cfgPath, *grace, *dev, log); err != nil {
 		log.Error("rdq-server failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
+func run(cfgPath string, grace time.Duration, dev bool, log *slog.Logger) error {
 	cfg, err := loadConfig(cfgPath)
 	if err != nil {
 		return fmt.Errorf("loading the configuration: %w", err)
+	}
+	if err := cfg.checkSecrets(dev, log); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -76,19 +86,19 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 	// Callbacks: one router sends each task to its queue's URL; the
 	// worker runs it under every handler name the queues declare.
 	caller, err := callback.New(callback.Config{
-		Secret:  []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)),
-		Allow:   cfg.Callback.Allow,
-		Timeout: time.Duration(cfg.Callback.Timeout),
+		Secret:     []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)),
+		Allow:      cfg.Callback.Allow,
+		AllowAddrs: cfg.Callback.AllowAddrs,
+		Timeout:    time.Duration(cfg.Callback.Timeout),
 	})
 	if err != nil {
 		return err
 	}
 	defer caller.Close()
-	targets := map[string]string{}
+	targets := cfg.targets()
 	served := map[string][]string{}
 	var handlers []string
 	for name, q := range cfg.Queues {
-		targets[name] = q.URL
 		served[name] = q.Handlers
 		handlers = append(handlers, q.Handlers...)
 	}
@@ -142,10 +152,15 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 		}
 	}()
 
-	// REST on one listener, gRPC on another.
+	// REST on one listener, gRPC on another, and the ops endpoints on a
+	// third if so configured.
+	handler := svc.Handler()
+	if cfg.OpsListen != "" {
+		handler = svc.APIHandler()
+	}
 	httpSrv := &http.Server{
 		Addr:              cfg.Listen,
-		Handler:           svc.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      server.DefaultRequestTimeout + 15*time.Second,
@@ -163,17 +178,45 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 		grpcOpts = append(grpcOpts, grpc.Creds(creds))
 	}
 	grpcSrv := svc.NewGRPCServer(grpcOpts...)
-	reflection.Register(grpcSrv) // lets grpcurl discover rdq.v1 without the .proto file
-	httpLis, err := net.Listen("tcp", cfg.Listen)
+	// Reflection lets grpcurl discover rdq.v1 without the .proto file; like
+	// every call but health checks, it needs a bearer token.
+	reflection.Register(grpcSrv)
+	httpLis, err := listen(cfg.Listen, cfg.MaxConnections)
 	if err != nil {
 		return err
 	}
-	grpcLis, err := net.Listen("tcp", cfg.GRPCListen)
+	grpcLis, err := listen(cfg.GRPCListen, cfg.MaxConnections)
 	if err != nil {
 		return errors.Join(err, httpLis.Close())
 	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
+	if cfg.OpsListen != "" {
+		opsLis, err := listen(cfg.OpsListen, cfg.MaxConnections)
+		if err != nil {
+			return errors.Join(err, httpLis.Close(), grpcLis.Close())
+		}
+		opsSrv := &http.Server{
+			Handler:           svc.OpsHandler(),
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		go func() {
+			if err := opsSrv.Serve(opsLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		defer func() {
+			if err := opsSrv.Close(); err != nil {
+				log.Error("stopping the ops server", "error", err)
+			}
+		}()
+		log.Info("ops endpoints serving", "addr", opsLis.Addr().String())
+	}
 	go func() {
 		var err error
 		if tlsOn {
@@ -209,6 +252,19 @@ func run(cfgPath string, grace time.Duration, log *slog.Logger) error {
 		grpcSrv.Stop()
 	}
 	return serveErr
+}
+
+// listen listens on addr, keeping at most max connections open.
+func listen(addr string, max int) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	limited, err := server.LimitListener(lis, max)
+	if err != nil {
+		return nil, errors.Join(err, lis.Close())
+	}
+	return limited, nil
 }
 
 // openStore opens the store url names (rdq's default SQLite file when it is

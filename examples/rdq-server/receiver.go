@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,14 +22,14 @@ func startDemoReceiver(addr string, secret []byte, log *slog.Logger) (stop func(
 		return nil, err
 	}
 	h := callback.VerifyHandler(secret, 5*time.Minute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, "reading the body", http.StatusBadRequest)
+		m, ok := callback.MessageFrom(r.Context())
+		if !ok {
+			http.Error(w, "no verified message", http.StatusInternalServerError)
 			return
 		}
-		attrs := []any{"task_id", r.Header.Get(callback.HeaderTaskID), "queue", r.Header.Get(callback.HeaderQueue),
-			"handler", r.Header.Get(callback.HeaderHandler), "attempt", r.Header.Get(callback.HeaderAttempt)}
-		if bytes.Contains(bytes.ReplaceAll(body, []byte(" "), nil), []byte(`"fail":true`)) {
+		d := m.Data
+		attrs := []any{"task_id", d.ID, "queue", d.Queue, "handler", d.Handler, "attempt", d.Attempt}
+		if bytes.Contains(bytes.ReplaceAll(d.Body(), []byte(" "), nil), []byte(`"fail":true`)) {
 			log.Info("demo receiver: failing on request", attrs...)
 			http.Error(w, "demo receiver: the payload asked to fail", http.StatusInternalServerError)
 			return
