@@ -801,3 +801,36 @@ func TestInternalAddresses(t *testing.T) {
 		}
 	}
 }
+
+// Each target signs with its own secret, or Config.Secret; a target with
+// neither is refused at registration.
+func TestTargetSecrets(t *testing.T) {
+	c, err := New(Config{Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Handler(Target{URL: "http://127.0.0.1/x"}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("no secret anywhere: err = %v", err)
+	}
+	if _, err := c.Router(map[string]Target{"orders": {URL: "http://127.0.0.1/x", Secret: []byte("short")}}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("short target secret: err = %v", err)
+	}
+	own := []byte("the-target-s-own-secret-0123456789")
+	var got *Message
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		m, err := Verify(r, own, time.Minute)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		got = m
+	})
+	h, err := newCaller(t, Config{}).Handler(Target{URL: srv.URL, Secret: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h(context.Background(), testTask()); err != nil || got == nil {
+		t.Errorf("target secret: %v", err)
+	}
+}

@@ -34,7 +34,31 @@ func (a *countingAdmin) Stats(ctx context.Context, p store.StatsParams) ([]store
 	return []store.QueueStats{{Queue: "orders", Pending: int64(n), Dead: 2}}, nil
 }
 
-// Scrapers share one reading per StatsInterval, however many they are.
+// Scrapers share one reading, however many they are.
+func TestStatsCollectorQueriesOnceForManyScrapes(t *testing.T) {
+	admin := &countingAdmin{}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewStatsCollector(admin, slog.New(slog.DiscardHandler)))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if _, err := reg.Gather(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := admin.calls.Load(); n != 1 {
+		t.Fatalf("200 scrapes by 8 scrapers ran %d Stats queries, want 1", n)
+	}
+}
+
+// One reading per StatsInterval, refreshed in the background.
 func TestStatsCollectorQueriesOncePerInterval(t *testing.T) {
 	admin := &countingAdmin{}
 	c := NewStatsCollector(admin, slog.New(slog.DiscardHandler))
