@@ -303,7 +303,13 @@ func (e *env) dlqShow(args []string) error {
 		return notFoundHint(err)
 	}
 	if *payloadOnly {
-		if _, err := e.stdout.Write(d.Task.Payload); err != nil {
+		// Raw bytes to a file or pipe; escaped on a terminal, where they
+		// are for reading.
+		w := e.rawStdout
+		if isTerminal(e.rawStdout) {
+			w = e.stdout
+		}
+		if _, err := w.Write(d.Task.Payload); err != nil {
 			return fmt.Errorf("writing payload: %w", err)
 		}
 		return nil
@@ -929,16 +935,18 @@ func capitalize(s string) string {
 // progress returns a progress callback drawing on stderr when it is a
 // terminal, or nil.
 func (e *env) progress(verb string) func(done, total int64) {
-	if !isTerminal(e.stderr) {
+	if !isTerminal(e.rawStderr) {
 		return nil
 	}
+	// The progress line redraws itself with a CR, so it goes to the raw
+	// stream; it holds only the fixed verb and numbers.
 	return func(done, total int64) {
-		fmt.Fprintf(e.stderr, "\r%s %s / %s", verb, fmtCount(done), fmtCount(total))
+		fmt.Fprintf(e.rawStderr, "\r%s %s / %s", verb, fmtCount(done), fmtCount(total))
 	}
 }
 
 func (e *env) endProgress(fn func(done, total int64)) {
 	if fn != nil {
-		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(e.rawStderr)
 	}
 }

@@ -104,20 +104,34 @@ func exitCode(err error) int {
 
 // env is the process environment and standard streams of one run.
 type env struct {
-	ctx    context.Context
-	stdin  io.Reader
+	ctx   context.Context
+	stdin io.Reader
+	// stdout and stderr escape control characters (see termWriter); stdout
+	// passes JSON output unchanged.
 	stdout io.Writer
 	stderr io.Writer
-	getenv func(string) string
-	g      globals
-	in     *bufio.Reader
+	// rawStdout and rawStderr are the streams themselves, for the payload
+	// written to a file or pipe and for the progress line.
+	rawStdout io.Writer
+	rawStderr io.Writer
+	getenv    func(string) string
+	g         globals
+	in        *bufio.Reader
 }
 
 // run executes the rdq command line args (without the program name) and
 // returns the process exit code. All I/O goes through the given streams and
 // getenv, so tests can drive it in-process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	e := &env{ctx: ctx, stdin: stdin, rawStdout: stdout, rawStderr: stderr, getenv: getenv}
+	out, errOut := newTermWriter(stdout, &e.g.json), newTermWriter(stderr, nil)
+	defer func() {
+		_ = out.flush()    // nothing to report a failed write of the last bytes to
+		_ = errOut.flush() // likewise
+	}()
+	// From here on nothing writes to the raw streams but through e.
+	stdout, stderr = out, errOut
+	e.stdout, e.stderr = stdout, stderr
 	e.g.databaseURL = getenv("RDQ_DATABASE_URL")
 	e.g.schema = getenv("RDQ_SCHEMA")
 	err := e.dispatch(args)
