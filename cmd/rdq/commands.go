@@ -89,8 +89,9 @@ command is the explicit retention. Asks for confirmation unless --yes.
 	"audit ls": `
 Usage: rdq audit ls [--actor NAME] [--action ACTION] [--since TIME] [--until TIME] [--limit N] [--before-id ID]
 
-Lists audit entries, newest first: who redrove, purged or edited what, when,
-and why. Actions: redrive, edit_payload, purge, retention.
+Lists audit entries, newest first: who redrove, purged, edited, paused or
+resumed what, when, and why. Actions: redrive, edit_payload, purge,
+retention (dead-letter queue changes), pause, resume (queue pauses).
 `,
 }
 
@@ -817,7 +818,7 @@ func (e *env) printPurge(action string, res dlq.PurgeResult, selection string) e
 func (e *env) auditLs(args []string) error {
 	fs := newFlagSet("audit ls", &e.g, e.stderr, usages["audit ls"])
 	actor := fs.String("actor", "", "only entries by this `actor`")
-	action := fs.String("action", "", "only entries of this `action` (redrive, edit_payload, purge, retention)")
+	action := fs.String("action", "", "only entries of this `action` (redrive, edit_payload, purge, retention, pause, resume)")
 	since := fs.String("since", "", "only entries at or after `TIME` (RFC 3339, a date, or an age like 2h or 7d)")
 	until := fs.String("until", "", "only entries before `TIME`")
 	limit := fs.Int("limit", dlq.DefaultPageSize, fmt.Sprintf("entries to show (1 to %d)", dlq.MaxPageSize))
