@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -77,6 +76,11 @@ const (
 //     zero values.
 //   - Unknown fields are ignored, so later versions can add fields. Field
 //     names match exactly (case-sensitive).
+//   - No object repeats a key, known or unknown, at any level (the envelope,
+//     headers, last_error, each attempt); keys are compared after their
+//     escapes are decoded, so "queue" and "\u0071ueue" are the same key. A
+//     document that repeats one is rejected, because JSON readers disagree
+//     on which of the two wins.
 //   - Times are RFC 3339 strings; rdq writes them in UTC with as many
 //     fractional-second digits as needed, and reads any offset.
 //   - Integers are plain JSON integers, without fraction or exponent.
@@ -88,6 +92,8 @@ const (
 //   - The limits of Task.Validate apply: names, payload size after base64
 //     decoding, content type, headers and idempotency key.
 //   - The whole document is valid UTF-8 and at most MaxEnvelopeBytes.
+//   - A reader may check fields in document order and report the first
+//     problem it meets, so writers put version first.
 type Envelope struct {
 	// Task is the task, its submitter-controlled fields and its state.
 	Task Task
@@ -138,35 +144,46 @@ func (e *Envelope) Validate() error {
 	}
 	prev := 0
 	for i := range e.History {
-		a := &e.History[i]
-		where := fmt.Sprintf("history[%d]", i)
-		if !a.TaskID.IsZero() && a.TaskID != t.ID {
-			return fmt.Errorf("%w: %s belongs to task %s, not %s; an envelope carries one task's history", ErrInvalid, where, a.TaskID, t.ID)
-		}
-		if err := checkCount(where+".number", int64(a.Number), 1); err != nil {
+		if err := validateAttempt(i, &e.History[i], t.ID, prev); err != nil {
 			return err
 		}
-		if a.Number <= prev {
-			return fmt.Errorf("%w: %s.number %d does not follow %d; list attempts by strictly increasing number", ErrInvalid, where, a.Number, prev)
-		}
-		prev = a.Number
-		if err := checkCount(where+".life", int64(a.Life), 0); err != nil {
-			return err
-		}
-		if !a.Outcome.Valid() {
-			return fmt.Errorf("%w: %s.outcome %q is not one of SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, LEASE_EXPIRED", ErrInvalid, where, truncateForError(string(a.Outcome)))
-		}
-		if err := checkToken(where+".lease_token", a.LeaseToken); err != nil {
-			return err
-		}
-		if err := checkTime(where+".started_at", a.StartedAt); err != nil {
-			return err
-		}
-		if err := checkTime(where+".finished_at", a.FinishedAt); err != nil {
-			return err
-		}
+		prev = e.History[i].Number
 	}
 	return nil
+}
+
+// validateAttempt checks attempt i of the history of task id, prev being
+// the number of the attempt before it. It formats nothing unless the
+// attempt is invalid, so checking a long history allocates nothing.
+func validateAttempt(i int, a *Attempt, id ID, prev int) error {
+	if (a.TaskID.IsZero() || a.TaskID == id) && a.Number > prev && a.Number <= maxWireCount &&
+		a.Life >= 0 && a.Life <= maxWireCount && a.Outcome.Valid() &&
+		a.LeaseToken >= 0 && a.LeaseToken <= maxWireToken && validYear(a.StartedAt) && validYear(a.FinishedAt) {
+		return nil
+	}
+	where := fmt.Sprintf("history[%d]", i)
+	if !a.TaskID.IsZero() && a.TaskID != id {
+		return fmt.Errorf("%w: %s belongs to task %s, not %s; an envelope carries one task's history", ErrInvalid, where, a.TaskID, id)
+	}
+	if err := checkCount(where+".number", int64(a.Number), 1); err != nil {
+		return err
+	}
+	if a.Number <= prev {
+		return fmt.Errorf("%w: %s.number %d does not follow %d; list attempts by strictly increasing number", ErrInvalid, where, a.Number, prev)
+	}
+	if err := checkCount(where+".life", int64(a.Life), 0); err != nil {
+		return err
+	}
+	if !a.Outcome.Valid() {
+		return fmt.Errorf("%w: %s.outcome %q is not one of SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, LEASE_EXPIRED", ErrInvalid, where, truncateForError(string(a.Outcome)))
+	}
+	if err := checkToken(where+".lease_token", a.LeaseToken); err != nil {
+		return err
+	}
+	if err := checkTime(where+".started_at", a.StartedAt); err != nil {
+		return err
+	}
+	return checkTime(where+".finished_at", a.FinishedAt)
 }
 
 func checkCount(name string, v, min int64) error {
@@ -183,11 +200,18 @@ func checkToken(name string, v int64) error {
 	return nil
 }
 
-func checkTime(name string, t time.Time) error {
+// validYear reports whether t is zero or has a year RFC 3339 can write.
+func validYear(t time.Time) bool {
 	if t.IsZero() {
-		return nil
+		return true
 	}
-	if y := t.UTC().Year(); y < 0 || y > 9999 {
+	y := t.UTC().Year()
+	return y >= 0 && y <= 9999
+}
+
+func checkTime(name string, t time.Time) error {
+	if !validYear(t) {
+		y := t.UTC().Year()
 		return fmt.Errorf("%w: %s has year %d; RFC 3339 times need a year from 0 to 9999", ErrInvalid, name, y)
 	}
 	return nil
@@ -270,122 +294,30 @@ func MarshalEnvelope(e Envelope) ([]byte, error) {
 // UnmarshalEnvelope decodes and validates a JSON envelope. It rejects a
 // document larger than MaxEnvelopeBytes before decoding it, a document that
 // is not valid UTF-8 or not a JSON object, a missing or unsupported version,
-// a field of the wrong JSON type, invalid base64, an unknown status or
-// outcome, a malformed id or time, and anything Envelope.Validate rejects
-// (the limits of Task.Validate included). Unknown fields are ignored.
+// a key repeated within an object, a field of the wrong JSON type, invalid
+// base64, an unknown status or outcome, a malformed id or time, and anything
+// Envelope.Validate rejects (the limits of Task.Validate included). Unknown
+// fields are ignored.
+//
+// The document is read in one pass, in document order, without building an
+// intermediate tree: decoding stops at the first problem (a bad second
+// attempt of a long history is rejected without reading the rest), and a
+// valid document allocates little more than the decoded Envelope itself.
 //
 // Every error wraps ErrInvalid and names the offending field. The decoded
 // Envelope is normalized: times are in UTC, and empty payload, headers and
 // history are nil.
 func UnmarshalEnvelope(data []byte) (Envelope, error) {
-	var e Envelope
 	if len(data) > MaxEnvelopeBytes {
-		return e, fmt.Errorf("%w: envelope is %d bytes; the limit is %d: store large data elsewhere and submit a reference", ErrInvalid, len(data), MaxEnvelopeBytes)
+		return Envelope{}, fmt.Errorf("%w: envelope is %d bytes; the limit is %d: store large data elsewhere and submit a reference", ErrInvalid, len(data), MaxEnvelopeBytes)
 	}
 	if !utf8.Valid(data) {
-		return e, fmt.Errorf("%w: envelope is not valid UTF-8; JSON documents must be UTF-8 (send binary data base64-encoded in payload)", ErrInvalid)
+		return Envelope{}, fmt.Errorf("%w: envelope is not valid UTF-8; JSON documents must be UTF-8 (send binary data base64-encoded in payload)", ErrInvalid)
 	}
-	d := fieldDecoder{}
-	obj, ok := d.object("envelope", data)
+	d := envDecoder{data: data}
+	e, ok := d.envelope()
 	if !ok {
-		return e, d.err
-	}
-	if err := checkVersion(obj["version"]); err != nil {
-		return e, err
-	}
-	t := &e.Task
-	if s := d.str(obj, "id"); s != "" {
-		id, err := ParseID(s)
-		switch {
-		case err != nil:
-			d.fail("%w: id %q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); omit it to have one assigned", ErrInvalid, truncateForError(s))
-		case id.IsZero():
-			d.fail("%w: id is the nil UUID; omit it to have one assigned", ErrInvalid)
-		default:
-			t.ID = id
-		}
-	}
-	t.Queue = d.str(obj, "queue")
-	t.Handler = d.str(obj, "handler")
-	if s := d.str(obj, "payload"); s != "" {
-		p, err := base64.StdEncoding.Strict().DecodeString(s)
-		if err != nil {
-			d.fail("%w: payload is not valid base64 (%v): encode the payload bytes with standard base64, RFC 4648 section 4, with padding", ErrInvalid, err)
-		} else if len(p) > 0 {
-			t.Payload = p
-		}
-	}
-	t.ContentType = d.str(obj, "content_type")
-	t.Headers = d.headers(obj, "headers")
-	t.IdempotencyKey = d.str(obj, "idempotency_key")
-	t.Status = Status(d.str(obj, "status"))
-	if t.Status != "" && !t.Status.Valid() {
-		d.fail("%w: status %q is not one of PENDING, IN_FLIGHT, SUCCEEDED, DEAD; omit it when submitting", ErrInvalid, truncateForError(string(t.Status)))
-	}
-	t.Attempts = int(d.integer(obj, "attempts", 0, maxWireCount))
-	t.Life = int(d.integer(obj, "life", 0, maxWireCount))
-	e.Delay = time.Duration(d.integer(obj, "delay_ms", 0, maxDelayMS)) * time.Millisecond
-	t.NextAttemptAt = d.time(obj, "next_attempt_at")
-	t.LeaseToken = d.integer(obj, "lease_token", 0, maxWireToken)
-	t.LeaseExpiresAt = d.time(obj, "lease_expires_at")
-	t.LeaseOwner = d.str(obj, "lease_owner")
-	t.CreatedAt = d.time(obj, "created_at")
-	t.UpdatedAt = d.time(obj, "updated_at")
-	t.FinishedAt = d.time(obj, "finished_at")
-	if raw := present(obj["last_error"]); raw != nil {
-		if le, ok := d.object("last_error", raw); ok {
-			d.prefix = "last_error."
-			t.LastError = ErrorSummary{
-				Type:        d.str(le, "type"),
-				Message:     d.str(le, "message"),
-				Fingerprint: d.str(le, "fingerprint"),
-			}
-			d.prefix = ""
-		}
-	}
-	if raw := present(obj["history"]); raw != nil {
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			d.fail("%w: history must be a JSON array of attempt objects, got %s", ErrInvalid, jsonKind(raw))
-		}
-		for i, item := range items {
-			where := fmt.Sprintf("history[%d]", i)
-			ao, ok := d.object(where, item)
-			if !ok {
-				break
-			}
-			d.prefix = where + "."
-			a := Attempt{
-				TaskID:     t.ID,
-				Number:     int(d.integer(ao, "number", 1, maxWireCount)),
-				Life:       int(d.integer(ao, "life", 0, maxWireCount)),
-				Outcome:    Outcome(d.str(ao, "outcome")),
-				ErrorType:  d.str(ao, "error_type"),
-				Message:    d.str(ao, "message"),
-				Stack:      d.str(ao, "stack"),
-				WorkerID:   d.str(ao, "worker_id"),
-				LeaseToken: d.integer(ao, "lease_token", 0, maxWireToken),
-				StartedAt:  d.time(ao, "started_at"),
-				FinishedAt: d.time(ao, "finished_at"),
-			}
-			if present(ao["number"]) == nil {
-				d.fail("%w: %snumber is missing; every attempt has a number from 1", ErrInvalid, d.prefix)
-			}
-			if !a.Outcome.Valid() {
-				d.fail("%w: %soutcome %q is not one of SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, LEASE_EXPIRED", ErrInvalid, d.prefix, truncateForError(string(a.Outcome)))
-			}
-			d.prefix = ""
-			e.History = append(e.History, a)
-		}
-	}
-	if d.err != nil {
 		return Envelope{}, d.err
-	}
-	if t.Queue == "" {
-		return Envelope{}, fmt.Errorf("%w: envelope has no queue; set \"queue\" to the queue the task belongs to", ErrInvalid)
-	}
-	if t.Handler == "" {
-		return Envelope{}, fmt.Errorf("%w: envelope has no handler; set \"handler\" to the name the task is executed by", ErrInvalid)
 	}
 	if err := e.Validate(); err != nil {
 		return Envelope{}, err
@@ -456,136 +388,6 @@ func wireTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
-}
-
-func checkVersion(raw json.RawMessage) error {
-	raw = present(raw)
-	switch {
-	case raw == nil:
-		return fmt.Errorf("%w: envelope has no version; set \"version\": %d", ErrInvalid, EnvelopeVersion)
-	case string(raw) == "1":
-		return nil
-	case jsonKind(raw) == "a number":
-		return fmt.Errorf("%w: unsupported envelope version %s; this decoder reads version %d, written as the JSON number %d: upgrade rdq to read newer envelopes", ErrInvalid, truncateForError(string(raw)), EnvelopeVersion, EnvelopeVersion)
-	}
-	return fmt.Errorf("%w: envelope version must be the JSON number %d, got %s", ErrInvalid, EnvelopeVersion, jsonKind(raw))
-}
-
-// fieldDecoder reads fields out of JSON objects, remembering the first
-// error so that decoding reads as a straight list of fields.
-type fieldDecoder struct {
-	err    error
-	prefix string // path of the object being read, e.g. "history[2]."
-}
-
-func (d *fieldDecoder) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf(format, args...)
-	}
-}
-
-// object decodes raw as a JSON object with exact, case-sensitive keys.
-func (d *fieldDecoder) object(name string, raw []byte) (map[string]json.RawMessage, bool) {
-	if d.err != nil {
-		return nil, false
-	}
-	trimmed := bytes.TrimLeft(raw, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		if json.Valid(raw) {
-			d.fail("%w: %s must be a JSON object, got %s", ErrInvalid, name, jsonKind(raw))
-			return nil, false
-		}
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			d.fail("%w: %s is not valid JSON: %v (at byte %d)", ErrInvalid, name, err, syn.Offset)
-		} else {
-			d.fail("%w: %s is not valid JSON: %v", ErrInvalid, name, err)
-		}
-		return nil, false
-	}
-	return obj, true
-}
-
-// present returns raw, or nil if the field is absent or null.
-func present(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	return raw
-}
-
-func (d *fieldDecoder) str(obj map[string]json.RawMessage, key string) string {
-	raw := present(obj[key])
-	if raw == nil || d.err != nil {
-		return ""
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		d.fail("%w: %s must be a JSON string, got %s", ErrInvalid, truncateForError(d.prefix+key), jsonKind(raw))
-	}
-	return s
-}
-
-func (d *fieldDecoder) integer(obj map[string]json.RawMessage, key string, min, max int64) int64 {
-	raw := present(obj[key])
-	if raw == nil || d.err != nil {
-		return 0
-	}
-	var n int64
-	if err := json.Unmarshal(raw, &n); err != nil {
-		if raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9') {
-			d.fail("%w: %s%s %s is not a whole number from %d to %d", ErrInvalid, d.prefix, key, truncateForError(string(raw)), min, max)
-		} else {
-			d.fail("%w: %s%s must be a JSON number, got %s", ErrInvalid, d.prefix, key, jsonKind(raw))
-		}
-		return 0
-	}
-	if n < min || n > max {
-		d.fail("%w: %s%s %d is out of range; use a whole number from %d to %d", ErrInvalid, d.prefix, key, n, min, max)
-		return 0
-	}
-	return n
-}
-
-func (d *fieldDecoder) time(obj map[string]json.RawMessage, key string) time.Time {
-	s := d.str(obj, key)
-	if s == "" || d.err != nil {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		d.fail("%w: %s%s %q is not an RFC 3339 time such as 2024-06-01T12:00:00Z", ErrInvalid, d.prefix, key, truncateForError(s))
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-func (d *fieldDecoder) headers(obj map[string]json.RawMessage, key string) map[string]string {
-	raw := present(obj[key])
-	if raw == nil || d.err != nil {
-		return nil
-	}
-	fields, ok := d.object(key, raw)
-	if !ok {
-		return nil
-	}
-	if len(fields) == 0 {
-		return nil
-	}
-	if len(fields) > MaxHeaders {
-		d.fail("%w: %d headers; the limit is %d", ErrInvalid, len(fields), MaxHeaders)
-		return nil
-	}
-	h := make(map[string]string, len(fields))
-	d.prefix = key + "."
-	for k := range fields {
-		h[k] = d.str(fields, k)
-	}
-	d.prefix = ""
-	return h
 }
 
 // jsonKind names the JSON type of a raw value for error messages.

@@ -545,6 +545,20 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			}
 			return
 		}
+		// The decoder reads JSON itself: what it accepts must be JSON, and
+		// an object whose known fields encoding/json reads the same way.
+		if !json.Valid(data) {
+			t.Fatalf("accepted a document encoding/json rejects: %q", data)
+		}
+		var std map[string]any
+		if err := json.Unmarshal(data, &std); err != nil {
+			t.Fatalf("encoding/json rejects an accepted document: %v", err)
+		}
+		text := func(v any) string { s, _ := v.(string); return s }
+		le, _ := std["last_error"].(map[string]any)
+		if text(std["queue"]) != e.Task.Queue || text(std["handler"]) != e.Task.Handler || text(std["lease_owner"]) != e.Task.LeaseOwner || text(le["message"]) != e.Task.LastError.Message {
+			t.Fatalf("encoding/json reads %v, the decoder %+v", std, e.Task)
+		}
 		out, err := MarshalEnvelope(e)
 		if err != nil {
 			t.Fatalf("re-encoding a decoded envelope: %v", err)

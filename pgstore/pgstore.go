@@ -53,7 +53,7 @@ type Config struct {
 // database, so any number of Stores in any number of processes may work on
 // the same schema.
 type Store struct {
-	pool    *pgxpool.Pool
+	pool    db
 	schema  string
 	channel string
 	log     *slog.Logger
@@ -101,7 +101,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		log = slog.Default()
 	}
 	return &Store{
-		pool:    pool,
+		pool:    db{pool},
 		schema:  schema,
 		channel: channelName(schema),
 		log:     log,

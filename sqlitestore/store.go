@@ -362,7 +362,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx, now int64) error)
 
 func (s *Store) writeAt(ctx context.Context, override *time.Time, fn func(tx *sql.Tx, now int64) error) error {
 	s.prepare(ctx)
-	return s.retryBusy(ctx, func() error {
+	return notMigrated(s.retryBusy(ctx, func() error {
 		tx, err := s.w.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("beginning a write transaction: %w", err)
@@ -374,7 +374,18 @@ func (s *Store) writeAt(ctx context.Context, override *time.Time, fn func(tx *sq
 			return fmt.Errorf("committing: %w", err)
 		}
 		return nil
-	})
+	}))
+}
+
+// notMigrated wraps err with store.ErrNotMigrated when SQLite reports one of
+// rdq's tables missing. SQLite has no error code of its own for that, only
+// SQLITE_ERROR with the message "no such table".
+func notMigrated(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_ERROR && strings.Contains(se.Error(), "no such table") {
+		return fmt.Errorf("%w: %w", store.ErrNotMigrated, err)
+	}
+	return err
 }
 
 func rollback(tx *sql.Tx) error {
@@ -489,7 +500,7 @@ func (s *Store) cached(query string) *sql.Stmt {
 
 // read runs fn in one read-only transaction: one consistent snapshot.
 func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return s.retryBusy(ctx, func() error {
+	return notMigrated(s.retryBusy(ctx, func() error {
 		tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
 			return fmt.Errorf("beginning a read transaction: %w", err)
@@ -501,5 +512,5 @@ func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			return fmt.Errorf("ending a read transaction: %w", err)
 		}
 		return nil
-	})
+	}))
 }

@@ -50,6 +50,11 @@ var (
 	// ErrRedriveLimit: the task has been redriven as often as allowed and
 	// stays dead.
 	ErrRedriveLimit = errors.New("rdq/store: task reached its redrive limit and stays dead")
+	// ErrNotMigrated: the database has no rdq tables where the store looks
+	// for them: the schema was never migrated, or the store was pointed at
+	// the wrong schema or file. Run the store's Migrate, or fix the
+	// configuration. Nothing was changed.
+	ErrNotMigrated = errors.New("rdq/store: no rdq tables found: the database was not migrated, or this is not the right schema")
 )
 
 // Store is the interface the client and the worker run on. Implementations

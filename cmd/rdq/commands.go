@@ -89,8 +89,9 @@ command is the explicit retention. Asks for confirmation unless --yes.
 	"audit ls": `
 Usage: rdq audit ls [--actor NAME] [--action ACTION] [--since TIME] [--until TIME] [--limit N] [--before-id ID]
 
-Lists audit entries, newest first: who redrove, purged or edited what, when,
-and why. Actions: redrive, edit_payload, purge, retention.
+Lists audit entries, newest first: who redrove, purged, edited, paused or
+resumed what, when, and why. Actions: redrive, edit_payload, purge,
+retention (dead-letter queue changes), pause, resume (queue pauses).
 `,
 }
 
@@ -303,7 +304,13 @@ func (e *env) dlqShow(args []string) error {
 		return notFoundHint(err)
 	}
 	if *payloadOnly {
-		if _, err := e.stdout.Write(d.Task.Payload); err != nil {
+		// Raw bytes to a file or pipe; escaped on a terminal, where they
+		// are for reading.
+		w := e.rawStdout
+		if isTerminal(e.rawStdout) {
+			w = e.stdout
+		}
+		if _, err := w.Write(d.Task.Payload); err != nil {
 			return fmt.Errorf("writing payload: %w", err)
 		}
 		return nil
@@ -811,7 +818,7 @@ func (e *env) printPurge(action string, res dlq.PurgeResult, selection string) e
 func (e *env) auditLs(args []string) error {
 	fs := newFlagSet("audit ls", &e.g, e.stderr, usages["audit ls"])
 	actor := fs.String("actor", "", "only entries by this `actor`")
-	action := fs.String("action", "", "only entries of this `action` (redrive, edit_payload, purge, retention)")
+	action := fs.String("action", "", "only entries of this `action` (redrive, edit_payload, purge, retention, pause, resume)")
 	since := fs.String("since", "", "only entries at or after `TIME` (RFC 3339, a date, or an age like 2h or 7d)")
 	until := fs.String("until", "", "only entries before `TIME`")
 	limit := fs.Int("limit", dlq.DefaultPageSize, fmt.Sprintf("entries to show (1 to %d)", dlq.MaxPageSize))
@@ -929,16 +936,18 @@ func capitalize(s string) string {
 // progress returns a progress callback drawing on stderr when it is a
 // terminal, or nil.
 func (e *env) progress(verb string) func(done, total int64) {
-	if !isTerminal(e.stderr) {
+	if !isTerminal(e.rawStderr) {
 		return nil
 	}
+	// The progress line redraws itself with a CR, so it goes to the raw
+	// stream; it holds only the fixed verb and numbers.
 	return func(done, total int64) {
-		fmt.Fprintf(e.stderr, "\r%s %s / %s", verb, fmtCount(done), fmtCount(total))
+		fmt.Fprintf(e.rawStderr, "\r%s %s / %s", verb, fmtCount(done), fmtCount(total))
 	}
 }
 
 func (e *env) endProgress(fn func(done, total int64)) {
 	if fn != nil {
-		fmt.Fprintln(e.stderr)
+		fmt.Fprintln(e.rawStderr)
 	}
 }

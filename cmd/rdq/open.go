@@ -57,6 +57,7 @@ func (e *env) openBackend(migrate bool) (*backend, error) {
 		return nil, hideSecret(err, secret)
 	}
 	desc := storeopen.Describe(raw) // never shows a password
+	e.desc = desc
 	if t.Kind == storeopen.SQLite && !migrate {
 		if _, err := os.Stat(t.Path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no rdq database at %s: run 'rdq migrate' to create one, or point --database-url (or RDQ_DATABASE_URL) at yours", t.Path)

@@ -193,9 +193,12 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
+// row writes one row. Each cell is put on one line with its control
+// characters escaped (see cell), so no text can break the table or reach
+// the terminal raw.
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
-		cells[i] = strings.ReplaceAll(c, "\t", " ")
+		cells[i] = cell(strings.ReplaceAll(c, "\t", " "))
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }

@@ -28,8 +28,11 @@ Resumes a paused queue. Resuming a running queue changes nothing.
 
 // queue dispatches 'rdq queue ls|pause|resume'.
 func (e *env) queue(args []string) error {
+	if isHelp(args) {
+		return e.groupHelp("queue")
+	}
 	if len(args) == 0 {
-		return usageErrorf("queue needs a command: ls, pause or resume")
+		return usageErrorf("queue needs a command: ls, pause or resume (see 'rdq help queue')")
 	}
 	switch args[0] {
 	case "ls", "list":

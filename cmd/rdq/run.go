@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -104,10 +105,18 @@ func exitCode(err error) int {
 
 // env is the process environment and standard streams of one run.
 type env struct {
-	ctx    context.Context
-	stdin  io.Reader
+	ctx   context.Context
+	stdin io.Reader
+	// stdout and stderr escape control characters (see termWriter); stdout
+	// passes JSON output unchanged.
 	stdout io.Writer
 	stderr io.Writer
+	// rawStdout and rawStderr are the streams themselves, for the payload
+	// written to a file or pipe and for the progress line.
+	rawStdout io.Writer
+	rawStderr io.Writer
+	// desc names the database last opened, for messages.
+	desc   string
 	getenv func(string) string
 	g      globals
 	in     *bufio.Reader
@@ -117,10 +126,22 @@ type env struct {
 // returns the process exit code. All I/O goes through the given streams and
 // getenv, so tests can drive it in-process.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	e := &env{ctx: ctx, stdin: stdin, rawStdout: stdout, rawStderr: stderr, getenv: getenv}
+	out, errOut := newTermWriter(stdout, &e.g.json), newTermWriter(stderr, nil)
+	defer func() {
+		_ = out.flush()    // nothing to report a failed write of the last bytes to
+		_ = errOut.flush() // likewise
+	}()
+	// From here on nothing writes to the raw streams but through e.
+	stdout, stderr = out, errOut
+	e.stdout, e.stderr = stdout, stderr
 	e.g.databaseURL = getenv("RDQ_DATABASE_URL")
 	e.g.schema = getenv("RDQ_SCHEMA")
 	err := e.dispatch(args)
+	if errors.Is(err, store.ErrNotMigrated) {
+		// The SQL error behind it says only that a table is missing.
+		err = fmt.Errorf("%s has no rdq tables: run `rdq migrate` or check --schema (and --database-url)", cmp.Or(e.desc, "the database"))
+	}
 	code := exitCode(err)
 	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errFlagParse) {
 		// Library errors already start with "rdq: "; say it once.
@@ -163,13 +184,19 @@ func (e *env) dispatch(args []string) error {
 	case "queue":
 		return e.queue(rest)
 	case "audit":
+		if isHelp(rest) {
+			return e.groupHelp("audit")
+		}
 		if len(rest) == 0 || rest[0] != "ls" {
 			return usageErrorf("unknown audit command %s: use 'rdq audit ls'", quoteArg(rest))
 		}
 		return e.auditLs(rest[1:])
 	case "dlq":
+		if isHelp(rest) {
+			return e.groupHelp("dlq")
+		}
 		if len(rest) == 0 {
-			return usageErrorf("dlq needs a command: ls, count, show, groups, redrive, purge or retention")
+			return usageErrorf("dlq needs a command: ls, count, show, groups, redrive, purge or retention (see 'rdq help dlq')")
 		}
 		sub, subArgs := rest[0], rest[1:]
 		switch sub {
@@ -193,6 +220,29 @@ func (e *env) dispatch(args []string) error {
 	return usageErrorf("unknown command %q", cmd)
 }
 
+// groups are the commands that have subcommands.
+var groups = []string{"dlq", "queue", "audit"}
+
+// isHelp reports whether the arguments after a group ask for its help.
+func isHelp(args []string) bool {
+	return len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help")
+}
+
+// groupHelp lists a group's subcommands on stdout, taking their lines from
+// the main usage so the two never disagree. It returns flag.ErrHelp: exit 0.
+func (e *env) groupHelp(group string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: rdq %s <command> [flags] [arguments]\n\nCommands:\n", group)
+	for line := range strings.SplitSeq(mainUsage, "\n") {
+		if strings.HasPrefix(line, "  "+group+" ") {
+			b.WriteString(line + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "\nRun 'rdq help %s <command>' for a command's flags.\n", group)
+	fmt.Fprint(e.stdout, b.String())
+	return flag.ErrHelp
+}
+
 func quoteArg(args []string) string {
 	if len(args) == 0 {
 		return "(none)"
@@ -211,6 +261,12 @@ func flagErr(err error) error {
 
 func (e *env) help(args []string) error {
 	topic := strings.Join(args, " ")
+	if slices.Contains(groups, topic) {
+		if err := e.groupHelp(topic); !errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return nil
+	}
 	if _, ok := usages[topic]; ok {
 		// The command's own -h prints its usage and flags; send it to stdout.
 		saved := e.stderr
