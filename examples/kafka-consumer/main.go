@@ -40,8 +40,8 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/internal/storeopen"
 	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/storeurl"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -100,17 +100,17 @@ func run(ctx context.Context, out io.Writer) error {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	url := storeopen.FromEnv()
-	st, err := storeopen.Open(ctx, url, storeopen.Config{Logger: logger})
+	url := storeurl.FromEnv()
+	st, err := storeurl.Open(ctx, url, storeurl.Config{Logger: logger})
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", storeopen.Describe(url), err)
+		return fmt.Errorf("opening %s: %w", storeurl.Describe(url), err)
 	}
 	defer func() {
 		if err := st.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "kafka-consumer: closing the store:", err)
 		}
 	}()
-	fmt.Fprintln(out, "using", storeopen.Describe(url))
+	fmt.Fprintln(out, "using", storeurl.Describe(url))
 
 	ix := &indexer{}
 	ix.searchDown.Store(true) // an outage: every first try fails
