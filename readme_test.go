@@ -172,6 +172,8 @@ func splitImports(block string) (imports, rest string) {
 
 // TestExamplesImportNoInternal keeps the examples copyable into another
 // module: none of their files, tests included, imports an internal package.
+// (examples/kafka-consumer is a module of its own, where the compiler
+// already refuses rdq's internal packages.)
 func TestExamplesImportNoInternal(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -184,7 +186,7 @@ func TestExamplesImportNoInternal(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < 3 {
+	if len(lines) < 2 {
 		t.Fatalf("go list found %d example packages:\n%s", len(lines), out)
 	}
 	for _, l := range lines {
