@@ -8,13 +8,17 @@ quickstart:
 	go run ./examples/quickstart
 
 # Runs the whole test suite: vet and staticcheck (pinned by the tool
-# directive in go.mod), then every package's tests with the race detector.
+# directive in go.mod), then every package's tests with the race detector;
+# then the same for the Kafka example, a module of its own.
 # Needs PostgreSQL (RDQ_TEST_DATABASE_URL, default
 # postgres://postgres@127.0.0.1:5432/test).
 test:
 	go vet ./...
 	go tool staticcheck ./...
 	go test -race -count=1 -timeout 40m ./...
+	# -mod=mod: the example follows rdq through a replace directive, so a
+	# dependency change in rdq's go.mod must not break its build.
+	cd examples/kafka-consumer && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go test -race -count=1 ./...
 
 # Runs the benchmarks of the end-to-end path on both stores.
 bench:

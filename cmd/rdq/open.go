@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/srjn45/rdq/dlq"
-	"github.com/srjn45/rdq/internal/storeopen"
+	"github.com/srjn45/rdq/storeurl"
 )
 
 // backend is an opened store with what the command needs beyond the DLQ.
@@ -30,14 +30,14 @@ func (e *env) databaseURL() (string, error) {
 	}
 	lower := strings.ToLower(raw)
 	if !strings.HasPrefix(lower, "postgres://") && !strings.HasPrefix(lower, "postgresql://") {
-		return "", usageErrorf("--schema applies to PostgreSQL only; the database is %s", storeopen.Describe(raw))
+		return "", usageErrorf("--schema applies to PostgreSQL only; the database is %s", storeurl.Describe(raw))
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", usageErrorf("--database-url is not a valid URL: %s", storeopen.Describe(raw))
+		return "", usageErrorf("--database-url is not a valid URL: %s", storeurl.Describe(raw))
 	}
 	q := u.Query()
-	q.Set(storeopen.SchemaParam, e.g.schema)
+	q.Set(storeurl.SchemaParam, e.g.schema)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
@@ -52,13 +52,13 @@ func (e *env) openBackend(migrate bool) (*backend, error) {
 		return nil, err
 	}
 	secret := queryPassword(raw)
-	t, err := storeopen.Parse(raw)
+	t, err := storeurl.Parse(raw)
 	if err != nil {
 		return nil, hideSecret(err, secret)
 	}
-	desc := storeopen.Describe(raw) // never shows a password
+	desc := storeurl.Describe(raw) // never shows a password
 	e.desc = desc
-	if t.Kind == storeopen.SQLite && !migrate {
+	if t.Kind == storeurl.SQLite && !migrate {
 		if _, err := os.Stat(t.Path); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no rdq database at %s: run 'rdq migrate' to create one, or point --database-url (or RDQ_DATABASE_URL) at yours", t.Path)
 		}
@@ -66,9 +66,9 @@ func (e *env) openBackend(migrate bool) (*backend, error) {
 	if migrate {
 		e.announce(desc)
 	}
-	s, err := storeopen.OpenTarget(e.ctx, t, storeopen.Config{NoMigrate: !migrate})
+	s, err := storeurl.OpenTarget(e.ctx, t, storeurl.Config{NoMigrate: !migrate})
 	if err != nil {
-		if t.Kind == storeopen.Postgres && !errors.Is(err, context.Canceled) {
+		if t.Kind == storeurl.Postgres && !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w (is the server up, and the URL right? set --database-url or RDQ_DATABASE_URL)", err)
 		}
 		return nil, hideSecret(err, secret)

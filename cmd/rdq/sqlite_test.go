@@ -92,11 +92,16 @@ func TestDatabaseURLsNeverShowPasswords(t *testing.T) {
 		"postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=1",
 		"postgres://u@127.0.0.1:1/db?password=hunter2&connect_timeout=1",
 		"postgres://u@127.0.0.1:1/db?password=hunter2&schema=Bad-Schema",
+		"postgres://u@127.0.0.1:1/db?sslpassword=hunter2&connect_timeout=1",
+		"postgres://u@127.0.0.1:1/db?sslpassword=hunter2&sslmode=bogus",
+		"postgres://u@127.0.0.1:1/db?api_token=hunter2&connect_timeout=bogus",
 	} {
 		h.env["RDQ_DATABASE_URL"] = u
-		r := h.run("", "dlq", "purge", "--all", "--reason", "r", "--yes")
-		if r.code == 0 || strings.Contains(r.stderr+r.stdout, "hunter2") {
-			t.Errorf("%s: exit %d, output shows the password: %q", u, r.code, r.stderr)
+		for _, args := range [][]string{{"dlq", "purge", "--all", "--reason", "r", "--yes"}, {"migrate"}} {
+			r := h.run("", args...)
+			if r.code == 0 || strings.Contains(r.stderr+r.stdout, "hunter2") {
+				t.Errorf("%s: rdq %s: exit %d, output shows the password: %q", u, args[0], r.code, r.stderr)
+			}
 		}
 	}
 }

@@ -31,8 +31,8 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/internal/storeopen"
 	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/storeurl"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -52,10 +52,10 @@ func main() {
 // in the quickstart's queue, and returns a description of the store and a
 // function that closes it.
 func openStore(ctx context.Context, logger *slog.Logger) (store.Store, string, func(), error) {
-	url := storeopen.FromEnv()
-	st, err := storeopen.Open(ctx, url, storeopen.Config{Logger: logger})
+	url := storeurl.FromEnv()
+	st, err := storeurl.Open(ctx, url, storeurl.Config{Logger: logger})
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("opening %s: %w", storeopen.Describe(url), err)
+		return nil, "", nil, fmt.Errorf("opening %s: %w", storeurl.Describe(url), err)
 	}
 	closeStore := func() {
 		if err := st.Close(); err != nil {
@@ -75,7 +75,7 @@ func openStore(ctx context.Context, logger *slog.Logger) (store.Store, string, f
 			break
 		}
 	}
-	return st, storeopen.Describe(url), closeStore, nil
+	return st, storeurl.Describe(url), closeStore, nil
 }
 
 // gatewayError is what the payment gateway returns while it is

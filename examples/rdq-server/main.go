@@ -44,8 +44,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/srjn45/rdq/callback"
-	"github.com/srjn45/rdq/internal/storeopen"
 	"github.com/srjn45/rdq/server"
+	"github.com/srjn45/rdq/storeurl"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -268,14 +268,14 @@ func listen(addr string, max int) (net.Listener, error) {
 }
 
 // openStore opens the store url names (rdq's default SQLite file when it is
-// empty; see internal/storeopen) and migrates it. It returns the store and a
+// empty; see package storeurl) and migrates it. It returns the store and a
 // closer.
-func openStore(ctx context.Context, url string, log *slog.Logger) (storeopen.Store, func(), error) {
-	st, err := storeopen.Open(ctx, url, storeopen.Config{Logger: log})
+func openStore(ctx context.Context, url string, log *slog.Logger) (storeurl.Store, func(), error) {
+	st, err := storeurl.Open(ctx, url, storeurl.Config{Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening %s: %w", storeopen.Describe(url), err)
+		return nil, nil, fmt.Errorf("opening %s: %w", storeurl.Describe(url), err)
 	}
-	log.Info("store opened", "store", storeopen.Describe(url))
+	log.Info("store opened", "store", storeurl.Describe(url))
 	closeFn := func() {
 		if err := st.Close(); err != nil {
 			log.Error("closing the store", "error", err)

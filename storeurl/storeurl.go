@@ -1,14 +1,33 @@
-// Package storeopen opens an rdq store from a database URL, so that the rdq
-// command and the examples choose their backend the same way:
+// Package storeurl opens an rdq store from a database URL, so that a
+// program, the rdq command and rdq-server choose their backend the same way:
 //
-//	postgres://... or postgresql://...   PostgreSQL (pgstore)
+//	postgres://... or postgresql://...      PostgreSQL (pgstore)
 //	sqlite:PATH, file:PATH or a plain path  a SQLite file (sqlitestore)
-//	empty                                  the default SQLite file, DefaultPath()
+//	empty                                   the default SQLite file, DefaultPath()
 //
 // The URL usually comes from the RDQ_DATABASE_URL environment variable
 // (EnvVar, FromEnv). With nothing set, rdq runs on a SQLite file and needs
 // no database server.
-package storeopen
+//
+//	st, err := storeurl.Open(ctx, storeurl.FromEnv(), storeurl.Config{})
+//	if err != nil {
+//		return err
+//	}
+//	defer st.Close()
+//
+// A PostgreSQL URL is the driver's (pgx) connection URL plus an optional
+// schema parameter (SchemaParam). A program that already has a
+// *pgxpool.Pool builds the store directly with pgstore.New instead.
+//
+// # Secrets in URLs
+//
+// Nothing this package returns shows a secret: Describe and every error
+// show the URL with its password replaced by "xxxxx", and with it the value
+// of every query parameter not on a short list of settings known to be
+// harmless (sslmode, connect_timeout, application_name, schema and the
+// like; see Redact). sslpassword, password, and any parameter this package
+// does not know, such as an access token, are hidden.
+package storeurl
 
 import (
 	"context"
@@ -138,7 +157,7 @@ func Parse(rawURL string) (Target, error) {
 		return Target{}, fmt.Errorf("%w: a keyword/value connection string (host=… dbname=…) is not supported; use a postgres:// URL", ErrBadURL)
 	}
 	if scheme, _, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
-		return Target{}, fmt.Errorf("%w: %q: unknown scheme %q; use postgres://, postgresql://, sqlite: or a file path", ErrBadURL, redact(u), scheme)
+		return Target{}, fmt.Errorf("%w: %q: unknown scheme %q; use postgres://, postgresql://, sqlite: or a file path", ErrBadURL, Redact(u), scheme)
 	}
 	return sqliteTarget(u, u)
 }
@@ -166,7 +185,7 @@ var ErrBadURL = fmt.Errorf("%w: bad database URL", rdq.ErrInvalid)
 func parsePostgres(raw string) (Target, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Target{}, fmt.Errorf("%w: %s: %v", ErrBadURL, redact(raw), errors.Unwrap(err))
+		return Target{}, fmt.Errorf("%w: %s: %v", ErrBadURL, Redact(raw), errors.Unwrap(err))
 	}
 	q := u.Query()
 	schema := q.Get(SchemaParam)
@@ -174,7 +193,7 @@ func parsePostgres(raw string) (Target, error) {
 		schema = pgstore.DefaultSchema
 	}
 	if err := pgstore.ValidateSchema(schema); err != nil {
-		return Target{}, fmt.Errorf("%w: %s: %w", ErrBadURL, redact(raw), err)
+		return Target{}, fmt.Errorf("%w: %s: %w", ErrBadURL, Redact(raw), err)
 	}
 	q.Del(SchemaParam)
 	u.RawQuery = q.Encode()
@@ -186,7 +205,11 @@ func parsePostgres(raw string) (Target, error) {
 func parseSQLitePath(raw, rest string) (Target, error) {
 	rest = strings.TrimPrefix(rest, "//")
 	if strings.ContainsAny(rest, "?#") {
-		return Target{}, fmt.Errorf("%w: %q: SQLite URLs take no query or fragment; give the file path only", ErrBadURL, raw)
+		// The query is not shown: it may hold what its writer meant as a
+		// secret.
+		shown, _, _ := strings.Cut(raw, "?")
+		shown, _, _ = strings.Cut(shown, "#")
+		return Target{}, fmt.Errorf("%w: %q: SQLite URLs take no query or fragment; give the file path only", ErrBadURL, shown+"?…")
 	}
 	if rest == "" {
 		return Target{}, fmt.Errorf("%w: %q: no file path", ErrBadURL, raw)
@@ -227,23 +250,133 @@ func Describe(rawURL string) string {
 		}
 		return "SQLite at " + t.Path
 	default:
-		return fmt.Sprintf("PostgreSQL at %s (schema %s)", redact(t.ConnString), t.Schema)
+		return fmt.Sprintf("PostgreSQL at %s (schema %s)", Redact(t.ConnString), t.Schema)
 	}
 }
 
-// redact returns a URL with its password, if any, replaced: in the user
-// information and in a password query parameter.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
+// safeParams are the query parameters whose values Redact shows: settings
+// of pgx and libpq that are not secrets. Every other value is hidden.
+var safeParams = map[string]bool{
+	SchemaParam: true, "sslmode": true, "sslrootcert": true, "sslcert": true, "sslkey": true,
+	"sslsni": true, "sslnegotiation": true, "application_name": true, "connect_timeout": true,
+	"target_session_attrs": true, "load_balance_hosts": true, "dbname": true, "host": true,
+	"port": true, "user": true, "search_path": true, "timezone": true, "client_encoding": true,
+	"channel_binding": true, "gssencmode": true, "krbsrvname": true, "krbspn": true,
+	"min_protocol_version": true, "max_protocol_version": true, "require_auth": true,
+	"service": true, "servicefile": true, "pool_max_conns": true, "pool_min_conns": true,
+	"pool_min_idle_conns": true, "pool_max_conn_lifetime": true, "pool_max_conn_lifetime_jitter": true,
+	"pool_max_conn_idle_time": true, "pool_health_check_period": true,
+	"statement_cache_capacity": true, "description_cache_capacity": true,
+	"default_query_exec_mode": true, "min_read_buffer_size": true,
+}
+
+// redactedMark replaces a hidden value.
+const redactedMark = "xxxxx"
+
+// Redact returns rawURL fit to show: the password in its user information
+// and the value of every query parameter not known to be harmless are
+// replaced by "xxxxx", and any fragment is dropped. The parameters whose
+// values are shown are schema and these pgx and libpq settings: sslmode,
+// sslrootcert, sslcert, sslkey, sslsni, sslnegotiation, application_name,
+// connect_timeout, target_session_attrs, load_balance_hosts, dbname, host,
+// port, user, search_path, timezone, client_encoding, channel_binding,
+// gssencmode, krbsrvname, krbspn, min_protocol_version,
+// max_protocol_version, require_auth, service, servicefile, the pool_*
+// settings of pgxpool, statement_cache_capacity,
+// description_cache_capacity, default_query_exec_mode and
+// min_read_buffer_size (names compared exactly, so Password=… is hidden
+// too). A URL that does not parse is shown as "(unparsable URL)".
+func Redact(rawURL string) string {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
+	u.Fragment, u.RawFragment = "", ""
+	if u.RawQuery != "" {
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			// Keep what parsed, hide the rest: ParseQuery returns the
+			// pairs it could read.
+			q.Set("unparsable_query", redactedMark)
+		}
+		for k, vs := range q {
+			if !safeParams[k] {
+				for i := range vs {
+					vs[i] = redactedMark
+				}
+			}
+		}
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
+
+// secretsOf returns the secret values in rawURL that Redact hides: the
+// user information's password and the values of query parameters not on
+// the safe list, of at least minSecretLen bytes (shorter ones would match
+// too much ordinary text to be scrubbed from messages).
+func secretsOf(rawURL string) []string {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if pw, ok := u.User.Password(); ok {
+		out = append(out, pw)
+	}
+	q, _ := url.ParseQuery(u.RawQuery) // the pairs that parse; the rest are hidden by Redact
+	for k, vs := range q {
+		if !safeParams[k] {
+			out = append(out, vs...)
+		}
+	}
+	kept := out[:0]
+	for _, s := range out {
+		if len(s) >= minSecretLen {
+			kept = append(kept, s)
+		}
+	}
+	return kept
+}
+
+// minSecretLen is the shortest secret value scrubbed from driver messages.
+const minSecretLen = 4
+
+// scrub returns err with every secret of rawURL replaced in its message,
+// for errors whose text this package does not control (the driver's).
+// errors.Is and errors.As still see err's chain.
+func scrub(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	changed := false
+	for _, s := range secretsOf(rawURL) {
+		for _, form := range []string{s, url.QueryEscape(s), url.PathEscape(s)} {
+			if strings.Contains(msg, form) {
+				msg = strings.ReplaceAll(msg, form, redactedMark)
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return err
+	}
+	return &scrubbedError{msg: msg, err: err}
+}
+
+// scrubbedError is an error whose message had secrets removed.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+// Error returns the message without secrets.
+func (e *scrubbedError) Error() string { return e.msg }
+
+// Unwrap returns the original error, for errors.Is and errors.As; its own
+// message may hold the secrets.
+func (e *scrubbedError) Unwrap() error { return e.err }
 
 // Open opens the store rawURL names (see Parse), connects and, unless
 // cfg.NoMigrate, migrates it. The caller closes the returned Store.
@@ -303,18 +436,19 @@ func (p *pgStore) Close() error {
 	return nil
 }
 
-func openPostgres(ctx context.Context, t Target, cfg Config, logger *slog.Logger) (Store, error) {
+func openPostgres(ctx context.Context, t Target, cfg Config, logger *slog.Logger) (st Store, err error) {
+	defer func() { err = scrub(err, t.ConnString) }()
 	pcfg, err := pgxpool.ParseConfig(t.ConnString)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadURL, redact(t.ConnString), err)
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadURL, Redact(t.ConnString), driverReason(err))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("rdq: connecting to %s: %w", redact(t.ConnString), err)
+		return nil, fmt.Errorf("rdq: connecting to %s: %w", Redact(t.ConnString), err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("rdq: connecting to %s: %w", redact(t.ConnString), err)
+		return nil, fmt.Errorf("rdq: connecting to %s: %w", Redact(t.ConnString), err)
 	}
 	s, err := pgstore.New(pool, pgstore.Config{Schema: t.Schema, Logger: logger})
 	if err != nil {
@@ -328,4 +462,15 @@ func openPostgres(ctx context.Context, t Target, cfg Config, logger *slog.Logger
 		}
 	}
 	return &pgStore{Store: s, pool: pool}, nil
+}
+
+// driverReason is the driver's reason for rejecting a connection string,
+// without the string itself, which pgx quotes in backquotes before the
+// reason ("cannot parse `…`: invalid port").
+func driverReason(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		return msg[i+len("`: "):]
+	}
+	return msg
 }

@@ -1,0 +1,200 @@
+package rdq_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReadmeSnippets compiles every ```go block of README.md, so that what
+// a reader copies builds. The convention, which every block must follow:
+//
+//   - A block that starts with a package clause (after comments) is a whole
+//     file and is compiled as it is: a main package, a library, or, when
+//     the package name ends in _test, a test file.
+//   - Any other block is a fragment of a file: an optional import
+//     declaration followed by top-level declarations (functions, types,
+//     variables). The test adds "package readme" above it.
+//   - A fragment that does not parse as declarations is a run of
+//     statements: the test puts its import declaration, if any, at the top
+//     and the rest into the body of a function with no parameters and no
+//     results.
+//
+// Nothing else is added: every name a block uses must be declared in it or
+// imported by it, and every import and local variable must be used, as the
+// compiler demands. Blocks are compiled in packages of their own inside this
+// module (through a build overlay, so nothing is written to the tree), with
+// the module's go.mod.
+func TestReadmeSnippets(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go tool not found: %v", err)
+	}
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlocks(string(raw))
+	if len(blocks) < 3 {
+		t.Fatalf("README.md has %d go blocks; expected the core API, storeurl and storetest ones at least", len(blocks))
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	overlay := map[string]string{}
+	var plain, tests []string
+	for i, b := range blocks {
+		src, isTest, err := snippetFile(b.text, b.line)
+		if err != nil {
+			t.Errorf("README.md:%d: %v", b.line, err)
+			continue
+		}
+		name := "snippet.go"
+		if isTest {
+			name = "snippet_test.go"
+		}
+		dir := fmt.Sprintf("_readme/block%02d_line%d", i+1, b.line)
+		file := filepath.Join(tmp, fmt.Sprintf("block%02d_%s", i+1, name))
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		overlay[filepath.Join(root, dir, name)] = file
+		if isTest {
+			tests = append(tests, "./"+dir)
+		} else {
+			plain = append(plain, "./"+dir)
+		}
+	}
+	ov, err := json.Marshal(map[string]any{"Replace": overlay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovFile := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(ovFile, ov, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out") + string(filepath.Separator)
+	compile := func(args ...string) {
+		cmd := exec.Command(goTool, args...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("README.md snippets do not compile (go %s):\n%s", strings.Join(args, " "), b)
+		}
+	}
+	if len(plain) > 0 {
+		// -o os.DevNull compiles every package and keeps nothing; a
+		// directory would make go build skip packages that are not main.
+		compile(append([]string{"build", "-overlay=" + ovFile, "-o", os.DevNull}, plain...)...)
+	}
+	if len(tests) > 0 {
+		// go vet cannot run on overlay-only directories; the compiler's
+		// checks are what this test is about.
+		compile(append([]string{"test", "-vet=off", "-c", "-overlay=" + ovFile, "-o", out}, tests...)...)
+	}
+}
+
+// goBlock is one ```go block of a Markdown file and the line its code
+// starts on.
+type goBlock struct {
+	text string
+	line int
+}
+
+func goBlocks(md string) []goBlock {
+	var blocks []goBlock
+	lines := strings.Split(md, "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "```go" {
+			continue
+		}
+		start := i + 1
+		j := start
+		for j < len(lines) && strings.TrimSpace(lines[j]) != "```" {
+			j++
+		}
+		blocks = append(blocks, goBlock{text: strings.Join(lines[start:j], "\n") + "\n", line: start + 1})
+		i = j
+	}
+	return blocks
+}
+
+// snippetFile turns a block that starts on README.md line into a Go source
+// file by the convention of TestReadmeSnippets, and reports whether it is a
+// test file. Line directives make compiler errors point into README.md.
+func snippetFile(block string, line int) (src string, isTest bool, err error) {
+	at := func(n int) string { return fmt.Sprintf("\n//line README.md:%d\n", n) }
+	fset := token.NewFileSet()
+	if f, err := parser.ParseFile(fset, "", block, parser.PackageClauseOnly); err == nil {
+		return at(line) + block, strings.HasSuffix(f.Name.Name, "_test"), nil
+	}
+	asDecls := "package readme\n" + at(line) + block
+	if _, err := parser.ParseFile(fset, "", asDecls, parser.AllErrors); err == nil {
+		return asDecls, false, nil
+	}
+	imports, body := splitImports(block)
+	bodyLine := line + strings.Count(imports, "\n")
+	asFunc := "package readme\n" + at(line) + imports + "func _() {" + at(bodyLine) + body + "}\n"
+	if _, err := parser.ParseFile(fset, "", asFunc, parser.AllErrors); err != nil {
+		return "", false, fmt.Errorf("block is neither a file, nor declarations, nor statements: %v", err)
+	}
+	return asFunc, false, nil
+}
+
+// splitImports separates a fragment's leading import declarations (and the
+// blank lines and comments before them) from the rest.
+func splitImports(block string) (imports, rest string) {
+	lines := strings.SplitAfter(block, "\n")
+	i, inGroup := 0, false
+	for ; i < len(lines); i++ {
+		l := strings.TrimSpace(lines[i])
+		switch {
+		case inGroup:
+			if l == ")" {
+				inGroup = false
+			}
+		case l == "" || strings.HasPrefix(l, "//"):
+		case l == "import (":
+			inGroup = true
+		case strings.HasPrefix(l, "import "):
+		default:
+			return strings.Join(lines[:i], ""), strings.Join(lines[i:], "")
+		}
+	}
+	return block, ""
+}
+
+// TestExamplesImportNoInternal keeps the examples copyable into another
+// module: none of their files, tests included, imports an internal package.
+// (examples/kafka-consumer is a module of its own, where the compiler
+// already refuses rdq's internal packages.)
+func TestExamplesImportNoInternal(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go tool not found: %v", err)
+	}
+	out, err := exec.Command(goTool, "list", "-f",
+		`{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`,
+		"./examples/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("go list found %d example packages:\n%s", len(lines), out)
+	}
+	for _, l := range lines {
+		pkg, imports, _ := strings.Cut(l, ": ")
+		for _, imp := range strings.Fields(imports) {
+			if strings.Contains(imp, "/internal/") || strings.HasSuffix(imp, "/internal") {
+				t.Errorf("%s imports %s; examples must build in another module", pkg, imp)
+			}
+		}
+	}
+}
