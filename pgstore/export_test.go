@@ -98,3 +98,17 @@ func CountDeadQuery(s *Store, f store.DeadFilter) (string, []any) {
 func StatsQuery(s *Store) (string, []any) {
 	return s.q.stats, []any{nil, micros(time.Hour)}
 }
+
+// ListTasksQuery returns the ListTasks statement for p and its arguments.
+func ListTasksQuery(s *Store, p store.ListTasksParams) (string, []any) {
+	q, args, err := s.listTasksQuery(p)
+	if err != nil {
+		panic(err)
+	}
+	return q, args
+}
+
+// TaskByKeyQuery returns the TaskByKey statement and its arguments.
+func TaskByKeyQuery(s *Store) (string, []any) {
+	return render(s.q, sqlTaskByKey), []any{"q3", "k"}
+}

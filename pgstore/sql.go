@@ -838,6 +838,109 @@ SELECT count(*) FROM audited CROSS JOIN notified`
 // sqlPausedQueues lists the paused queues by name. Index: paused_queues_pkey.
 const sqlPausedQueues = `SELECT queue FROM {schema}.paused_queues ORDER BY queue`
 
+// --- Live tasks (store.LiveTasks) -------------------------------------------
+//
+// These statements are rendered at call time with stmt (operator actions,
+// not the hot path), so they add nothing to queries.
+
+// sqlListTasks pages through the tasks of one live state. {state} is the
+// state's condition, {filter} the AND-ed TaskFilter conditions, {after}
+// the keyset condition and {order} the state's order.
+//
+// Indexes: pending and retrying: tasks_pending_idx (next_attempt_at, id),
+// or tasks_claim_idx (queue, next_attempt_at) with a Queue filter; in
+// flight: tasks_lease_expiry_idx (lease_expires_at); succeeded:
+// tasks_succeeded_idx (finished_at), read backwards. Each is read in
+// order and stops after {limit} rows.
+const sqlListTasks = `
+SELECT ` + taskColumns + `
+FROM {schema}.tasks AS t
+WHERE {state}{filter}{after}
+ORDER BY {order}
+LIMIT {limit}`
+
+// sqlTaskByKey reads the task holding an idempotency key. $1 queue, $2 key.
+// Index: tasks_idempotency_key_idx.
+const sqlTaskByKey = `
+SELECT ` + taskColumns + `
+FROM {schema}.tasks AS t
+WHERE t.queue = $1 AND t.idempotency_key = $2`
+
+// sqlLiveLock locks the tasks a retry-now or cancel names, in ID order, and
+// reads their status. $1 ids. Index: tasks_pkey.
+const sqlLiveLock = `
+SELECT t.id, t.status
+FROM {schema}.tasks AS t
+WHERE t.id = ANY($1::uuid[])
+ORDER BY t.id
+FOR UPDATE`
+
+// sqlRetryNow makes the locked PENDING tasks $1 due now and notifies their
+// queues. Returns how many it changed. $2 Now override, $3 channel.
+// Index: tasks_pkey.
+const sqlRetryNow = `
+WITH moved AS (
+    UPDATE {schema}.tasks AS t
+    SET next_attempt_at = coalesce($2::timestamptz, now()),
+        updated_at = coalesce($2::timestamptz, now())
+    WHERE t.id = ANY($1::uuid[]) AND t.status = 'PENDING'
+    RETURNING t.queue
+),
+notified AS (
+    SELECT count(pg_notify($3, q.queue)) AS n
+    FROM (SELECT DISTINCT m.queue FROM moved m) q
+)
+SELECT (SELECT count(*) FROM moved), (SELECT n FROM notified)`
+
+// sqlCancel moves the locked PENDING tasks $1 to DEAD with a CANCELLED
+// attempt each (numbered one past the task's highest attempt number, as in
+// sqlFinish), counts them into dead_counts and returns how many it moved.
+//
+// Indexes: tasks_pkey (update), attempts_pkey (max number, insert),
+// dead_counts_pkey (conflict arbiter).
+//
+// $1 ids, $2 Now override, $3 error type, $4 message, $5 fingerprint,
+// $6 actor.
+const sqlCancel = `
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+),
+cancelled AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'DEAD',
+        attempts = t.attempts + 1,
+        last_attempt_number = greatest(t.last_attempt_number,
+            (SELECT coalesce(max(a.number), 0) FROM {schema}.attempts a WHERE a.task_id = t.id)) + 1,
+        finished_at = c.now,
+        lease_expires_at = NULL,
+        last_error_type = $3,
+        last_error_message = $4,
+        last_error_fingerprint = $5,
+        updated_at = c.now
+    FROM clock c
+    WHERE t.id = ANY($1::uuid[]) AND t.status = 'PENDING'
+    RETURNING t.id, t.queue, t.handler, t.life, t.last_attempt_number
+),
+recorded AS (
+    INSERT INTO {schema}.attempts (
+        task_id, number, life, outcome, error_type, message, stack, worker_id,
+        lease_token, started_at, finished_at)
+    SELECT x.id, x.last_attempt_number, x.life, 'CANCELLED', $3, $4, '', $6, 0, c.now, c.now
+    FROM cancelled x CROSS JOIN clock c
+),
+shard AS (
+    SELECT floor(random() * 16)::smallint AS n
+),
+counted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT x.queue, x.handler, $3, $5, s.n, count(*)
+    FROM cancelled x CROSS JOIN shard s
+    GROUP BY x.queue, x.handler, s.n
+    ORDER BY x.queue, x.handler
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
+)
+SELECT count(*) FROM cancelled`
+
 // queries are the static statements with the schema filled in.
 type queries struct {
 	schema string

@@ -233,3 +233,46 @@ VALUES (?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`
 
 	sqlPausedQueues = `SELECT queue FROM rdq_paused_queues ORDER BY queue`
 )
+
+// Live tasks (store.LiveTasks). A listing is sqlListLive, liveWhere* for
+// the state, the dead-letter filter fragments above (deadFilterIDs …
+// deadFilterMessage) for the filter, the state's cursor and order, and
+// sqlLimit. Each state reads one partial index in order and stops at the
+// page size:
+//
+//	pending, retrying rdq_tasks_pending (next_attempt_at, id), or
+//	                  rdq_tasks_claim (queue, next_attempt_at, id) with a Queue filter
+//	in flight         rdq_tasks_expiry (lease_expires_at, id)
+//	succeeded         rdq_tasks_succeeded (finished_at, id), backwards
+const (
+	sqlListLive = `SELECT ` + taskColumns + ` FROM rdq_tasks`
+
+	liveWherePending   = ` WHERE status = 'PENDING' AND attempts = 0`
+	liveWhereRetrying  = ` WHERE status = 'PENDING' AND attempts > 0`
+	liveWhereInFlight  = ` WHERE status = 'IN_FLIGHT'`
+	liveWhereSucceeded = ` WHERE status = 'SUCCEEDED'`
+
+	liveCursorDue       = ` AND (next_attempt_at, id) > (?, ?)`
+	liveCursorExpiry    = ` AND (lease_expires_at, id) > (?, ?)`
+	liveCursorFinished  = ` AND (finished_at, id) < (?, ?)`
+	liveOrderDue        = ` ORDER BY next_attempt_at, id`
+	liveOrderExpiry     = ` ORDER BY lease_expires_at, id`
+	liveOrderNewestDone = ` ORDER BY finished_at DESC, id DESC`
+
+	// Index rdq_tasks_idempotency (queue, idempotency_key).
+	sqlTaskByKey = sqlFindByKey
+
+	// Primary key.
+	sqlLiveStatus = `SELECT status FROM rdq_tasks WHERE id = ?`
+
+	// Primary key. ?1 now, ?2 id.
+	sqlRetryNow = `UPDATE rdq_tasks SET next_attempt_at = ?1, updated_at = ?1
+WHERE id = ?2 AND status = 'PENDING'`
+
+	// Primary key. ?1 now, ?2-?4 the cancellation failure, ?5 id. The
+	// CANCELLED attempt is recorded with sqlInsertAttempt.
+	sqlCancel = `UPDATE rdq_tasks
+SET status = 'DEAD', attempts = attempts + 1, finished_at = ?1, lease_expires_at = NULL, updated_at = ?1,
+	last_error_type = ?2, last_error_message = ?3, last_error_fingerprint = ?4
+WHERE id = ?5 AND status = 'PENDING'`
+)
