@@ -34,6 +34,9 @@ func harness() storetest.Harness {
 func TestMain(m *testing.M) {
 	// Stores log every reclaim at Info; keep test output to what matters.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if os.Getenv(envTxChild) != "" {
+		os.Exit(txChild())
+	}
 	storetest.Main(m, harness())
 }
 

@@ -53,11 +53,15 @@ type Config struct {
 // database, so any number of Stores in any number of processes may work on
 // the same schema.
 type Store struct {
-	pool    *pgxpool.Pool
+	pool    db // the pool New was given, or the caller's transaction in a view made by WithTx
 	schema  string
 	channel string
 	log     *slog.Logger
 	q       queries
+
+	// listenPool is the pool New was given, which notification listeners
+	// take their connection from.
+	listenPool *pgxpool.Pool
 }
 
 var (
@@ -100,13 +104,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{
+	s := &Store{
 		pool:    pool,
 		schema:  schema,
 		channel: channelName(schema),
 		log:     log,
 		q:       buildQueries(pgx.Identifier{schema}.Sanitize()),
-	}, nil
+	}
+	s.listenPool = pool
+	return s, nil
 }
 
 // Schema returns the schema the store keeps its tables in.
