@@ -80,6 +80,17 @@ func New(cfg Config) (*Client, error) {
 
 // Task is a task to submit.
 type Task struct {
+	// ID, if not zero, is the task's ID, chosen by the caller: a UUID of
+	// the RFC 9562 variant and a version from 1 to 8 (rdq.NewID makes
+	// one; a version 5 or 8 UUID derived from the work, such as a message
+	// offset, works too). Submitting an ID that already exists inserts
+	// nothing and returns that task with Result.Duplicate set, exactly as
+	// an idempotency key does; so a caller that chose the ID can repeat a
+	// Submit whose outcome it did not learn (a connection lost around the
+	// commit) without creating the task twice. Unlike an idempotency key,
+	// an ID is unique across queues and is free again once its task is
+	// purged. Zero means a new rdq.NewID.
+	ID rdq.ID
 	// Queue and Handler are required; see rdq.ValidateName for the
 	// accepted names.
 	Queue   string
@@ -103,6 +114,13 @@ type Task struct {
 	// Delay postpones the first attempt; zero makes the task due now.
 	// Negative is invalid.
 	Delay time.Duration
+	// RunAt, if not zero, is when the first attempt becomes due; set
+	// Delay or RunAt, not both. The store owns the clock, so RunAt is
+	// turned into a delay at submission: time.Until(RunAt) on this
+	// process's clock, zero (due now) when RunAt has passed. The task is
+	// due at RunAt as this process reads the time, give or take the
+	// offset between its clock and the store's.
+	RunAt time.Time
 	// FirstFailure, if not nil, is the failure that made the caller
 	// submit. It is recorded as attempt 1 (error type, message and
 	// fingerprint from the queue's policy's Describe, see
@@ -206,11 +224,24 @@ func (c *Client) Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, 
 	return t, attempts, nil
 }
 
-// prepare validates t and turns it into a store.NewTask with a fresh ID,
+// prepare validates t and turns it into a store.NewTask with its ID,
 // trace context in its headers and its first failure described.
 func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 	if t.Delay < 0 {
 		return store.NewTask{}, fmt.Errorf("%w: delay %s is negative", rdq.ErrInvalid, t.Delay)
+	}
+	delay := t.Delay
+	if !t.RunAt.IsZero() {
+		if t.Delay != 0 {
+			return store.NewTask{}, fmt.Errorf("%w: both Delay (%s) and RunAt (%s) are set; set one", rdq.ErrInvalid, t.Delay, t.RunAt.Format(time.RFC3339Nano))
+		}
+		delay = max(time.Until(t.RunAt), 0)
+	}
+	id := t.ID
+	if id.IsZero() {
+		id = rdq.NewID()
+	} else if err := validateID(id); err != nil {
+		return store.NewTask{}, err
 	}
 	headers := c.headers(ctx, t.Headers)
 	check := rdq.Task{
@@ -225,14 +256,14 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		return store.NewTask{}, err
 	}
 	nt := store.NewTask{
-		ID:             rdq.NewID(),
+		ID:             id,
 		Queue:          t.Queue,
 		Handler:        t.Handler,
 		Payload:        t.Payload,
 		ContentType:    t.ContentType,
 		Headers:        headers,
 		IdempotencyKey: t.IdempotencyKey,
-		Delay:          t.Delay,
+		Delay:          delay,
 	}
 	if t.FirstFailure != nil {
 		outcome := rdq.OutcomeRetryableFailure
@@ -246,6 +277,18 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		}
 	}
 	return nt, nil
+}
+
+// validateID checks that a caller-chosen ID is a UUID of the RFC 9562
+// variant with a defined version (1 to 8).
+func validateID(id rdq.ID) error {
+	if id[8]&0xc0 != 0x80 {
+		return fmt.Errorf("%w: task ID %s is not an RFC 9562 UUID (variant bits %02b); make one with rdq.NewID", rdq.ErrInvalid, id, id[8]>>6)
+	}
+	if v := id[6] >> 4; v < 1 || v > 8 {
+		return fmt.Errorf("%w: task ID %s has UUID version %d, want 1 to 8; make one with rdq.NewID", rdq.ErrInvalid, id, v)
+	}
+	return nil
 }
 
 // headers returns a copy of h with the trace context of ctx added, or nil

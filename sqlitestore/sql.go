@@ -26,14 +26,16 @@ const (
 	// Index rdq_tasks_idempotency (queue, idempotency_key).
 	sqlFindByKey = `SELECT ` + taskColumns + ` FROM rdq_tasks WHERE queue = ? AND idempotency_key = ?`
 
-	// Primary key; maintains every index. The caller builds the returned
+	// Primary key; maintains every index. An existing ID inserts nothing
+	// (the caller reads that task as the duplicate). The caller builds the returned
 	// task from the values it bound (RETURNING would buffer every row in a
 	// temporary b-tree).
 	sqlInsertTask = `INSERT INTO rdq_tasks (
 	id, queue, handler, payload, content_type, headers, idempotency_key, status,
 	attempts, life, next_attempt_at, lease_token, lease_owner, created_at, updated_at, finished_at,
 	last_error_type, last_error_message, last_error_fingerprint
-) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?)`
+) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`
 
 	// Primary key of rdq_attempts (task_id, number): the number is
 	// max(number) + 1 over the persisted history of the task.

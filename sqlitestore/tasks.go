@@ -19,9 +19,9 @@ import (
 )
 
 // Enqueue implements store.Store: the whole batch is one transaction. Tasks
-// with an idempotency key already present in their queue (earlier in the
-// same batch included) are not inserted and come back as the existing task
-// with Duplicate set.
+// whose ID exists, or with an idempotency key already present in their
+// queue (earlier in the same batch included), are not inserted and come
+// back as the existing task with Duplicate set.
 func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.EnqueueResult, error) {
 	for i := range p.Tasks {
 		if err := validateNewTask(&p.Tasks[i]); err != nil {
@@ -54,6 +54,18 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 			if err != nil {
 				return fmt.Errorf("inserting task %s: %w", nt.ID, err)
 			}
+			if t == nil { // the ID exists
+				rows, err := s.query(ctx, tx, sqlGetTask, idArg(nt.ID))
+				if err != nil {
+					return fmt.Errorf("looking up task %s: %w", nt.ID, err)
+				}
+				existing, err := scanTasks(rows)
+				if err != nil || len(existing) != 1 {
+					return fmt.Errorf("looking up task %s: %d found, %w", nt.ID, len(existing), err)
+				}
+				results[i] = store.EnqueueResult{Task: existing[0], Duplicate: true}
+				continue
+			}
 			results[i] = store.EnqueueResult{Task: t}
 		}
 		return nil
@@ -80,6 +92,8 @@ func validateNewTask(nt *store.NewTask) error {
 	return nil
 }
 
+// insertTask inserts nt and returns it as stored, or nil if a task with its
+// ID exists.
 func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, now int64) (*rdq.Task, error) {
 	headers, err := headersArg(nt.Headers)
 	if err != nil {
@@ -96,12 +110,17 @@ func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, n
 			status, finished = rdq.StatusDead, now
 		}
 	}
-	_, err = s.exec(ctx, tx, sqlInsertTask,
+	res, err := s.exec(ctx, tx, sqlInsertTask,
 		idArg(nt.ID), nt.Queue, nt.Handler, nt.Payload, nt.ContentType, headers, nullString(nt.IdempotencyKey),
 		string(status), attempts, now+micros(nt.Delay), now, now, finished,
 		failure.Type, failure.Message, failure.Fingerprint)
 	if err != nil {
 		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("reading rows affected: %w", err)
+	} else if n == 0 {
+		return nil, nil // the ID exists
 	}
 	if ff := nt.FirstFailure; ff != nil {
 		if err := s.insertAttempt(ctx, tx, nt.ID, ff, 0, now); err != nil {

@@ -95,16 +95,13 @@ func (m *memStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := clock(p.Now)
-	seen := map[rdq.ID]bool{}
-	for _, nt := range p.Tasks {
-		if m.tasks[nt.ID] != nil || seen[nt.ID] {
-			return nil, fmt.Errorf("memstore: task %s already exists", nt.ID)
-		}
-		seen[nt.ID] = true
-	}
 	out := make([]store.EnqueueResult, len(p.Tasks))
 	notify := map[string]bool{}
 	for i, nt := range p.Tasks {
+		if dup := m.tasks[nt.ID]; dup != nil {
+			out[i] = store.EnqueueResult{Task: dup.snapshot(), Duplicate: true}
+			continue
+		}
 		if nt.IdempotencyKey != "" {
 			if dup := m.byKey(nt.Queue, nt.IdempotencyKey); dup != nil {
 				out[i] = store.EnqueueResult{Task: dup.snapshot(), Duplicate: true}
