@@ -106,9 +106,10 @@ type Task struct {
 	// modified.
 	Headers map[string]string
 	// IdempotencyKey, if not empty, makes the submission idempotent within
-	// Queue: while a task with this key exists in the queue, submitting
-	// again returns that task with Result.Duplicate set and inserts
-	// nothing. Within one SubmitMany batch, later repeats of a key report
+	// Queue: while a task with this key exists in the queue, and for the
+	// store's key retention after retention purges it, submitting again
+	// returns that task (after a purge, Result.Purged and the task's ID)
+	// with Result.Duplicate set and inserts nothing. Within one SubmitMany batch, later repeats of a key report
 	// the first one's task as a duplicate.
 	IdempotencyKey string
 	// Delay postpones the first attempt; zero makes the task due now.
@@ -137,9 +138,15 @@ type Result struct {
 	// Task is the stored task: the new one, or the existing one when
 	// Duplicate is true. It is a snapshot.
 	Task *rdq.Task
-	// Duplicate reports that a task with the same idempotency key already
-	// existed in the queue and nothing was inserted.
+	// Duplicate reports that a task with the same idempotency key (or ID)
+	// already existed and nothing was inserted.
 	Duplicate bool
+	// Purged reports a duplicate whose task no longer exists: retention
+	// purged it, but its idempotency key is kept for the store's key
+	// retention (7 days by default), so the work is not run again. Task
+	// then holds only the original task's ID, Queue, IdempotencyKey and
+	// CreatedAt.
+	Purged bool
 }
 
 // Submit stores one task. Invalid input is reported as an error wrapping
@@ -157,7 +164,7 @@ func (c *Client) Submit(ctx context.Context, t Task) (Result, error) {
 	if len(res) != 1 {
 		return Result{}, fmt.Errorf("client: submit: store returned %d results for 1 task", len(res))
 	}
-	return Result{Task: res[0].Task, Duplicate: res[0].Duplicate}, nil
+	return Result{Task: res[0].Task, Duplicate: res[0].Duplicate, Purged: res[0].Purged}, nil
 }
 
 // SubmitMany stores tasks in one call to the store (one round trip for
@@ -199,7 +206,7 @@ func (c *Client) SubmitMany(ctx context.Context, tasks []Task) ([]Result, error)
 	out := make([]Result, len(tasks))
 	for i, j := range sendIdx {
 		if j >= 0 {
-			out[i] = Result{Task: res[j].Task, Duplicate: res[j].Duplicate}
+			out[i] = Result{Task: res[j].Task, Duplicate: res[j].Duplicate, Purged: res[j].Purged}
 			continue
 		}
 		first := res[-1-j]
@@ -208,7 +215,7 @@ func (c *Client) SubmitMany(ctx context.Context, tasks []Task) ([]Result, error)
 			cp := *first.Task
 			snapshot = &cp
 		}
-		out[i] = Result{Task: snapshot, Duplicate: true}
+		out[i] = Result{Task: snapshot, Duplicate: true, Purged: first.Purged}
 	}
 	return out, nil
 }

@@ -112,3 +112,9 @@ func ListTasksQuery(s *Store, p store.ListTasksParams) (string, []any) {
 func TaskByKeyQuery(s *Store) (string, []any) {
 	return render(s.q, sqlTaskByKey), []any{"q3", "k"}
 }
+
+// KeyQueries returns the idempotency-key statements with arguments.
+func KeyQueries(s *Store) (lookup string, lookupArgs []any, prune string, pruneArgs []any) {
+	return render(s.q, sqlKeyLookup), []any{[]string{"q3"}, []string{"k1"}},
+		render(s.q, sqlPruneKeys), []any{micros(time.Hour), 100, nil}
+}

@@ -33,7 +33,11 @@ func TestLiveQueriesUseIndexes(t *testing.T) {
 		`UPDATE %[1]s.tasks SET status = 'IN_FLIGHT', lease_expires_at = now() + (get_byte(uuid_send(id), 1) * interval '1 second')
 		 WHERE status = 'PENDING' AND get_byte(uuid_send(id), 0) > 200`,
 		`UPDATE %[1]s.tasks SET idempotency_key = 'k' || get_byte(uuid_send(id), 2) || '-' || id WHERE get_byte(uuid_send(id), 3) < 128`,
+		`INSERT INTO %[1]s.idempotency_keys (queue, key, task_id, created_at, purged_at)
+		 SELECT t.queue, t.idempotency_key, t.id, t.created_at, CASE WHEN get_byte(uuid_send(t.id), 4) < 8 THEN now() END
+		 FROM %[1]s.tasks t WHERE t.idempotency_key IS NOT NULL`,
 		`ANALYZE %[1]s.tasks`,
+		`ANALYZE %[1]s.idempotency_keys`,
 	} {
 		if _, err := conn.Exec(ctx, fmt.Sprintf(q, schema)); err != nil {
 			t.Fatal(err)
@@ -80,6 +84,10 @@ func TestLiveQueriesUseIndexes(t *testing.T) {
 	}
 	sql, args := pgstore.TaskByKeyQuery(s)
 	queries = append(queries, query{"task by key", sql, args, "tasks_idempotency_key_idx", false})
+	lookup, lookupArgs, prune, pruneArgs := pgstore.KeyQueries(s)
+	queries = append(queries,
+		query{"purged key lookup", lookup, lookupArgs, "idempotency_keys_pkey", false},
+		query{"prune keys", prune, pruneArgs, "idempotency_keys_purged_idx", false})
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		for _, q := range queries {
 			plan := explain(t, ctx, conn.Conn(), mode, q.sql, q.args)

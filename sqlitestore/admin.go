@@ -312,19 +312,8 @@ func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, 
 		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
-		var ids []rdq.ID
-		for rows.Next() {
-			var b []byte
-			if err := rows.Scan(&b); err != nil {
-				return errors.Join(fmt.Errorf("deleting: %w", err), rows.Close())
-			}
-			id, err := scanID(b)
-			if err != nil {
-				return errors.Join(err, rows.Close())
-			}
-			ids = append(ids, id)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		ids, err := s.forgetKeys(ctx, tx, rows, action == "retention", now)
+		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
 		n = int64(len(ids))

@@ -12,7 +12,11 @@ import (
 func LivePlanCases() []PlanCase {
 	id := rdq.NewID()
 	after := &store.TaskCursor{At: time.Now(), ID: id}
-	cases := []PlanCase{{"task by key", sqlTaskByKey, []any{"q", "k"}, "rdq_tasks_idempotency", true}}
+	cases := []PlanCase{
+		{"task by key", sqlTaskByKey, []any{"q", "k"}, "rdq_tasks_idempotency", true},
+		{"purged key", sqlKeyFind, []any{"q", "k", 0}, "sqlite_autoindex_rdq_idempotency_keys_1", true},
+		{"prune keys", sqlKeyPrune, []any{0, 100}, "rdq_idempotency_keys_purged", true},
+	}
 	for _, c := range []struct {
 		state store.TaskState
 		f     store.TaskFilter

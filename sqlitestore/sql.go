@@ -139,7 +139,7 @@ const (
 	// ON DELETE CASCADE through rdq_attempts' primary key.
 	sqlPurgeSucceeded = `DELETE FROM rdq_tasks WHERE rowid IN (
 	SELECT rowid FROM rdq_tasks WHERE status = 'SUCCEEDED' AND finished_at < ? ORDER BY finished_at LIMIT ?
-)`
+) RETURNING id, queue, idempotency_key`
 )
 
 // Audit log.
@@ -214,7 +214,7 @@ WHERE rowid IN (SELECT rowid FROM rdq_tasks`
 
 	// Set-based purge of one chunk; attempts go by ON DELETE CASCADE.
 	sqlPurgeDeadHead = `DELETE FROM rdq_tasks WHERE rowid IN (SELECT rowid FROM rdq_tasks`
-	sqlPurgeDeadTail = ` LIMIT ?) RETURNING id`
+	sqlPurgeDeadTail = ` LIMIT ?) RETURNING id, queue, idempotency_key`
 )
 
 // Stats: one pass over rdq_tasks grouped by queue (a full scan; Stats is an
@@ -277,4 +277,30 @@ WHERE id = ?2 AND status = 'PENDING'`
 SET status = 'DEAD', attempts = attempts + 1, finished_at = ?1, lease_expires_at = NULL, updated_at = ?1,
 	last_error_type = ?2, last_error_message = ?3, last_error_fingerprint = ?4
 WHERE id = ?5 AND status = 'PENDING'`
+)
+
+// Idempotency keys that outlive their tasks (rdq_idempotency_keys, from
+// migrations/0003_live_tasks.sql). A key row is written with its task and
+// kept, marked purged, for the key retention after retention purges the
+// task; an operator's purge deletes it.
+const (
+	// Primary key of rdq_idempotency_keys (queue, key).
+	sqlKeyFind = `SELECT task_id, created_at FROM rdq_idempotency_keys
+WHERE queue = ?1 AND key = ?2 AND (purged_at IS NULL OR purged_at > ?3)`
+
+	// Primary key; an expired key of a purged task is replaced.
+	sqlKeyPut = `INSERT INTO rdq_idempotency_keys (queue, key, task_id, created_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id, created_at = excluded.created_at, purged_at = NULL`
+
+	// Primary key.
+	sqlKeyRetire = `UPDATE rdq_idempotency_keys SET purged_at = ?1, task_id = ?2 WHERE queue = ?3 AND key = ?4`
+
+	// Primary key.
+	sqlKeyDrop = `DELETE FROM rdq_idempotency_keys WHERE queue = ? AND key = ?`
+
+	// Index rdq_idempotency_keys_purged (purged_at): oldest first, up to
+	// ?2 keys purged at or before ?1.
+	sqlKeyPrune = `DELETE FROM rdq_idempotency_keys WHERE rowid IN (
+	SELECT rowid FROM rdq_idempotency_keys WHERE purged_at IS NOT NULL AND purged_at <= ?1 ORDER BY purged_at LIMIT ?2
+)`
 )

@@ -165,6 +165,12 @@ type EnqueueResult struct {
 	// Duplicate reports that a task with the same idempotency key already
 	// existed in the queue and nothing was inserted.
 	Duplicate bool
+	// Purged reports a duplicate of a task that no longer exists: its
+	// idempotency key is remembered after the task was purged by
+	// retention (stores keep keys for a retention window of their own).
+	// Task then holds only the original task's ID, Queue,
+	// IdempotencyKey and CreatedAt.
+	Purged bool
 }
 
 // ClaimParams is the input of Store.Claim.
