@@ -401,3 +401,20 @@ func LeaseExpiredFailure() Failure {
 	const typ, msg = "lease_expired", "lease expired before the worker finished; the execution was lost"
 	return Failure{Type: typ, Message: msg, Fingerprint: Fingerprint(typ, msg)}
 }
+
+// CancelledErrorType is the error type of the attempt a store records when
+// an operator cancels a task.
+const CancelledErrorType = "cancelled"
+
+// CancelledFailure describes the attempt a store records when an operator
+// cancels a waiting task: type CancelledErrorType, the operator's reason
+// as the message (capped and cleaned like any message; a fixed text when
+// reason is empty), and one fingerprint for every cancellation whatever
+// the reason, so the DLQ groups them together.
+func CancelledFailure(reason string) Failure {
+	msg := Truncate(cleanText(reason), MaxMessageBytes)
+	if msg == "" {
+		msg = "cancelled by an operator"
+	}
+	return Failure{Type: CancelledErrorType, Message: msg, Fingerprint: Fingerprint(CancelledErrorType, "")}
+}

@@ -53,12 +53,16 @@ const (
 	// OutcomeLeaseExpired: the executing worker lost its lease (it
 	// crashed, hung or was partitioned) and the store reclaimed the task.
 	OutcomeLeaseExpired Outcome = "LEASE_EXPIRED"
+	// OutcomeCancelled: an operator cancelled the waiting task, which went
+	// to the dead-letter queue without running again. The attempt's
+	// WorkerID names the operator and its Message the reason.
+	OutcomeCancelled Outcome = "CANCELLED"
 )
 
 // Valid reports whether o is one of the defined outcomes.
 func (o Outcome) Valid() bool {
 	switch o {
-	case OutcomeSuccess, OutcomeRetryableFailure, OutcomePermanentFailure, OutcomeLeaseExpired:
+	case OutcomeSuccess, OutcomeRetryableFailure, OutcomePermanentFailure, OutcomeLeaseExpired, OutcomeCancelled:
 		return true
 	}
 	return false

@@ -80,6 +80,17 @@ func New(cfg Config) (*Client, error) {
 
 // Task is a task to submit.
 type Task struct {
+	// ID, if not zero, is the task's ID, chosen by the caller: a UUID of
+	// the RFC 9562 variant and a version from 1 to 8 (rdq.NewID makes
+	// one; a version 5 or 8 UUID derived from the work, such as a message
+	// offset, works too). Submitting an ID that already exists inserts
+	// nothing and returns that task with Result.Duplicate set, exactly as
+	// an idempotency key does; so a caller that chose the ID can repeat a
+	// Submit whose outcome it did not learn (a connection lost around the
+	// commit) without creating the task twice. Unlike an idempotency key,
+	// an ID is unique across queues and is free again once its task is
+	// purged. Zero means a new rdq.NewID.
+	ID rdq.ID
 	// Queue and Handler are required; see rdq.ValidateName for the
 	// accepted names.
 	Queue   string
@@ -95,14 +106,22 @@ type Task struct {
 	// modified.
 	Headers map[string]string
 	// IdempotencyKey, if not empty, makes the submission idempotent within
-	// Queue: while a task with this key exists in the queue, submitting
-	// again returns that task with Result.Duplicate set and inserts
-	// nothing. Within one SubmitMany batch, later repeats of a key report
+	// Queue: while a task with this key exists in the queue, and for the
+	// store's key retention after retention purges it, submitting again
+	// returns that task (after a purge, Result.Purged and the task's ID)
+	// with Result.Duplicate set and inserts nothing. Within one SubmitMany batch, later repeats of a key report
 	// the first one's task as a duplicate.
 	IdempotencyKey string
 	// Delay postpones the first attempt; zero makes the task due now.
 	// Negative is invalid.
 	Delay time.Duration
+	// RunAt, if not zero, is when the first attempt becomes due; set
+	// Delay or RunAt, not both. The store owns the clock, so RunAt is
+	// turned into a delay at submission: time.Until(RunAt) on this
+	// process's clock, zero (due now) when RunAt has passed. The task is
+	// due at RunAt as this process reads the time, give or take the
+	// offset between its clock and the store's.
+	RunAt time.Time
 	// FirstFailure, if not nil, is the failure that made the caller
 	// submit. It is recorded as attempt 1 (error type, message and
 	// fingerprint from the queue's policy's Describe, see
@@ -119,9 +138,15 @@ type Result struct {
 	// Task is the stored task: the new one, or the existing one when
 	// Duplicate is true. It is a snapshot.
 	Task *rdq.Task
-	// Duplicate reports that a task with the same idempotency key already
-	// existed in the queue and nothing was inserted.
+	// Duplicate reports that a task with the same idempotency key (or ID)
+	// already existed and nothing was inserted.
 	Duplicate bool
+	// Purged reports a duplicate whose task no longer exists: retention
+	// purged it, but its idempotency key is kept for the store's key
+	// retention (7 days by default), so the work is not run again. Task
+	// then holds only the original task's ID, Queue, IdempotencyKey and
+	// CreatedAt.
+	Purged bool
 }
 
 // Submit stores one task. Invalid input is reported as an error wrapping
@@ -139,7 +164,7 @@ func (c *Client) Submit(ctx context.Context, t Task) (Result, error) {
 	if len(res) != 1 {
 		return Result{}, fmt.Errorf("client: submit: store returned %d results for 1 task", len(res))
 	}
-	return Result{Task: res[0].Task, Duplicate: res[0].Duplicate}, nil
+	return Result{Task: res[0].Task, Duplicate: res[0].Duplicate, Purged: res[0].Purged}, nil
 }
 
 // SubmitMany stores tasks in one call to the store (one round trip for
@@ -181,7 +206,7 @@ func (c *Client) SubmitMany(ctx context.Context, tasks []Task) ([]Result, error)
 	out := make([]Result, len(tasks))
 	for i, j := range sendIdx {
 		if j >= 0 {
-			out[i] = Result{Task: res[j].Task, Duplicate: res[j].Duplicate}
+			out[i] = Result{Task: res[j].Task, Duplicate: res[j].Duplicate, Purged: res[j].Purged}
 			continue
 		}
 		first := res[-1-j]
@@ -190,7 +215,7 @@ func (c *Client) SubmitMany(ctx context.Context, tasks []Task) ([]Result, error)
 			cp := *first.Task
 			snapshot = &cp
 		}
-		out[i] = Result{Task: snapshot, Duplicate: true}
+		out[i] = Result{Task: snapshot, Duplicate: true, Purged: first.Purged}
 	}
 	return out, nil
 }
@@ -206,11 +231,24 @@ func (c *Client) Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, 
 	return t, attempts, nil
 }
 
-// prepare validates t and turns it into a store.NewTask with a fresh ID,
+// prepare validates t and turns it into a store.NewTask with its ID,
 // trace context in its headers and its first failure described.
 func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 	if t.Delay < 0 {
 		return store.NewTask{}, fmt.Errorf("%w: delay %s is negative", rdq.ErrInvalid, t.Delay)
+	}
+	delay := t.Delay
+	if !t.RunAt.IsZero() {
+		if t.Delay != 0 {
+			return store.NewTask{}, fmt.Errorf("%w: both Delay (%s) and RunAt (%s) are set; set one", rdq.ErrInvalid, t.Delay, t.RunAt.Format(time.RFC3339Nano))
+		}
+		delay = max(time.Until(t.RunAt), 0)
+	}
+	id := t.ID
+	if id.IsZero() {
+		id = rdq.NewID()
+	} else if err := validateID(id); err != nil {
+		return store.NewTask{}, err
 	}
 	headers := c.headers(ctx, t.Headers)
 	check := rdq.Task{
@@ -225,14 +263,14 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		return store.NewTask{}, err
 	}
 	nt := store.NewTask{
-		ID:             rdq.NewID(),
+		ID:             id,
 		Queue:          t.Queue,
 		Handler:        t.Handler,
 		Payload:        t.Payload,
 		ContentType:    t.ContentType,
 		Headers:        headers,
 		IdempotencyKey: t.IdempotencyKey,
-		Delay:          t.Delay,
+		Delay:          delay,
 	}
 	if t.FirstFailure != nil {
 		outcome := rdq.OutcomeRetryableFailure
@@ -246,6 +284,18 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		}
 	}
 	return nt, nil
+}
+
+// validateID checks that a caller-chosen ID is a UUID of the RFC 9562
+// variant with a defined version (1 to 8).
+func validateID(id rdq.ID) error {
+	if id[8]&0xc0 != 0x80 {
+		return fmt.Errorf("%w: task ID %s is not an RFC 9562 UUID (variant bits %02b); make one with rdq.NewID", rdq.ErrInvalid, id, id[8]>>6)
+	}
+	if v := id[6] >> 4; v < 1 || v > 8 {
+		return fmt.Errorf("%w: task ID %s has UUID version %d, want 1 to 8; make one with rdq.NewID", rdq.ErrInvalid, id, v)
+	}
+	return nil
 }
 
 // headers returns a copy of h with the trace context of ctx added, or nil

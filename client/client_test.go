@@ -441,3 +441,89 @@ func (s *countingStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]s
 	s.enqueues++
 	return s.Store.Enqueue(ctx, p)
 }
+
+func TestRunAt(t *testing.T) {
+	c, st := newClient(t)
+	ctx := context.Background()
+	at := time.Now().Add(time.Hour)
+	res, err := c.Submit(ctx, client.Task{Queue: "later", Handler: "h", RunAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Translated on this process's clock; the test database runs on the
+	// same host, so the due time is RunAt up to the submit's duration.
+	if off := res.Task.NextAttemptAt.Sub(at); off < -5*time.Second || off > 5*time.Second {
+		t.Errorf("task is due at %s, %s away from RunAt %s", res.Task.NextAttemptAt, off, at)
+	}
+	before, after := at.Add(-time.Minute), at.Add(time.Minute)
+	for _, c := range []struct {
+		now  *time.Time
+		want int
+	}{{&before, 0}, {&after, 1}} {
+		got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"later"}, Limit: 10, Lease: time.Minute, WorkerID: "test", Now: c.now})
+		if err != nil || len(got) != c.want {
+			t.Fatalf("Claim at %s = %d tasks, %v; want %d", c.now, len(got), err, c.want)
+		}
+	}
+
+	past, err := c.Submit(ctx, client.Task{Queue: "past", Handler: "h", RunAt: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !past.Task.NextAttemptAt.Equal(past.Task.CreatedAt) {
+		t.Errorf("a RunAt in the past: due %s, created %s; want due at once", past.Task.NextAttemptAt, past.Task.CreatedAt)
+	}
+	_, err = c.Submit(ctx, client.Task{Queue: "later", Handler: "h", RunAt: at, Delay: time.Minute})
+	if !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), "both Delay") {
+		t.Errorf("Delay and RunAt together: got %v, want ErrInvalid saying both are set", err)
+	}
+}
+
+func TestCallerChosenID(t *testing.T) {
+	c, st := newClient(t)
+	ctx := context.Background()
+	id := rdq.NewID()
+	task := client.Task{ID: id, Queue: "q", Handler: "h", Payload: []byte(`{"n":1}`)}
+	first, err := c.Submit(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Duplicate || first.Task.ID != id {
+		t.Fatalf("first submit: %+v, want a new task with ID %s", first, id)
+	}
+	// Retrying after an ambiguous error: the same ID is a duplicate, even
+	// with another payload or queue, and nothing is inserted.
+	task.Payload = []byte(`{"n":2}`)
+	task.Queue = "other"
+	again, err := c.Submit(ctx, task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.Task.ID != id || string(again.Task.Payload) != `{"n":1}` {
+		t.Fatalf("resubmit with the same ID: %+v, want a duplicate of the first", again)
+	}
+	many, err := c.SubmitMany(ctx, []client.Task{{ID: id, Queue: "q", Handler: "h"}, {Queue: "q", Handler: "h"}})
+	if err != nil || !many[0].Duplicate || many[1].Duplicate {
+		t.Fatalf("SubmitMany with a known ID: %+v, %v", many, err)
+	}
+	got, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"q", "other"}, Limit: 10, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Claim = %d tasks, %v; want the 2 distinct ones", len(got), err)
+	}
+
+	bad := map[string]rdq.ID{
+		"nil variant": rdq.MustParseID("01890a5d-ac96-7000-0000-000000000000"),
+		"version 0":   rdq.MustParseID("01890a5d-ac96-0000-8000-000000000000"),
+		"version 15":  rdq.MustParseID("01890a5d-ac96-f000-8000-000000000000"),
+		"max UUID":    rdq.MustParseID("ffffffff-ffff-ffff-ffff-ffffffffffff"),
+	}
+	for name, id := range bad {
+		if _, err := c.Submit(ctx, client.Task{ID: id, Queue: "q", Handler: "h"}); !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), id.String()) {
+			t.Errorf("%s: got %v, want ErrInvalid naming the ID", name, err)
+		}
+	}
+	v4 := rdq.MustParseID("9b2c6f0e-3a4d-4e5f-8a6b-7c8d9e0f1a2b")
+	if res, err := c.Submit(ctx, client.Task{ID: v4, Queue: "q", Handler: "h"}); err != nil || res.Task.ID != v4 {
+		t.Errorf("a version 4 UUID: %+v, %v", res, err)
+	}
+}

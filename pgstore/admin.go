@@ -224,6 +224,11 @@ func (s *Store) purgeDeadQuery(p store.PurgeDeadParams) (string, []any, error) {
 	st.set("action", st.param(action))
 	st.set("filter_json", st.param(filterJSON))
 	st.set("reason", st.param(clean(p.Reason)))
+	if action == ActionRetention {
+		st.set("keys", sqlPurgeDeadRetireKeys)
+	} else {
+		st.set("keys", sqlPurgeDeadDropKeys)
+	}
 	return st.render(s.q, sqlPurgeDead), st.args, nil
 }
 

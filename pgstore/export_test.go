@@ -98,3 +98,23 @@ func CountDeadQuery(s *Store, f store.DeadFilter) (string, []any) {
 func StatsQuery(s *Store) (string, []any) {
 	return s.q.stats, []any{nil, micros(time.Hour)}
 }
+
+// ListTasksQuery returns the ListTasks statement for p and its arguments.
+func ListTasksQuery(s *Store, p store.ListTasksParams) (string, []any) {
+	q, args, err := s.listTasksQuery(p)
+	if err != nil {
+		panic(err)
+	}
+	return q, args
+}
+
+// TaskByKeyQuery returns the TaskByKey statement and its arguments.
+func TaskByKeyQuery(s *Store) (string, []any) {
+	return render(s.q, sqlTaskByKey), []any{"q3", "k"}
+}
+
+// KeyQueries returns the idempotency-key statements with arguments.
+func KeyQueries(s *Store) (lookup string, lookupArgs []any, prune string, pruneArgs []any) {
+	return render(s.q, sqlKeyLookup), []any{[]string{"q3"}, []string{"k1"}},
+		render(s.q, sqlPruneKeys), []any{micros(time.Hour), 100, nil}
+}

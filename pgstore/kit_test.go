@@ -27,13 +27,16 @@ func harness() storetest.Harness {
 			}
 			return s, closeFn, nil
 		},
-		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true},
+		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true},
 	}
 }
 
 func TestMain(m *testing.M) {
 	// Stores log every reclaim at Info; keep test output to what matters.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if os.Getenv(envTxChild) != "" {
+		os.Exit(txChild())
+	}
 	storetest.Main(m, harness())
 }
 

@@ -40,7 +40,7 @@ func (s *Store) Notifications(ctx context.Context) (<-chan string, error) {
 
 // listen acquires a connection and subscribes it to the store's channel.
 func (s *Store) listen(ctx context.Context) (*pgxpool.Conn, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.listenPool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}

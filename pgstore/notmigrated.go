@@ -6,17 +6,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/srjn45/rdq/store"
 )
 
-// db is the pool every query of the Store goes through. It adds one thing:
-// an error saying that rdq's schema or tables do not exist also wraps
-// store.ErrNotMigrated, so that callers learn the database needs Migrate
-// (or the schema is misconfigured) instead of reading a raw SQL error.
-type db struct {
-	*pgxpool.Pool
+// mapped is the db every query of the Store goes through: the pool, or the
+// caller's transaction in a WithTx view. It adds one thing: an error saying
+// that rdq's schema or tables do not exist also wraps store.ErrNotMigrated,
+// so that callers learn the database needs Migrate (or the schema is
+// misconfigured) instead of reading a raw SQL error.
+type mapped struct {
+	conn db
 }
 
 // notMigrated wraps err with store.ErrNotMigrated when PostgreSQL reports
@@ -29,22 +29,22 @@ func notMigrated(err error) error {
 	return err
 }
 
-func (d db) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	rows, err := d.Pool.Query(ctx, sql, args...)
+func (d mapped) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := d.conn.Query(ctx, sql, args...)
 	return rows, notMigrated(err)
 }
 
-func (d db) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return row{d.Pool.QueryRow(ctx, sql, args...)}
+func (d mapped) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return row{d.conn.QueryRow(ctx, sql, args...)}
 }
 
-func (d db) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	tag, err := d.Pool.Exec(ctx, sql, args...)
+func (d mapped) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := d.conn.Exec(ctx, sql, args...)
 	return tag, notMigrated(err)
 }
 
-func (d db) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return batchResults{d.Pool.SendBatch(ctx, b)}
+func (d mapped) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return batchResults{d.conn.SendBatch(ctx, b)}
 }
 
 type row struct{ pgx.Row }
@@ -66,8 +66,8 @@ func (b batchResults) Query() (pgx.Rows, error) {
 func (b batchResults) QueryRow() pgx.Row { return row{b.BatchResults.QueryRow()} }
 
 // Begin starts a transaction whose queries map errors as db's do.
-func (d db) Begin(ctx context.Context) (pgx.Tx, error) {
-	t, err := d.Pool.Begin(ctx)
+func (d mapped) Begin(ctx context.Context) (pgx.Tx, error) {
+	t, err := d.conn.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,9 @@
 // and upgraded by Migrate from migrations embedded in the binary.
 //
 // Store implements store.Store (the worker and client SPI), store.Admin (the
-// dead-letter queue and operations interface) and store.Notifier (LISTEN /
-// NOTIFY wake-ups for workers).
+// dead-letter queue and operations interface), store.LiveTasks (tasks that
+// are not dead) and store.Notifier (LISTEN / NOTIFY wake-ups for workers).
+// WithTx gives a view that writes in the caller's transaction.
 //
 // The SQL is plain PostgreSQL: no extensions and no server-side functions,
 // so the schema can be created on PostgreSQL-compatible databases too. Every
@@ -20,12 +21,14 @@
 package pgstore
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,18 +49,35 @@ type Config struct {
 	// Logger receives operational messages (notification listener
 	// reconnects). Payloads are never logged. Nil means slog.Default().
 	Logger *slog.Logger
+	// KeyRetention is how long an idempotency key outlives its task once
+	// retention purges the task (PurgeSucceeded, or PurgeDead with action
+	// "retention"): resubmitting the key within that window returns the
+	// original task's ID as a purged duplicate instead of running the
+	// work again. PurgeSucceeded prunes keys past the window. An
+	// operator's PurgeDead frees the keys of the tasks it deletes at
+	// once. Zero means DefaultKeyRetention; negative is invalid.
+	KeyRetention time.Duration
 }
+
+// DefaultKeyRetention is the KeyRetention of a Config that sets none.
+const DefaultKeyRetention = 7 * 24 * time.Hour
 
 // Store is the PostgreSQL implementation of store.Store, store.Admin and
 // store.Notifier. It is safe for concurrent use; all state lives in the
 // database, so any number of Stores in any number of processes may work on
 // the same schema.
 type Store struct {
-	pool    db
+	pool    db // the pool New was given, or the caller's transaction in a view made by WithTx
 	schema  string
 	channel string
 	log     *slog.Logger
 	q       queries
+
+	// listenPool is the pool New was given, which notification listeners
+	// take their connection from.
+	listenPool *pgxpool.Pool
+	// keyRetention is Config.KeyRetention with the default applied.
+	keyRetention time.Duration
 }
 
 var (
@@ -100,13 +120,19 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Store{
-		pool:    db{pool},
+	if cfg.KeyRetention < 0 {
+		return nil, fmt.Errorf("%w: pgstore: KeyRetention %s is negative; use 0 for the default (%s)", rdq.ErrInvalid, cfg.KeyRetention, DefaultKeyRetention)
+	}
+	s := &Store{
+		pool:    mapped{pool},
 		schema:  schema,
 		channel: channelName(schema),
 		log:     log,
 		q:       buildQueries(pgx.Identifier{schema}.Sanitize()),
-	}, nil
+	}
+	s.listenPool = pool
+	s.keyRetention = cmp.Or(cfg.KeyRetention, DefaultKeyRetention)
+	return s, nil
 }
 
 // Schema returns the schema the store keeps its tables in.

@@ -79,14 +79,22 @@ const sqlRecordVersion = `INSERT INTO {schema}.schema_migrations (version, name)
 // batches sharing keys wait on each other's key in one order and never
 // deadlock (40P01).
 //
-// Indexes: tasks_pkey and tasks_idempotency_key_idx (conflict arbiters),
-// tasks_claim_idx (maintained), dead_counts_pkey (conflict arbiter).
+// A task with an idempotency key is inserted only if its key is new in
+// idempotency_keys, or the key's task was purged longer than the key
+// retention ($18 µs) ago: the key row is the arbiter, and ON CONFLICT DO
+// UPDATE judges the latest committed version of a conflicting row, so an
+// enqueue racing the purge of its key's task sees the fresh purge and
+// inserts nothing.
+//
+// Indexes: idempotency_keys_pkey (conflict arbiter), tasks_pkey and
+// tasks_idempotency_key_idx (conflict arbiters), tasks_claim_idx
+// (maintained), dead_counts_pkey (conflict arbiter).
 //
 // $1..$15 parallel arrays, one element per task: id, queue, handler,
 // payload, content type, headers (JSON text), idempotency key (NULL for
 // none), delay (µs), and the first failure (NULL outcome for none): outcome,
 // error type, message, stack, fingerprint, worker id, duration (µs).
-// $16 Now override, $17 notification channel.
+// $16 Now override, $17 notification channel, $18 key retention (µs).
 const sqlEnqueue = `
 WITH input AS (
     SELECT *
@@ -99,6 +107,17 @@ WITH input AS (
 ),
 clock AS (
     SELECT coalesce($16::timestamptz, now()) AS now
+),
+keyed AS (
+    INSERT INTO {schema}.idempotency_keys AS k (queue, key, task_id, created_at)
+    SELECT i.queue, i.idempotency_key, i.id, c.now
+    FROM input i CROSS JOIN clock c
+    WHERE i.idempotency_key IS NOT NULL
+    ORDER BY i.queue, i.idempotency_key
+    ON CONFLICT (queue, key) DO UPDATE
+        SET task_id = excluded.task_id, created_at = excluded.created_at, purged_at = NULL
+        WHERE k.purged_at <= excluded.created_at - $18::bigint * interval '1 microsecond'
+    RETURNING k.task_id
 ),
 inserted AS (
     INSERT INTO {schema}.tasks AS t (
@@ -113,6 +132,7 @@ inserted AS (
            CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN c.now END,
            coalesce(i.ff_error_type, ''), coalesce(i.ff_message, ''), coalesce(i.ff_fingerprint, '')
     FROM input i CROSS JOIN clock c
+    WHERE i.idempotency_key IS NULL OR i.id IN (SELECT k.task_id FROM keyed k)
     ORDER BY i.queue, i.idempotency_key, i.id
     ON CONFLICT DO NOTHING
     RETURNING ` + taskColumns + `
@@ -470,6 +490,9 @@ VALUES (coalesce($1::timestamptz, now()), $2, $3, $4, $5::uuid[], $6, $7, $8::js
 // $1 µs ago, with their history, and audits the deletion as "retention"
 // when there was one. Returns how many it deleted.
 //
+// The idempotency keys of the deleted tasks are kept, marked purged, for
+// the key retention (see sqlEnqueue); idempotency_keys_pkey.
+//
 // Indexes: tasks_succeeded_idx (finished_at) WHERE status = 'SUCCEEDED';
 // attempts_pkey (history delete).
 //
@@ -487,11 +510,17 @@ WITH picked AS (
 deleted AS (
     DELETE FROM {schema}.tasks AS t
     WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
-    RETURNING t.id
+    RETURNING t.id, t.queue, t.idempotency_key
 ),
 history AS (
     DELETE FROM {schema}.attempts AS a
     WHERE a.task_id = ANY (ARRAY(SELECT d.id FROM deleted d))
+),
+retired AS (
+    UPDATE {schema}.idempotency_keys AS k
+    SET purged_at = coalesce($3::timestamptz, now()), task_id = d.id
+    FROM deleted d
+    WHERE k.queue = d.queue AND k.key = d.idempotency_key
 ),
 audited AS (
     INSERT INTO {schema}.audit (at, actor, action, filter, count)
@@ -690,7 +719,9 @@ const sqlRedriveDeadAtLimit = `(
 
 // sqlPurgeDead deletes one chunk of dead tasks matching {filter}, with their
 // history, and audits the deletion in the same statement when there was
-// one. The deleted tasks are counted out of dead_counts as in
+// one. {keys} is what becomes of the deleted tasks' idempotency keys:
+// sqlPurgeDeadRetireKeys for a retention purge, sqlPurgeDeadDropKeys for
+// an operator's. The deleted tasks are counted out of dead_counts as in
 // sqlRedriveIDs. Returns how many it deleted.
 //
 // Indexes: see above for the selection; tasks_pkey and attempts_pkey for
@@ -706,7 +737,9 @@ WITH picked AS (
 deleted AS (
     DELETE FROM {schema}.tasks AS t
     WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
-    RETURNING t.id, t.queue, t.handler, t.last_error_type, t.last_error_fingerprint
+    RETURNING t.id, t.queue, t.handler, t.last_error_type, t.last_error_fingerprint, t.idempotency_key
+),
+keys AS ({keys}
 ),
 history AS (
     DELETE FROM {schema}.attempts AS a
@@ -730,6 +763,23 @@ audited AS (
     HAVING count(*) > 0
 )
 SELECT count(*) FROM deleted`
+
+// sqlPurgeDeadRetireKeys keeps the keys of tasks purged by retention,
+// marked purged, for the key retention (see sqlEnqueue).
+// Index: idempotency_keys_pkey.
+const sqlPurgeDeadRetireKeys = `
+    UPDATE {schema}.idempotency_keys AS k
+    SET purged_at = now(), task_id = d.id
+    FROM deleted d
+    WHERE k.queue = d.queue AND k.key = d.idempotency_key`
+
+// sqlPurgeDeadDropKeys frees the keys of tasks an operator purged: the
+// operator removed the work on purpose, so submitting it again is allowed
+// at once. Index: idempotency_keys_pkey.
+const sqlPurgeDeadDropKeys = `
+    DELETE FROM {schema}.idempotency_keys AS k
+    USING deleted d
+    WHERE k.queue = d.queue AND k.key = d.idempotency_key`
 
 // sqlRecountDeadLock keeps writers from changing the dead set while
 // RecountDead rebuilds dead_counts (until its transaction ends).
@@ -837,6 +887,132 @@ SELECT count(*) FROM audited CROSS JOIN notified`
 
 // sqlPausedQueues lists the paused queues by name. Index: paused_queues_pkey.
 const sqlPausedQueues = `SELECT queue FROM {schema}.paused_queues ORDER BY queue`
+
+// --- Live tasks (store.LiveTasks) -------------------------------------------
+//
+// These statements are rendered at call time with stmt (operator actions,
+// not the hot path), so they add nothing to queries.
+
+// sqlKeyLookup reads the idempotency keys of tasks an enqueue conflicted
+// with but could not find: keys whose task was purged. $1 queues, $2 keys
+// (parallel arrays). Index: idempotency_keys_pkey.
+const sqlKeyLookup = `
+SELECT k.queue, k.key, k.task_id, k.created_at
+FROM {schema}.idempotency_keys AS k
+JOIN unnest($1::text[], $2::text[]) AS w(queue, key)
+  ON k.queue = w.queue AND k.key = w.key`
+
+// sqlPruneKeys deletes up to $2 idempotency keys whose task was purged
+// more than $1 µs (the key retention) ago, oldest first, skipping rows
+// others hold. $3 Now override. Index: idempotency_keys_purged_idx.
+const sqlPruneKeys = `
+DELETE FROM {schema}.idempotency_keys AS k
+WHERE (k.queue, k.key) IN (
+    SELECT p.queue, p.key
+    FROM {schema}.idempotency_keys AS p
+    WHERE p.purged_at IS NOT NULL
+      AND p.purged_at <= coalesce($3::timestamptz, now()) - $1::bigint * interval '1 microsecond'
+    ORDER BY p.purged_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED)`
+
+// sqlListTasks pages through the tasks of one live state. {state} is the
+// state's condition, {filter} the AND-ed TaskFilter conditions, {after}
+// the keyset condition and {order} the state's order.
+//
+// Indexes: pending and retrying: tasks_pending_idx (next_attempt_at, id),
+// or tasks_claim_idx (queue, next_attempt_at) with a Queue filter; in
+// flight: tasks_lease_expiry_idx (lease_expires_at); succeeded:
+// tasks_succeeded_idx (finished_at), read backwards. Each is read in
+// order and stops after {limit} rows.
+const sqlListTasks = `
+SELECT ` + taskColumns + `
+FROM {schema}.tasks AS t
+WHERE {state}{filter}{after}
+ORDER BY {order}
+LIMIT {limit}`
+
+// sqlTaskByKey reads the task holding an idempotency key. $1 queue, $2 key.
+// Index: tasks_idempotency_key_idx.
+const sqlTaskByKey = `
+SELECT ` + taskColumns + `
+FROM {schema}.tasks AS t
+WHERE t.queue = $1 AND t.idempotency_key = $2`
+
+// sqlLiveLock locks the tasks a retry-now or cancel names, in ID order, and
+// reads their status. $1 ids. Index: tasks_pkey.
+const sqlLiveLock = `
+SELECT t.id, t.status
+FROM {schema}.tasks AS t
+WHERE t.id = ANY($1::uuid[])
+ORDER BY t.id
+FOR UPDATE`
+
+// sqlRetryNow makes the locked PENDING tasks $1 due now and notifies their
+// queues. Returns how many it changed. $2 Now override, $3 channel.
+// Index: tasks_pkey.
+const sqlRetryNow = `
+WITH moved AS (
+    UPDATE {schema}.tasks AS t
+    SET next_attempt_at = coalesce($2::timestamptz, now()),
+        updated_at = coalesce($2::timestamptz, now())
+    WHERE t.id = ANY($1::uuid[]) AND t.status = 'PENDING'
+    RETURNING t.queue
+),
+notified AS (
+    SELECT count(pg_notify($3, q.queue)) AS n
+    FROM (SELECT DISTINCT m.queue FROM moved m) q
+)
+SELECT (SELECT count(*) FROM moved), (SELECT n FROM notified)`
+
+// sqlCancel moves the locked PENDING tasks $1 to DEAD with a CANCELLED
+// attempt each (numbered one past the task's highest attempt number, as in
+// sqlFinish), counts them into dead_counts and returns how many it moved.
+//
+// Indexes: tasks_pkey (update), attempts_pkey (max number, insert),
+// dead_counts_pkey (conflict arbiter).
+//
+// $1 ids, $2 Now override, $3 error type, $4 message, $5 fingerprint,
+// $6 actor.
+const sqlCancel = `
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+),
+cancelled AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'DEAD',
+        attempts = t.attempts + 1,
+        last_attempt_number = greatest(t.last_attempt_number,
+            (SELECT coalesce(max(a.number), 0) FROM {schema}.attempts a WHERE a.task_id = t.id)) + 1,
+        finished_at = c.now,
+        lease_expires_at = NULL,
+        last_error_type = $3,
+        last_error_message = $4,
+        last_error_fingerprint = $5,
+        updated_at = c.now
+    FROM clock c
+    WHERE t.id = ANY($1::uuid[]) AND t.status = 'PENDING'
+    RETURNING t.id, t.queue, t.handler, t.life, t.last_attempt_number
+),
+recorded AS (
+    INSERT INTO {schema}.attempts (
+        task_id, number, life, outcome, error_type, message, stack, worker_id,
+        lease_token, started_at, finished_at)
+    SELECT x.id, x.last_attempt_number, x.life, 'CANCELLED', $3, $4, '', $6, 0, c.now, c.now
+    FROM cancelled x CROSS JOIN clock c
+),
+shard AS (
+    SELECT floor(random() * 16)::smallint AS n
+),
+counted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT x.queue, x.handler, $3, $5, s.n, count(*)
+    FROM cancelled x CROSS JOIN shard s
+    GROUP BY x.queue, x.handler, s.n
+    ORDER BY x.queue, x.handler
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
+)
+SELECT count(*) FROM cancelled`
 
 // queries are the static statements with the schema filled in.
 type queries struct {

@@ -97,9 +97,24 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 			return nil, err
 		}
 		pending = pending[:0:0]
+		var unseen []int
 		for _, i := range conflicted {
 			if t := found(p.Tasks[i]); t != nil {
 				results[i] = store.EnqueueResult{Task: t, Duplicate: true}
+			} else if p.Tasks[i].IdempotencyKey != "" {
+				unseen = append(unseen, i)
+			} else {
+				pending = append(pending, i)
+			}
+		}
+		// A key without its task: the task was purged, the key kept.
+		purged, err := s.lookupKeys(ctx, p, unseen)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range unseen {
+			if t := purged(p.Tasks[i]); t != nil {
+				results[i] = store.EnqueueResult{Task: t, Duplicate: true, Purged: true}
 			} else {
 				pending = append(pending, i)
 			}
@@ -213,7 +228,7 @@ func (s *Store) insertTasks(ctx context.Context, p store.EnqueueParams, idx []in
 	}
 	rows, err := s.pool.Query(ctx, s.q.enqueue, ids, queues, handlers, payloads, contentTypes, headers,
 		keys, delays, outcomes, errTypes, messages, stacks, fingerprints, workers, durations,
-		p.Now, s.channel)
+		p.Now, s.channel, micros(s.keyRetention))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
@@ -268,6 +283,47 @@ func (s *Store) lookupExisting(ctx context.Context, p store.EnqueueParams, idx [
 		}
 		return nil
 	}, nil
+}
+
+// lookupKeys reads the idempotency keys of p.Tasks[idx] and returns a
+// function giving, for a task, the stub of the purged task holding its key
+// (ID, Queue, IdempotencyKey, CreatedAt), or nil.
+func (s *Store) lookupKeys(ctx context.Context, p store.EnqueueParams, idx []int) (func(store.NewTask) *rdq.Task, error) {
+	type qk struct{ queue, key string }
+	byKey := map[qk]*rdq.Task{}
+	find := func(nt store.NewTask) *rdq.Task {
+		if t := byKey[qk{nt.Queue, nt.IdempotencyKey}]; t != nil {
+			return cloneTask(t)
+		}
+		return nil
+	}
+	if len(idx) == 0 {
+		return find, nil
+	}
+	queues := make([]string, len(idx))
+	keys := make([]string, len(idx))
+	for k, i := range idx {
+		queues[k], keys[k] = p.Tasks[i].Queue, p.Tasks[i].IdempotencyKey
+	}
+	rows, err := s.pool.Query(ctx, render(s.q, sqlKeyLookup), queues, keys)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue: reading idempotency keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t rdq.Task
+		var id [16]byte
+		if err := rows.Scan(&t.Queue, &t.IdempotencyKey, &id, &t.CreatedAt); err != nil {
+			return nil, fmt.Errorf("pgstore: enqueue: reading idempotency keys: %w", err)
+		}
+		t.ID = id
+		t.CreatedAt = t.CreatedAt.UTC()
+		byKey[qk{t.Queue, t.IdempotencyKey}] = &t
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: enqueue: reading idempotency keys: %w", err)
+	}
+	return find, nil
 }
 
 // collectTasks scans every row of rows as a task and closes rows.
@@ -682,7 +738,9 @@ func sha256Hex(b []byte) string {
 // than p.OlderThan ago, oldest first, with their attempts, in one statement
 // that skips rows others hold (so every worker may run it at once), and
 // writes a "retention" audit entry in the same statement when it deleted
-// any. It returns how many it deleted.
+// any. It returns how many it deleted. The deleted tasks' idempotency keys
+// are kept for Config.KeyRetention; a second statement then deletes up to
+// p.Limit keys whose retention has passed.
 func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams) (int64, error) {
 	if p.Limit < 1 {
 		return 0, errInvalid("purge succeeded: limit %d, want at least 1", p.Limit)
@@ -698,6 +756,9 @@ func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams
 	err = s.pool.QueryRow(ctx, s.q.purgeSucceeded, micros(p.OlderThan), p.Limit, p.Now, clean(p.Actor), string(filter)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: purge succeeded: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, render(s.q, sqlPruneKeys), micros(s.keyRetention), p.Limit, p.Now); err != nil {
+		return n, fmt.Errorf("pgstore: purge succeeded: pruning idempotency keys past their retention: %w", err)
 	}
 	return n, nil
 }

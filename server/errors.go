@@ -28,6 +28,7 @@ const (
 	CodeMethodNotAllowed     Code = "method_not_allowed"
 	CodeNotDead              Code = "not_dead"
 	CodeRedriveLimit         Code = "redrive_limit"
+	CodeNotPending           Code = "not_pending"
 	CodePayloadTooLarge      Code = "payload_too_large"
 	CodeUnsupportedMediaType Code = "unsupported_media_type"
 	CodeCanceled             Code = "canceled"
@@ -57,6 +58,7 @@ var codeInfo = map[Code]struct {
 	CodeMethodNotAllowed:     {http.StatusMethodNotAllowed, codes.Unimplemented, "Method not allowed"},
 	CodeNotDead:              {http.StatusConflict, codes.FailedPrecondition, "Task is not dead"},
 	CodeRedriveLimit:         {http.StatusConflict, codes.FailedPrecondition, "Redrive limit reached"},
+	CodeNotPending:           {http.StatusConflict, codes.FailedPrecondition, "Task is not waiting"},
 	CodePayloadTooLarge:      {http.StatusRequestEntityTooLarge, codes.ResourceExhausted, "Payload too large"},
 	CodeUnsupportedMediaType: {http.StatusUnsupportedMediaType, codes.InvalidArgument, "Unsupported media type"},
 	CodeCanceled:             {499, codes.Canceled, "Request canceled"},
@@ -145,6 +147,8 @@ func classify(err error) *Error {
 		return &Error{Code: CodeNotDead, Message: cleanMessage(err), Err: err}
 	case errors.Is(err, store.ErrRedriveLimit):
 		return &Error{Code: CodeRedriveLimit, Message: cleanMessage(err), Err: err}
+	case errors.Is(err, store.ErrNotPending):
+		return &Error{Code: CodeNotPending, Message: cleanMessage(err), Err: err}
 	case errors.Is(err, rdq.ErrInvalid):
 		return &Error{Code: CodeInvalidArgument, Message: cleanMessage(err), Err: err}
 	case errors.Is(err, ErrUnauthenticated):

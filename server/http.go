@@ -42,6 +42,10 @@ const readyTimeout = 5 * time.Second
 //	GET  /v1/queues             QueueStats      query: succeeded_window_ms
 //	POST /v1/queues:pause       PauseQueue      body: {"queue": "...", "reason": "..."}
 //	POST /v1/queues:resume      ResumeQueue     body: {"queue": "...", "reason": "..."}
+//	GET  /v1/tasks              ListTasks       query: state, the TaskFilter fields, page_size, page_token
+//	GET  /v1/tasks:by-key       TaskByKey       query: queue, key → the task envelope with "history"
+//	POST /v1/tasks:retry        RetryTasks      body: {"ids": [...], "reason": "..."}
+//	POST /v1/tasks:cancel       CancelTasks     body: {"ids": [...], "reason": "..."}
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
 //	GET  /metrics               Prometheus exposition of Config.Gatherer (when set)
@@ -83,14 +87,22 @@ func (s *Service) handler(api, ops bool) http.Handler {
 		{"GET", "/v1/queues", "QueueStats", s.restQueueStats},
 		{"POST", "/v1/queues:pause", "PauseQueue", s.restPause},
 		{"POST", "/v1/queues:resume", "ResumeQueue", s.restResume},
+		{"GET", "/v1/tasks", "ListTasks", s.restListTasks},
+		{"GET", "/v1/tasks:by-key", "TaskByKey", s.restTaskByKey},
+		{"POST", "/v1/tasks:retry", "RetryTasks", s.restChange(s.RetryTasks)},
+		{"POST", "/v1/tasks:cancel", "CancelTasks", s.restChange(s.CancelTasks)},
 	}
+	allowed := map[string][]string{} // path → its methods, in route order
 	for _, rt := range routes {
 		if !api {
 			break
 		}
 		mux.Handle(rt.method+" "+rt.path, s.api(rt.name, rt.fn))
-		allow := rt.method
-		mux.HandleFunc(rt.path, func(w http.ResponseWriter, r *http.Request) {
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+	}
+	for path, methods := range allowed {
+		allow := strings.Join(methods, ", ")
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeProblem(w, r, errorf(CodeMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, r.URL.Path, allow)))
 		})

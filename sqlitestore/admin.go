@@ -62,10 +62,18 @@ func (s *selection) add(fragment string, args ...any) {
 func deadSelection(f store.DeadFilter) (*selection, error) {
 	s := &selection{}
 	s.add(deadWhere)
+	if err := s.filter(f); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// filter adds the conditions of f's set fields.
+func (s *selection) filter(f store.DeadFilter) error {
 	if len(f.IDs) > 0 {
 		ids, err := idsHexJSON(f.IDs)
 		if err != nil {
-			return nil, fmt.Errorf("encoding the ID filter: %w", err)
+			return fmt.Errorf("encoding the ID filter: %w", err)
 		}
 		s.add(deadFilterIDs, ids)
 	}
@@ -90,7 +98,7 @@ func deadSelection(f store.DeadFilter) (*selection, error) {
 	if f.MessageContains != "" {
 		s.add(deadFilterMessage, f.MessageContains)
 	}
-	return s, nil
+	return nil
 }
 
 // encodeFilter renders f for the audit log (see store.DeadFilter.MarshalJSON).
@@ -304,19 +312,8 @@ func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, 
 		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
-		var ids []rdq.ID
-		for rows.Next() {
-			var b []byte
-			if err := rows.Scan(&b); err != nil {
-				return errors.Join(fmt.Errorf("deleting: %w", err), rows.Close())
-			}
-			id, err := scanID(b)
-			if err != nil {
-				return errors.Join(err, rows.Close())
-			}
-			ids = append(ids, id)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		ids, err := s.forgetKeys(ctx, tx, rows, action == "retention", now)
+		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
 		n = int64(len(ids))

@@ -26,14 +26,16 @@ const (
 	// Index rdq_tasks_idempotency (queue, idempotency_key).
 	sqlFindByKey = `SELECT ` + taskColumns + ` FROM rdq_tasks WHERE queue = ? AND idempotency_key = ?`
 
-	// Primary key; maintains every index. The caller builds the returned
+	// Primary key; maintains every index. An existing ID inserts nothing
+	// (the caller reads that task as the duplicate). The caller builds the returned
 	// task from the values it bound (RETURNING would buffer every row in a
 	// temporary b-tree).
 	sqlInsertTask = `INSERT INTO rdq_tasks (
 	id, queue, handler, payload, content_type, headers, idempotency_key, status,
 	attempts, life, next_attempt_at, lease_token, lease_owner, created_at, updated_at, finished_at,
 	last_error_type, last_error_message, last_error_fingerprint
-) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?)`
+) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`
 
 	// Primary key of rdq_attempts (task_id, number): the number is
 	// max(number) + 1 over the persisted history of the task.
@@ -137,7 +139,7 @@ const (
 	// ON DELETE CASCADE through rdq_attempts' primary key.
 	sqlPurgeSucceeded = `DELETE FROM rdq_tasks WHERE rowid IN (
 	SELECT rowid FROM rdq_tasks WHERE status = 'SUCCEEDED' AND finished_at < ? ORDER BY finished_at LIMIT ?
-)`
+) RETURNING id, queue, idempotency_key`
 )
 
 // Audit log.
@@ -212,7 +214,7 @@ WHERE rowid IN (SELECT rowid FROM rdq_tasks`
 
 	// Set-based purge of one chunk; attempts go by ON DELETE CASCADE.
 	sqlPurgeDeadHead = `DELETE FROM rdq_tasks WHERE rowid IN (SELECT rowid FROM rdq_tasks`
-	sqlPurgeDeadTail = ` LIMIT ?) RETURNING id`
+	sqlPurgeDeadTail = ` LIMIT ?) RETURNING id, queue, idempotency_key`
 )
 
 // Stats: one pass over rdq_tasks grouped by queue (a full scan; Stats is an
@@ -232,4 +234,73 @@ VALUES (?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`
 	sqlResumeQueue = `DELETE FROM rdq_paused_queues WHERE queue = ?`
 
 	sqlPausedQueues = `SELECT queue FROM rdq_paused_queues ORDER BY queue`
+)
+
+// Live tasks (store.LiveTasks). A listing is sqlListLive, liveWhere* for
+// the state, the dead-letter filter fragments above (deadFilterIDs …
+// deadFilterMessage) for the filter, the state's cursor and order, and
+// sqlLimit. Each state reads one partial index in order and stops at the
+// page size:
+//
+//	pending, retrying rdq_tasks_pending (next_attempt_at, id), or
+//	                  rdq_tasks_claim (queue, next_attempt_at, id) with a Queue filter
+//	in flight         rdq_tasks_expiry (lease_expires_at, id)
+//	succeeded         rdq_tasks_succeeded (finished_at, id), backwards
+const (
+	sqlListLive = `SELECT ` + taskColumns + ` FROM rdq_tasks`
+
+	liveWherePending   = ` WHERE status = 'PENDING' AND attempts = 0`
+	liveWhereRetrying  = ` WHERE status = 'PENDING' AND attempts > 0`
+	liveWhereInFlight  = ` WHERE status = 'IN_FLIGHT'`
+	liveWhereSucceeded = ` WHERE status = 'SUCCEEDED'`
+
+	liveCursorDue       = ` AND (next_attempt_at, id) > (?, ?)`
+	liveCursorExpiry    = ` AND (lease_expires_at, id) > (?, ?)`
+	liveCursorFinished  = ` AND (finished_at, id) < (?, ?)`
+	liveOrderDue        = ` ORDER BY next_attempt_at, id`
+	liveOrderExpiry     = ` ORDER BY lease_expires_at, id`
+	liveOrderNewestDone = ` ORDER BY finished_at DESC, id DESC`
+
+	// Index rdq_tasks_idempotency (queue, idempotency_key).
+	sqlTaskByKey = sqlFindByKey
+
+	// Primary key.
+	sqlLiveStatus = `SELECT status FROM rdq_tasks WHERE id = ?`
+
+	// Primary key. ?1 now, ?2 id.
+	sqlRetryNow = `UPDATE rdq_tasks SET next_attempt_at = ?1, updated_at = ?1
+WHERE id = ?2 AND status = 'PENDING'`
+
+	// Primary key. ?1 now, ?2-?4 the cancellation failure, ?5 id. The
+	// CANCELLED attempt is recorded with sqlInsertAttempt.
+	sqlCancel = `UPDATE rdq_tasks
+SET status = 'DEAD', attempts = attempts + 1, finished_at = ?1, lease_expires_at = NULL, updated_at = ?1,
+	last_error_type = ?2, last_error_message = ?3, last_error_fingerprint = ?4
+WHERE id = ?5 AND status = 'PENDING'`
+)
+
+// Idempotency keys that outlive their tasks (rdq_idempotency_keys, from
+// migrations/0003_live_tasks.sql). A key row is written with its task and
+// kept, marked purged, for the key retention after retention purges the
+// task; an operator's purge deletes it.
+const (
+	// Primary key of rdq_idempotency_keys (queue, key).
+	sqlKeyFind = `SELECT task_id, created_at FROM rdq_idempotency_keys
+WHERE queue = ?1 AND key = ?2 AND (purged_at IS NULL OR purged_at > ?3)`
+
+	// Primary key; an expired key of a purged task is replaced.
+	sqlKeyPut = `INSERT INTO rdq_idempotency_keys (queue, key, task_id, created_at) VALUES (?, ?, ?, ?)
+ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id, created_at = excluded.created_at, purged_at = NULL`
+
+	// Primary key.
+	sqlKeyRetire = `UPDATE rdq_idempotency_keys SET purged_at = ?1, task_id = ?2 WHERE queue = ?3 AND key = ?4`
+
+	// Primary key.
+	sqlKeyDrop = `DELETE FROM rdq_idempotency_keys WHERE queue = ? AND key = ?`
+
+	// Index rdq_idempotency_keys_purged (purged_at): oldest first, up to
+	// ?2 keys purged at or before ?1.
+	sqlKeyPrune = `DELETE FROM rdq_idempotency_keys WHERE rowid IN (
+	SELECT rowid FROM rdq_idempotency_keys WHERE purged_at IS NOT NULL AND purged_at <= ?1 ORDER BY purged_at LIMIT ?2
+)`
 )

@@ -664,7 +664,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	t.Parallel()
 	_, path := newStore(t)
 	db := rawDB(t, path)
-	for _, tc := range sqlitestore.PlanCases() {
+	for _, tc := range append(sqlitestore.PlanCases(), sqlitestore.LivePlanCases()...) {
 		rows, err := db.Query("EXPLAIN QUERY PLAN "+tc.SQL, tc.Args...)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.Name, err)

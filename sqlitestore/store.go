@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -44,7 +45,18 @@ type Config struct {
 	// lock, held by another Store or process, before it fails. Zero means
 	// DefaultBusyTimeout.
 	BusyTimeout time.Duration
+	// KeyRetention is how long an idempotency key outlives its task once
+	// retention purges the task (PurgeSucceeded, or PurgeDead with action
+	// "retention"): resubmitting the key within that window returns the
+	// original task's ID as a purged duplicate instead of running the
+	// work again. PurgeSucceeded prunes keys past the window. An
+	// operator's PurgeDead frees the keys of the tasks it deletes at
+	// once. Zero means DefaultKeyRetention; negative is invalid.
+	KeyRetention time.Duration
 }
+
+// DefaultKeyRetention is the KeyRetention of a Config that sets none.
+const DefaultKeyRetention = 7 * 24 * time.Hour
 
 // Store is rdq's storage on a SQLite database file. It implements
 // store.Store and store.Admin. It has no push notifications: workers find
@@ -77,6 +89,8 @@ type Store struct {
 	r           *sql.DB // read-only connections
 	log         *slog.Logger
 	busyTimeout time.Duration
+
+	keyRetention time.Duration // Config.KeyRetention with the default applied
 
 	mu     sync.Mutex                           // serializes prepare and Close
 	stmts  atomic.Pointer[map[string]*sql.Stmt] // hotStatements prepared on w, once all are
@@ -124,6 +138,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: resolving %q: %w", path, err)
 	}
+	if cfg.KeyRetention < 0 {
+		return nil, fmt.Errorf("sqlitestore: negative KeyRetention %s; use 0 for the default (%s)", cfg.KeyRetention, DefaultKeyRetention)
+	}
 	if cfg.BusyTimeout < 0 {
 		return nil, fmt.Errorf("sqlitestore: negative BusyTimeout %s", cfg.BusyTimeout)
 	}
@@ -139,6 +156,8 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		path:        abs,
 		log:         logger,
 		busyTimeout: busy,
+
+		keyRetention: cmp.Or(cfg.KeyRetention, DefaultKeyRetention),
 	}
 
 	busyMS := strconv.FormatInt(max(busy.Milliseconds(), 1), 10)

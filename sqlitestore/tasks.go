@@ -19,9 +19,9 @@ import (
 )
 
 // Enqueue implements store.Store: the whole batch is one transaction. Tasks
-// with an idempotency key already present in their queue (earlier in the
-// same batch included) are not inserted and come back as the existing task
-// with Duplicate set.
+// whose ID exists, or with an idempotency key already present in their
+// queue (earlier in the same batch included), are not inserted and come
+// back as the existing task with Duplicate set.
 func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.EnqueueResult, error) {
 	for i := range p.Tasks {
 		if err := validateNewTask(&p.Tasks[i]); err != nil {
@@ -49,10 +49,35 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 					results[i] = store.EnqueueResult{Task: existing[0], Duplicate: true}
 					continue
 				}
+				stub, err := s.purgedKey(ctx, tx, nt.Queue, nt.IdempotencyKey, now)
+				if err != nil {
+					return err
+				}
+				if stub != nil {
+					results[i] = store.EnqueueResult{Task: stub, Duplicate: true, Purged: true}
+					continue
+				}
 			}
 			t, err := s.insertTask(ctx, tx, nt, now)
 			if err != nil {
 				return fmt.Errorf("inserting task %s: %w", nt.ID, err)
+			}
+			if t == nil { // the ID exists
+				rows, err := s.query(ctx, tx, sqlGetTask, idArg(nt.ID))
+				if err != nil {
+					return fmt.Errorf("looking up task %s: %w", nt.ID, err)
+				}
+				existing, err := scanTasks(rows)
+				if err != nil || len(existing) != 1 {
+					return fmt.Errorf("looking up task %s: %d found, %w", nt.ID, len(existing), err)
+				}
+				results[i] = store.EnqueueResult{Task: existing[0], Duplicate: true}
+				continue
+			}
+			if nt.IdempotencyKey != "" {
+				if _, err := s.exec(ctx, tx, sqlKeyPut, nt.Queue, nt.IdempotencyKey, idArg(nt.ID), now); err != nil {
+					return fmt.Errorf("remembering the idempotency key of task %s: %w", nt.ID, err)
+				}
 			}
 			results[i] = store.EnqueueResult{Task: t}
 		}
@@ -62,6 +87,75 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 		return nil, fmt.Errorf("sqlitestore: enqueue: %w", err)
 	}
 	return results, nil
+}
+
+// purgedKey returns the stub (ID, Queue, IdempotencyKey, CreatedAt) of the
+// task that held key in queue and was purged less than the key retention
+// before now, or nil.
+func (s *Store) purgedKey(ctx context.Context, tx *sql.Tx, queue, key string, now int64) (*rdq.Task, error) {
+	var (
+		id      []byte
+		created int64
+	)
+	err := tx.QueryRowContext(ctx, sqlKeyFind, queue, key, now-micros(s.keyRetention)).Scan(&id, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up idempotency key: %w", err)
+	}
+	tid, err := scanID(id)
+	if err != nil {
+		return nil, fmt.Errorf("looking up idempotency key: %w", err)
+	}
+	return &rdq.Task{ID: tid, Queue: queue, IdempotencyKey: key, CreatedAt: fromMicros(created)}, nil
+}
+
+// forgetKeys applies what becomes of the idempotency keys of deleted tasks
+// (the rows of a DELETE … RETURNING id, queue, idempotency_key, which it
+// closes): kept, marked purged at now, when retire is set; deleted
+// otherwise. It returns the deleted tasks' IDs.
+func (s *Store) forgetKeys(ctx context.Context, tx *sql.Tx, rows *sql.Rows, retire bool, now int64) ([]rdq.ID, error) {
+	type gone struct {
+		id         rdq.ID
+		queue, key string
+	}
+	var all []gone
+	for rows.Next() {
+		var (
+			b     []byte
+			queue string
+			key   sql.NullString
+		)
+		if err := rows.Scan(&b, &queue, &key); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		id, err := scanID(b)
+		if err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		all = append(all, gone{id, queue, key.String})
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	ids := make([]rdq.ID, len(all))
+	for i, g := range all {
+		ids[i] = g.id
+		if g.key == "" {
+			continue
+		}
+		var err error
+		if retire {
+			_, err = s.exec(ctx, tx, sqlKeyRetire, now, idArg(g.id), g.queue, g.key)
+		} else {
+			_, err = s.exec(ctx, tx, sqlKeyDrop, g.queue, g.key)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("idempotency key of task %s: %w", g.id, err)
+		}
+	}
+	return ids, nil
 }
 
 func validateNewTask(nt *store.NewTask) error {
@@ -80,6 +174,8 @@ func validateNewTask(nt *store.NewTask) error {
 	return nil
 }
 
+// insertTask inserts nt and returns it as stored, or nil if a task with its
+// ID exists.
 func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, now int64) (*rdq.Task, error) {
 	headers, err := headersArg(nt.Headers)
 	if err != nil {
@@ -96,12 +192,17 @@ func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, n
 			status, finished = rdq.StatusDead, now
 		}
 	}
-	_, err = s.exec(ctx, tx, sqlInsertTask,
+	res, err := s.exec(ctx, tx, sqlInsertTask,
 		idArg(nt.ID), nt.Queue, nt.Handler, nt.Payload, nt.ContentType, headers, nullString(nt.IdempotencyKey),
 		string(status), attempts, now+micros(nt.Delay), now, now, finished,
 		failure.Type, failure.Message, failure.Fingerprint)
 	if err != nil {
 		return nil, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("reading rows affected: %w", err)
+	} else if n == 0 {
+		return nil, nil // the ID exists
 	}
 	if ff := nt.FirstFailure; ff != nil {
 		if err := s.insertAttempt(ctx, tx, nt.ID, ff, 0, now); err != nil {
@@ -584,14 +685,18 @@ func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams
 	}
 	var n int64
 	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-		res, err := s.exec(ctx, tx, sqlPurgeSucceeded, now-micros(p.OlderThan), p.Limit)
+		rows, err := s.query(ctx, tx, sqlPurgeSucceeded, now-micros(p.OlderThan), p.Limit)
 		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
-		if n, err = res.RowsAffected(); err != nil {
-			return fmt.Errorf("reading rows affected: %w", err)
+		ids, err := s.forgetKeys(ctx, tx, rows, true, now)
+		if err != nil {
+			return fmt.Errorf("deleting: %w", err)
 		}
-		if n == 0 {
+		if _, err := s.exec(ctx, tx, sqlKeyPrune, now-micros(s.keyRetention), p.Limit); err != nil {
+			return fmt.Errorf("pruning idempotency keys past their retention: %w", err)
+		}
+		if n = int64(len(ids)); n == 0 {
 			return nil
 		}
 		filter, err := json.Marshal(map[string]string{"status": string(rdq.StatusSucceeded), "older_than": p.OlderThan.String()})

@@ -61,9 +61,11 @@ var (
 // must be safe for concurrent use by many goroutines and processes.
 type Store interface {
 	// Enqueue inserts new tasks as PENDING, due after their Delay. A task
-	// whose idempotency key already exists in its queue is not inserted:
-	// its result is the existing task with Duplicate set. The results are
-	// in input order. An error fails the whole batch: nothing is inserted.
+	// whose ID already exists, or whose idempotency key already exists in
+	// its queue, is not inserted: its result is the existing task with
+	// Duplicate set (earlier tasks of the same batch included). The
+	// results are in input order. An error fails the whole batch: nothing
+	// is inserted.
 	Enqueue(ctx context.Context, p EnqueueParams) ([]EnqueueResult, error)
 
 	// Claim leases up to p.Limit due PENDING tasks of p.Queues, oldest due
@@ -133,7 +135,8 @@ type Lease struct {
 
 // NewTask is a task to enqueue.
 type NewTask struct {
-	// ID must be a new UUIDv7 (rdq.NewID).
+	// ID is the task's ID: rdq.NewID, or a UUID the caller chose (see
+	// client.Task.ID). An ID that exists makes the task a duplicate.
 	ID      rdq.ID
 	Queue   string
 	Handler string
@@ -167,6 +170,12 @@ type EnqueueResult struct {
 	// Duplicate reports that a task with the same idempotency key already
 	// existed in the queue and nothing was inserted.
 	Duplicate bool
+	// Purged reports a duplicate of a task that no longer exists: its
+	// idempotency key is remembered after the task was purged by
+	// retention (stores keep keys for a retention window of their own).
+	// Task then holds only the original task's ID, Queue,
+	// IdempotencyKey and CreatedAt.
+	Purged bool
 }
 
 // ClaimParams is the input of Store.Claim.

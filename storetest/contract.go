@@ -28,7 +28,7 @@ func contractTests() []contractTest {
 		{"Enqueue/RepeatedID", testEnqueueRepeatedID},
 		{"Enqueue/Idempotency", testEnqueueIdempotency},
 		{"Enqueue/IdempotencyWithinBatch", testEnqueueIdempotencyWithinBatch},
-		{"Enqueue/IdempotencyKeyReusableAfterPurge", testIdempotencyKeyReusable},
+		{"Enqueue/IdempotencyKeyOutlivesPurge", testIdempotencyKeyReusable},
 		{"Enqueue/FirstFailure", testEnqueueFirstFailure},
 		{"Enqueue/PermanentFirstFailure", testEnqueuePermanentFirstFailure},
 		{"Claim/SetsLease", testClaimSetsLease},
@@ -171,23 +171,24 @@ func testEnqueueRepeatedID(t *testing.T, e *env) {
 	again := task("q")
 	again.ID = first.ID
 	again.Payload = []byte("replacement")
+	// A repeated ID is reported as a duplicate, like a repeated
+	// idempotency key, so a caller that chose the ID can retry a submit
+	// whose outcome it did not learn.
 	res, err := e.s.Enqueue(e.ctx, store.EnqueueParams{Tasks: []store.NewTask{other, again}, Now: e.at()})
 	if err != nil {
-		// The whole batch failed: nothing of it may be stored.
-		e.wantNotFound(other.ID)
-	} else {
-		if len(res) != 2 || res[0].Task == nil || res[1].Task == nil {
-			t.Fatalf("Enqueue returned %d results (%+v), want 2", len(res), res)
-		}
-		if res[0].Duplicate || res[0].Task.ID != other.ID {
-			t.Errorf("new task in the batch: Duplicate=%v ID=%s, want new %s", res[0].Duplicate, res[0].Task.ID, other.ID)
-		}
-		if !res[1].Duplicate || res[1].Task.ID != first.ID {
-			t.Errorf("repeated ID accepted without error: Duplicate=%v ID=%s, want a duplicate of %s", res[1].Duplicate, res[1].Task.ID, first.ID)
-		}
-		eqBytes(t, "payload returned for the repeated ID", res[1].Task.Payload, first.Payload)
-		eq(t, "status of the new task", e.status(other.ID), rdq.StatusPending)
+		t.Fatalf("Enqueue of a batch repeating an existing ID: %v; want the repeat reported as a duplicate", err)
 	}
+	if len(res) != 2 || res[0].Task == nil || res[1].Task == nil {
+		t.Fatalf("Enqueue returned %d results (%+v), want 2", len(res), res)
+	}
+	if res[0].Duplicate || res[0].Task.ID != other.ID {
+		t.Errorf("new task in the batch: Duplicate=%v ID=%s, want new %s", res[0].Duplicate, res[0].Task.ID, other.ID)
+	}
+	if !res[1].Duplicate || res[1].Task.ID != first.ID {
+		t.Errorf("repeated ID: Duplicate=%v ID=%s, want a duplicate of %s", res[1].Duplicate, res[1].Task.ID, first.ID)
+	}
+	eqBytes(t, "payload returned for the repeated ID", res[1].Task.Payload, first.Payload)
+	eq(t, "status of the new task", e.status(other.ID), rdq.StatusPending)
 	got, _ := e.get(first.ID)
 	eqBytes(t, "payload of the existing task", got.Payload, first.Payload)
 
@@ -196,8 +197,7 @@ func testEnqueueRepeatedID(t *testing.T, e *env) {
 	dupB.Payload = []byte("second")
 	res, err = e.s.Enqueue(e.ctx, store.EnqueueParams{Tasks: []store.NewTask{dupA, dupB}, Now: e.at()})
 	if err != nil {
-		e.wantNotFound(dupA.ID)
-		return
+		t.Fatalf("Enqueue of a batch repeating an ID: %v; want the repeat reported as a duplicate", err)
 	}
 	if len(res) != 2 || res[0].Task == nil || res[1].Task == nil || res[0].Duplicate || !res[1].Duplicate {
 		t.Fatalf("the same ID twice in a batch: results %+v, want the first new and the second its duplicate", res)
@@ -291,10 +291,38 @@ func testIdempotencyKeyReusable(t *testing.T, e *env) {
 	eq(t, "PurgeSucceeded count", n, int64(1))
 	e.wantNotFound(a.ID)
 
+	// The key outlives its task by the store's key retention (a day at
+	// least): resubmitting returns the original ID, marked purged, and
+	// runs nothing.
+	e.advance(23 * time.Hour)
+	replay := task("q")
+	replay.IdempotencyKey = "once"
+	res := e.enqueue(replay)
+	if !res[0].Duplicate || !res[0].Purged || res[0].Task.ID != a.ID {
+		t.Fatalf("key of a task purged a day ago: Duplicate=%v Purged=%v ID=%s, want a purged duplicate of %s", res[0].Duplicate, res[0].Purged, res[0].Task.ID, a.ID)
+	}
+	eq(t, "queue of the purged duplicate", res[0].Task.Queue, "q")
+	eq(t, "key of the purged duplicate", res[0].Task.IdempotencyKey, "once")
+	e.wantNotFound(replay.ID)
+	if got := e.claim([]string{"q"}, 10, time.Minute, "w"); len(got) != 0 {
+		t.Fatalf("Claim after resubmitting a purged task's key returned %v", taskIDs(got))
+	}
+
+	// Past any retention, once the maintenance pruned it, the key is free.
+	e.advance(100 * 365 * 24 * time.Hour)
+	if _, err := e.s.PurgeSucceeded(e.ctx, store.PurgeSucceededParams{OlderThan: time.Hour, Limit: 10, Actor: "retention", Now: e.at()}); err != nil {
+		t.Fatalf("PurgeSucceeded: %v", err)
+	}
 	fresh := task("q")
 	fresh.IdempotencyKey = "once"
 	if res := e.enqueue(fresh); res[0].Duplicate || res[0].Task.ID != fresh.ID {
-		t.Fatalf("key of a purged task: Duplicate=%v ID=%s, want a new task %s", res[0].Duplicate, res[0].Task.ID, fresh.ID)
+		t.Fatalf("key of a task purged a century ago: Duplicate=%v ID=%s, want a new task %s", res[0].Duplicate, res[0].Task.ID, fresh.ID)
+	}
+	// And it is remembered again for the new task.
+	dup = task("q")
+	dup.IdempotencyKey = "once"
+	if res := e.enqueue(dup); !res[0].Duplicate || res[0].Purged || res[0].Task.ID != fresh.ID {
+		t.Fatalf("key of the new task: Duplicate=%v Purged=%v ID=%s, want a duplicate of %s", res[0].Duplicate, res[0].Purged, res[0].Task.ID, fresh.ID)
 	}
 }
 

@@ -26,8 +26,14 @@ type memStore struct {
 	audit  []store.AuditEntry
 	subs   map[chan string]bool
 	paused map[string]bool
-	bugs   memBugs
+	// purgedKeys remembers the keys of tasks purged by retention: queue,
+	// then key, to the purged task's stub (purge time in UpdatedAt).
+	purgedKeys map[[2]string]rdq.Task
+	bugs       memBugs
 }
+
+// memKeyRetention is how long the reference store keeps a purged task's key.
+const memKeyRetention = 7 * 24 * time.Hour
 
 // memBugs are deliberate defects, each of which the kit must detect.
 type memBugs struct {
@@ -48,7 +54,7 @@ type memTask struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{tasks: map[rdq.ID]*memTask{}, subs: map[chan string]bool{}, paused: map[string]bool{}}
+	return &memStore{tasks: map[rdq.ID]*memTask{}, subs: map[chan string]bool{}, paused: map[string]bool{}, purgedKeys: map[[2]string]rdq.Task{}}
 }
 
 var (
@@ -95,21 +101,25 @@ func (m *memStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := clock(p.Now)
-	seen := map[rdq.ID]bool{}
-	for _, nt := range p.Tasks {
-		if m.tasks[nt.ID] != nil || seen[nt.ID] {
-			return nil, fmt.Errorf("memstore: task %s already exists", nt.ID)
-		}
-		seen[nt.ID] = true
-	}
 	out := make([]store.EnqueueResult, len(p.Tasks))
 	notify := map[string]bool{}
 	for i, nt := range p.Tasks {
+		if dup := m.tasks[nt.ID]; dup != nil {
+			out[i] = store.EnqueueResult{Task: dup.snapshot(), Duplicate: true}
+			continue
+		}
 		if nt.IdempotencyKey != "" {
 			if dup := m.byKey(nt.Queue, nt.IdempotencyKey); dup != nil {
 				out[i] = store.EnqueueResult{Task: dup.snapshot(), Duplicate: true}
 				continue
 			}
+			k := [2]string{nt.Queue, nt.IdempotencyKey}
+			if stub, ok := m.purgedKeys[k]; ok && now.Sub(stub.UpdatedAt) < memKeyRetention {
+				stub.UpdatedAt = time.Time{}
+				out[i] = store.EnqueueResult{Task: &stub, Duplicate: true, Purged: true}
+				continue
+			}
+			delete(m.purgedKeys, k)
 		}
 		mt := &memTask{t: rdq.Task{
 			ID: nt.ID, Queue: nt.Queue, Handler: nt.Handler, Payload: slices.Clone(nt.Payload),
@@ -345,12 +355,28 @@ func (m *memStore) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededPar
 	}, func(a, b *memTask) int { return a.t.FinishedAt.Compare(b.t.FinishedAt) })
 	old = old[:min(p.Limit, len(old))]
 	for _, mt := range old {
+		m.retireKey(mt, now)
 		delete(m.tasks, mt.t.ID)
+	}
+	for k, stub := range m.purgedKeys {
+		if now.Sub(stub.UpdatedAt) >= memKeyRetention {
+			delete(m.purgedKeys, k)
+		}
 	}
 	if len(old) > 0 {
 		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "retention", Count: int64(len(old))})
 	}
 	return int64(len(old)), nil
+}
+
+// retireKey remembers the key of mt, purged by retention at now.
+func (m *memStore) retireKey(mt *memTask, now time.Time) {
+	if mt.t.IdempotencyKey == "" {
+		return
+	}
+	m.purgedKeys[[2]string{mt.t.Queue, mt.t.IdempotencyKey}] = rdq.Task{
+		ID: mt.t.ID, Queue: mt.t.Queue, IdempotencyKey: mt.t.IdempotencyKey, CreatedAt: mt.t.CreatedAt, UpdatedAt: now,
+	}
 }
 
 func (m *memStore) dead(f store.DeadFilter) []*memTask {
@@ -444,6 +470,9 @@ func (m *memStore) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int6
 	victims := m.dead(p.Filter)
 	victims = victims[:min(p.Limit, len(victims))]
 	for _, mt := range victims {
+		if p.Action == "retention" {
+			m.retireKey(mt, clock(nil))
+		}
 		delete(m.tasks, mt.t.ID)
 	}
 	if len(victims) > 0 {

@@ -28,10 +28,11 @@
 //     claims, fencing tokens, heartbeats, finish, release, reclaim of expired
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
-//   - Admin, Notifications and Pause, when the Capabilities say the backend
-//     has them: every dead-letter filter against a brute-force scan, keyset
-//     paging, groups, bulk redrive and purge, the audit log and statistics;
-//     push notifications; pausing and resuming queues.
+//   - Admin, Notifications, Pause and Live, when the Capabilities say the
+//     backend has them: every dead-letter filter against a brute-force scan,
+//     keyset paging, groups, bulk redrive and purge, the audit log and
+//     statistics; push notifications; pausing and resuming queues; listing,
+//     retrying now and cancelling live tasks.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
 //     reclaim, redrive and time travel, and compares the store with a
@@ -81,6 +82,9 @@ type Capabilities struct {
 	Admin bool
 	// Pause: the store implements store.Pauser (pausing queues).
 	Pause bool
+	// Live: the store implements store.LiveTasks (listing, retrying now
+	// and cancelling tasks that are not dead).
+	Live bool
 }
 
 // ChaosConfig sizes the multi-process chaos test. Zero fields take the
@@ -172,6 +176,9 @@ func Run(t *testing.T, h Harness) {
 			testPause(t, h)
 		})
 	}
+	if h.Capabilities.Live {
+		t.Run("Live", func(t *testing.T) { runLive(t, h) })
+	}
 	t.Run("Property", func(t *testing.T) {
 		t.Parallel()
 		runProperty(t, h)
@@ -189,6 +196,7 @@ func checkCapabilities(t *testing.T, h Harness) {
 	_, isAdmin := s.(store.Admin)
 	_, isNotifier := s.(store.Notifier)
 	_, isPauser := s.(store.Pauser)
+	_, isLive := s.(store.LiveTasks)
 	if isAdmin != h.Capabilities.Admin {
 		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
 			h.Capabilities.Admin, s, isAdmin)
@@ -200,6 +208,10 @@ func checkCapabilities(t *testing.T, h Harness) {
 	if isPauser != h.Capabilities.Pause {
 		t.Errorf("Capabilities.Pause is %v but the store (%T) implementing store.Pauser is %v: declare exactly what the store implements",
 			h.Capabilities.Pause, s, isPauser)
+	}
+	if isLive != h.Capabilities.Live {
+		t.Errorf("Capabilities.Live is %v but the store (%T) implementing store.LiveTasks is %v: declare exactly what the store implements",
+			h.Capabilities.Live, s, isLive)
 	}
 }
 

@@ -22,7 +22,7 @@ const (
 	exitError    = 1 // runtime failure: database unreachable, a query failed, aborted at the prompt
 	exitUsage    = 2 // bad command, flag or argument; or a confirmation is needed (--yes)
 	exitNotFound = 3 // a task named by id does not exist
-	exitConflict = 4 // a task named by id is not dead, or reached its redrive limit
+	exitConflict = 4 // a task named by id is not dead (not waiting, for tasks retry and cancel), or reached its redrive limit
 )
 
 const mainUsage = `
@@ -43,6 +43,11 @@ Commands:
   dlq redrive          put dead tasks back to work (by id, filter or fingerprint)
   dlq purge            delete dead tasks (by id, filter or fingerprint)
   dlq retention        delete dead tasks older than an age (explicit retention)
+  tasks ls             list live tasks: pending, retrying, in flight or succeeded
+  tasks show ID        show a live task with every attempt
+  tasks key QUEUE KEY  show the task holding an idempotency key
+  tasks retry ID...    make waiting tasks due now
+  tasks cancel ID...   cancel waiting tasks into the dead-letter queue (audited)
   queue ls             list the paused queues
   queue pause QUEUE    stop starting new executions of a queue's tasks, on every worker
   queue resume QUEUE   start them again
@@ -64,7 +69,8 @@ Exit codes:
   1  runtime error: database unreachable, a query failed, aborted at the prompt
   2  usage error: bad command, flag or argument, or a bulk change needs --yes
   3  not found: a task named by id does not exist
-  4  conflict: a task named by id is not dead, or reached its redrive limit
+  4  conflict: a task named by id is not dead (or, for tasks retry and cancel,
+     not waiting), or reached its redrive limit
 
 Run 'rdq help <command>' (e.g. 'rdq help dlq redrive') for a command's flags.
 `
@@ -97,7 +103,7 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, store.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, store.ErrNotDead), errors.Is(err, store.ErrRedriveLimit):
+	case errors.Is(err, store.ErrNotDead), errors.Is(err, store.ErrRedriveLimit), errors.Is(err, store.ErrNotPending):
 		return exitConflict
 	}
 	return exitError
@@ -183,6 +189,8 @@ func (e *env) dispatch(args []string) error {
 		return e.bench(rest)
 	case "queue":
 		return e.queue(rest)
+	case "tasks":
+		return e.liveTasks(rest)
 	case "audit":
 		if isHelp(rest) {
 			return e.groupHelp("audit")

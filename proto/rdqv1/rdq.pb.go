@@ -2424,6 +2424,473 @@ func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
 	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{35}
 }
 
+// TaskFilter selects live tasks. Empty fields match everything; set fields
+// combine with AND, as in DeadFilter.
+type TaskFilter struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Queue           string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Handler         string                 `protobuf:"bytes,2,opt,name=handler,proto3" json:"handler,omitempty"`
+	ErrorType       string                 `protobuf:"bytes,3,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
+	Fingerprint     string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	MessageContains string                 `protobuf:"bytes,5,opt,name=message_contains,json=messageContains,proto3" json:"message_contains,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TaskFilter) Reset() {
+	*x = TaskFilter{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskFilter) ProtoMessage() {}
+
+func (x *TaskFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskFilter.ProtoReflect.Descriptor instead.
+func (*TaskFilter) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *TaskFilter) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TaskFilter) GetHandler() string {
+	if x != nil {
+		return x.Handler
+	}
+	return ""
+}
+
+func (x *TaskFilter) GetErrorType() string {
+	if x != nil {
+		return x.ErrorType
+	}
+	return ""
+}
+
+func (x *TaskFilter) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *TaskFilter) GetMessageContains() string {
+	if x != nil {
+		return x.MessageContains
+	}
+	return ""
+}
+
+type ListTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is pending, retrying, in_flight or succeeded.
+	State  string      `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Filter *TaskFilter `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	// page_size is 1 to 1000; 0 means 50.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token continues a listing with the same state and filter.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksRequest) Reset() {
+	*x = ListTasksRequest{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksRequest) ProtoMessage() {}
+
+func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
+func (*ListTasksRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListTasksRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetFilter() *TaskFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *ListTasksRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListTasksRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tasks []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	// next_page_token is empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksResponse) Reset() {
+	*x = ListTasksResponse{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksResponse) ProtoMessage() {}
+
+func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
+func (*ListTasksResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListTasksResponse) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *ListTasksResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type TaskByKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskByKeyRequest) Reset() {
+	*x = TaskByKeyRequest{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskByKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskByKeyRequest) ProtoMessage() {}
+
+func (x *TaskByKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskByKeyRequest.ProtoReflect.Descriptor instead.
+func (*TaskByKeyRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TaskByKeyRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TaskByKeyRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type TaskByKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	History       []*Attempt             `protobuf:"bytes,2,rep,name=history,proto3" json:"history,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskByKeyResponse) Reset() {
+	*x = TaskByKeyResponse{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskByKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskByKeyResponse) ProtoMessage() {}
+
+func (x *TaskByKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskByKeyResponse.ProtoReflect.Descriptor instead.
+func (*TaskByKeyResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TaskByKeyResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *TaskByKeyResponse) GetHistory() []*Attempt {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+type ChangeTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids names the tasks (1 to 1000).
+	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// reason is written to the audit log (and, for a cancel, to the
+	// CANCELLED attempt).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeTasksRequest) Reset() {
+	*x = ChangeTasksRequest{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeTasksRequest) ProtoMessage() {}
+
+func (x *ChangeTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeTasksRequest.ProtoReflect.Descriptor instead.
+func (*ChangeTasksRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ChangeTasksRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *ChangeTasksRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ChangeTaskResult is one named task's result: no error when it changed.
+type ChangeTaskResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Error         *Error                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeTaskResult) Reset() {
+	*x = ChangeTaskResult{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeTaskResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeTaskResult) ProtoMessage() {}
+
+func (x *ChangeTaskResult) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeTaskResult.ProtoReflect.Descriptor instead.
+func (*ChangeTaskResult) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ChangeTaskResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ChangeTaskResult) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type ChangeTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// changed counts the tasks changed.
+	Changed       int64               `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	Results       []*ChangeTaskResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeTasksResponse) Reset() {
+	*x = ChangeTasksResponse{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeTasksResponse) ProtoMessage() {}
+
+func (x *ChangeTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeTasksResponse.ProtoReflect.Descriptor instead.
+func (*ChangeTasksResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ChangeTasksResponse) GetChanged() int64 {
+	if x != nil {
+		return x.Changed
+	}
+	return 0
+}
+
+func (x *ChangeTasksResponse) GetResults() []*ChangeTaskResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_rdq_v1_rdq_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_rdq_proto_rawDesc = "" +
@@ -2625,7 +3092,39 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x15\n" +
-	"\x13ResumeQueueResponse2\x92\x06\n" +
+	"\x13ResumeQueueResponse\"\xa8\x01\n" +
+	"\n" +
+	"TaskFilter\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\ahandler\x18\x02 \x01(\tR\ahandler\x12\x1d\n" +
+	"\n" +
+	"error_type\x18\x03 \x01(\tR\terrorType\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12)\n" +
+	"\x10message_contains\x18\x05 \x01(\tR\x0fmessageContains\"\x90\x01\n" +
+	"\x10ListTasksRequest\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12*\n" +
+	"\x06filter\x18\x02 \x01(\v2\x12.rdq.v1.TaskFilterR\x06filter\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"_\n" +
+	"\x11ListTasksResponse\x12\"\n" +
+	"\x05tasks\x18\x01 \x03(\v2\f.rdq.v1.TaskR\x05tasks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
+	"\x10TaskByKeyRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"`\n" +
+	"\x11TaskByKeyResponse\x12 \n" +
+	"\x04task\x18\x01 \x01(\v2\f.rdq.v1.TaskR\x04task\x12)\n" +
+	"\ahistory\x18\x02 \x03(\v2\x0f.rdq.v1.AttemptR\ahistory\">\n" +
+	"\x12ChangeTasksRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"G\n" +
+	"\x10ChangeTaskResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
+	"\x05error\x18\x02 \x01(\v2\r.rdq.v1.ErrorR\x05error\"c\n" +
+	"\x13ChangeTasksResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\x03R\achanged\x122\n" +
+	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.ChangeTaskResultR\aresults2\xa5\b\n" +
 	"\n" +
 	"RdqService\x127\n" +
 	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\x12F\n" +
@@ -2642,7 +3141,12 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"QueueStats\x12\x19.rdq.v1.QueueStatsRequest\x1a\x1a.rdq.v1.QueueStatsResponse\x12C\n" +
 	"\n" +
 	"PauseQueue\x12\x19.rdq.v1.PauseQueueRequest\x1a\x1a.rdq.v1.PauseQueueResponse\x12F\n" +
-	"\vResumeQueue\x12\x1a.rdq.v1.ResumeQueueRequest\x1a\x1b.rdq.v1.ResumeQueueResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
+	"\vResumeQueue\x12\x1a.rdq.v1.ResumeQueueRequest\x1a\x1b.rdq.v1.ResumeQueueResponse\x12@\n" +
+	"\tListTasks\x12\x18.rdq.v1.ListTasksRequest\x1a\x19.rdq.v1.ListTasksResponse\x12@\n" +
+	"\tTaskByKey\x12\x18.rdq.v1.TaskByKeyRequest\x1a\x19.rdq.v1.TaskByKeyResponse\x12E\n" +
+	"\n" +
+	"RetryTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12F\n" +
+	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
 
 var (
 	file_rdq_v1_rdq_proto_rawDescOnce sync.Once
@@ -2656,7 +3160,7 @@ func file_rdq_v1_rdq_proto_rawDescGZIP() []byte {
 	return file_rdq_v1_rdq_proto_rawDescData
 }
 
-var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_rdq_v1_rdq_proto_goTypes = []any{
 	(*TaskSpec)(nil),              // 0: rdq.v1.TaskSpec
 	(*FailureSpec)(nil),           // 1: rdq.v1.FailureSpec
@@ -2694,23 +3198,31 @@ var file_rdq_v1_rdq_proto_goTypes = []any{
 	(*PauseQueueResponse)(nil),    // 33: rdq.v1.PauseQueueResponse
 	(*ResumeQueueRequest)(nil),    // 34: rdq.v1.ResumeQueueRequest
 	(*ResumeQueueResponse)(nil),   // 35: rdq.v1.ResumeQueueResponse
-	nil,                           // 36: rdq.v1.TaskSpec.HeadersEntry
-	nil,                           // 37: rdq.v1.Task.HeadersEntry
-	nil,                           // 38: rdq.v1.AuditEntry.DetailsEntry
-	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
+	(*TaskFilter)(nil),            // 36: rdq.v1.TaskFilter
+	(*ListTasksRequest)(nil),      // 37: rdq.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),     // 38: rdq.v1.ListTasksResponse
+	(*TaskByKeyRequest)(nil),      // 39: rdq.v1.TaskByKeyRequest
+	(*TaskByKeyResponse)(nil),     // 40: rdq.v1.TaskByKeyResponse
+	(*ChangeTasksRequest)(nil),    // 41: rdq.v1.ChangeTasksRequest
+	(*ChangeTaskResult)(nil),      // 42: rdq.v1.ChangeTaskResult
+	(*ChangeTasksResponse)(nil),   // 43: rdq.v1.ChangeTasksResponse
+	nil,                           // 44: rdq.v1.TaskSpec.HeadersEntry
+	nil,                           // 45: rdq.v1.Task.HeadersEntry
+	nil,                           // 46: rdq.v1.AuditEntry.DetailsEntry
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
 }
 var file_rdq_v1_rdq_proto_depIdxs = []int32{
-	36, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
+	44, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
 	1,  // 1: rdq.v1.TaskSpec.first_failure:type_name -> rdq.v1.FailureSpec
-	37, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
-	39, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
-	39, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	39, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	39, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	39, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	45, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
+	47, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
+	47, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	47, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	47, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	47, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: rdq.v1.Task.last_error:type_name -> rdq.v1.ErrorSummary
-	39, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	39, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	47, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	47, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 11: rdq.v1.SubmitRequest.task:type_name -> rdq.v1.TaskSpec
 	2,  // 12: rdq.v1.SubmitResponse.task:type_name -> rdq.v1.Task
 	0,  // 13: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.TaskSpec
@@ -2719,13 +3231,13 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	9,  // 16: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitResult
 	2,  // 17: rdq.v1.GetTaskResponse.task:type_name -> rdq.v1.Task
 	4,  // 18: rdq.v1.GetTaskResponse.history:type_name -> rdq.v1.Attempt
-	39, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
-	39, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
+	47, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
+	47, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
 	13, // 21: rdq.v1.ListDeadRequest.filter:type_name -> rdq.v1.DeadFilter
 	2,  // 22: rdq.v1.ListDeadResponse.tasks:type_name -> rdq.v1.Task
 	13, // 23: rdq.v1.DeadGroupsRequest.filter:type_name -> rdq.v1.DeadFilter
-	39, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
-	39, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
+	47, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
+	47, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
 	17, // 26: rdq.v1.DeadGroupsResponse.groups:type_name -> rdq.v1.Group
 	2,  // 27: rdq.v1.ShowDeadResponse.task:type_name -> rdq.v1.Task
 	4,  // 28: rdq.v1.ShowDeadResponse.history:type_name -> rdq.v1.Attempt
@@ -2733,41 +3245,55 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	5,  // 30: rdq.v1.RedriveResult.error:type_name -> rdq.v1.Error
 	22, // 31: rdq.v1.RedriveResponse.results:type_name -> rdq.v1.RedriveResult
 	13, // 32: rdq.v1.PurgeRequest.filter:type_name -> rdq.v1.DeadFilter
-	39, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	39, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
-	39, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	38, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
+	47, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	47, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
+	47, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	46, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
 	27, // 37: rdq.v1.ListAuditResponse.entries:type_name -> rdq.v1.AuditEntry
 	30, // 38: rdq.v1.QueueStatsResponse.queues:type_name -> rdq.v1.QueueStat
-	6,  // 39: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
-	8,  // 40: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	11, // 41: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
-	14, // 42: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
-	16, // 43: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
-	19, // 44: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
-	21, // 45: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
-	24, // 46: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
-	26, // 47: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
-	29, // 48: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
-	32, // 49: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
-	34, // 50: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
-	7,  // 51: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
-	10, // 52: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	12, // 53: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
-	15, // 54: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
-	18, // 55: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
-	20, // 56: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
-	23, // 57: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
-	25, // 58: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
-	28, // 59: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
-	31, // 60: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
-	33, // 61: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
-	35, // 62: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
-	51, // [51:63] is the sub-list for method output_type
-	39, // [39:51] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	36, // 39: rdq.v1.ListTasksRequest.filter:type_name -> rdq.v1.TaskFilter
+	2,  // 40: rdq.v1.ListTasksResponse.tasks:type_name -> rdq.v1.Task
+	2,  // 41: rdq.v1.TaskByKeyResponse.task:type_name -> rdq.v1.Task
+	4,  // 42: rdq.v1.TaskByKeyResponse.history:type_name -> rdq.v1.Attempt
+	5,  // 43: rdq.v1.ChangeTaskResult.error:type_name -> rdq.v1.Error
+	42, // 44: rdq.v1.ChangeTasksResponse.results:type_name -> rdq.v1.ChangeTaskResult
+	6,  // 45: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
+	8,  // 46: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	11, // 47: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
+	14, // 48: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
+	16, // 49: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
+	19, // 50: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
+	21, // 51: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
+	24, // 52: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
+	26, // 53: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
+	29, // 54: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
+	32, // 55: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
+	34, // 56: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
+	37, // 57: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
+	39, // 58: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
+	41, // 59: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
+	41, // 60: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
+	7,  // 61: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
+	10, // 62: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	12, // 63: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
+	15, // 64: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
+	18, // 65: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
+	20, // 66: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
+	23, // 67: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
+	25, // 68: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
+	28, // 69: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
+	31, // 70: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
+	33, // 71: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
+	35, // 72: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
+	38, // 73: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
+	40, // 74: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
+	43, // 75: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
+	43, // 76: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
+	61, // [61:77] is the sub-list for method output_type
+	45, // [45:61] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_rdq_proto_init() }
@@ -2782,7 +3308,7 @@ func file_rdq_v1_rdq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_rdq_proto_rawDesc), len(file_rdq_v1_rdq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

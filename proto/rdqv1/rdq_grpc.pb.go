@@ -48,6 +48,10 @@ const (
 	RdqService_QueueStats_FullMethodName  = "/rdq.v1.RdqService/QueueStats"
 	RdqService_PauseQueue_FullMethodName  = "/rdq.v1.RdqService/PauseQueue"
 	RdqService_ResumeQueue_FullMethodName = "/rdq.v1.RdqService/ResumeQueue"
+	RdqService_ListTasks_FullMethodName   = "/rdq.v1.RdqService/ListTasks"
+	RdqService_TaskByKey_FullMethodName   = "/rdq.v1.RdqService/TaskByKey"
+	RdqService_RetryTasks_FullMethodName  = "/rdq.v1.RdqService/RetryTasks"
+	RdqService_CancelTasks_FullMethodName = "/rdq.v1.RdqService/CancelTasks"
 )
 
 // RdqServiceClient is the client API for RdqService service.
@@ -92,6 +96,24 @@ type RdqServiceClient interface {
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
 	// ResumeQueue undoes PauseQueue. REST: POST /v1/queues:resume.
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	// ListTasks pages through tasks that are not dead, in one state: pending,
+	// retrying, in_flight or succeeded. Payloads are left out. Needs the
+	// operator role on the filter's queue (on every queue without one).
+	// REST: GET /v1/tasks?state=...&queue=...
+	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
+	// TaskByKey returns the task holding an idempotency key in a queue, with
+	// its history, for an operator of the queue.
+	// REST: GET /v1/tasks:by-key?queue=...&key=...
+	TaskByKey(ctx context.Context, in *TaskByKeyRequest, opts ...grpc.CallOption) (*TaskByKeyResponse, error)
+	// RetryTasks makes waiting (pending or retrying) tasks due now; per-item
+	// results. Needs the operator role on each task's queue.
+	// REST: POST /v1/tasks:retry.
+	RetryTasks(ctx context.Context, in *ChangeTasksRequest, opts ...grpc.CallOption) (*ChangeTasksResponse, error)
+	// CancelTasks moves waiting tasks to the dead-letter queue with a
+	// CANCELLED attempt naming the caller and the reason; nothing is deleted.
+	// Per-item results. Needs the operator role on each task's queue.
+	// REST: POST /v1/tasks:cancel.
+	CancelTasks(ctx context.Context, in *ChangeTasksRequest, opts ...grpc.CallOption) (*ChangeTasksResponse, error)
 }
 
 type rdqServiceClient struct {
@@ -222,6 +244,46 @@ func (c *rdqServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueReque
 	return out, nil
 }
 
+func (c *rdqServiceClient) ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTasksResponse)
+	err := c.cc.Invoke(ctx, RdqService_ListTasks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rdqServiceClient) TaskByKey(ctx context.Context, in *TaskByKeyRequest, opts ...grpc.CallOption) (*TaskByKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TaskByKeyResponse)
+	err := c.cc.Invoke(ctx, RdqService_TaskByKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rdqServiceClient) RetryTasks(ctx context.Context, in *ChangeTasksRequest, opts ...grpc.CallOption) (*ChangeTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeTasksResponse)
+	err := c.cc.Invoke(ctx, RdqService_RetryTasks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rdqServiceClient) CancelTasks(ctx context.Context, in *ChangeTasksRequest, opts ...grpc.CallOption) (*ChangeTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeTasksResponse)
+	err := c.cc.Invoke(ctx, RdqService_CancelTasks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RdqServiceServer is the server API for RdqService service.
 // All implementations must embed UnimplementedRdqServiceServer
 // for forward compatibility.
@@ -264,6 +326,24 @@ type RdqServiceServer interface {
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
 	// ResumeQueue undoes PauseQueue. REST: POST /v1/queues:resume.
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	// ListTasks pages through tasks that are not dead, in one state: pending,
+	// retrying, in_flight or succeeded. Payloads are left out. Needs the
+	// operator role on the filter's queue (on every queue without one).
+	// REST: GET /v1/tasks?state=...&queue=...
+	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
+	// TaskByKey returns the task holding an idempotency key in a queue, with
+	// its history, for an operator of the queue.
+	// REST: GET /v1/tasks:by-key?queue=...&key=...
+	TaskByKey(context.Context, *TaskByKeyRequest) (*TaskByKeyResponse, error)
+	// RetryTasks makes waiting (pending or retrying) tasks due now; per-item
+	// results. Needs the operator role on each task's queue.
+	// REST: POST /v1/tasks:retry.
+	RetryTasks(context.Context, *ChangeTasksRequest) (*ChangeTasksResponse, error)
+	// CancelTasks moves waiting tasks to the dead-letter queue with a
+	// CANCELLED attempt naming the caller and the reason; nothing is deleted.
+	// Per-item results. Needs the operator role on each task's queue.
+	// REST: POST /v1/tasks:cancel.
+	CancelTasks(context.Context, *ChangeTasksRequest) (*ChangeTasksResponse, error)
 	mustEmbedUnimplementedRdqServiceServer()
 }
 
@@ -309,6 +389,18 @@ func (UnimplementedRdqServiceServer) PauseQueue(context.Context, *PauseQueueRequ
 }
 func (UnimplementedRdqServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedRdqServiceServer) ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTasks not implemented")
+}
+func (UnimplementedRdqServiceServer) TaskByKey(context.Context, *TaskByKeyRequest) (*TaskByKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TaskByKey not implemented")
+}
+func (UnimplementedRdqServiceServer) RetryTasks(context.Context, *ChangeTasksRequest) (*ChangeTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryTasks not implemented")
+}
+func (UnimplementedRdqServiceServer) CancelTasks(context.Context, *ChangeTasksRequest) (*ChangeTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelTasks not implemented")
 }
 func (UnimplementedRdqServiceServer) mustEmbedUnimplementedRdqServiceServer() {}
 func (UnimplementedRdqServiceServer) testEmbeddedByValue()                    {}
@@ -547,6 +639,78 @@ func _RdqService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RdqService_ListTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).ListTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_ListTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).ListTasks(ctx, req.(*ListTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RdqService_TaskByKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TaskByKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).TaskByKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_TaskByKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).TaskByKey(ctx, req.(*TaskByKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RdqService_RetryTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).RetryTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_RetryTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).RetryTasks(ctx, req.(*ChangeTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RdqService_CancelTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).CancelTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_CancelTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).CancelTasks(ctx, req.(*ChangeTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RdqService_ServiceDesc is the grpc.ServiceDesc for RdqService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -601,6 +765,22 @@ var RdqService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeQueue",
 			Handler:    _RdqService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "ListTasks",
+			Handler:    _RdqService_ListTasks_Handler,
+		},
+		{
+			MethodName: "TaskByKey",
+			Handler:    _RdqService_TaskByKey_Handler,
+		},
+		{
+			MethodName: "RetryTasks",
+			Handler:    _RdqService_RetryTasks_Handler,
+		},
+		{
+			MethodName: "CancelTasks",
+			Handler:    _RdqService_CancelTasks_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

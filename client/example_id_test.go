@@ -1,0 +1,101 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/sqlitestore"
+)
+
+// openSQLite opens a migrated store in a temporary directory and returns it
+// with a function that removes it.
+func openSQLite(ctx context.Context) (*sqlitestore.Store, func()) {
+	dir, err := os.MkdirTemp("", "rdq-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "rdq.db"), sqlitestore.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	return st, func() {
+		if err := errors.Join(st.Close(), os.RemoveAll(dir)); err != nil {
+			log.Print(err)
+		}
+	}
+}
+
+// Choose the task's ID before submitting, so a Submit that fails without
+// saying whether the task was stored (a connection lost around the commit)
+// can simply be repeated: the repeat returns the stored task as a
+// duplicate instead of creating a second one.
+func ExampleTask_id() {
+	ctx := context.Background()
+	st, cleanup := openSQLite(ctx)
+	defer cleanup()
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	task := client.Task{
+		ID:      rdq.NewID(), // chosen once, kept across retries
+		Queue:   "invoices",
+		Handler: "send-invoice",
+		Payload: []byte(`{"invoice":1017}`),
+	}
+	var res client.Result
+	for try := 1; try <= 3; try++ {
+		if res, err = c.Submit(ctx, task); err == nil {
+			break
+		}
+		log.Printf("submit failed (try %d), repeating with the same ID: %v", try, err)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stored:", res.Task.ID == task.ID)
+
+	// A repeat after a success that went unnoticed is harmless.
+	again, err := c.Submit(ctx, task)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("duplicate:", again.Duplicate, "same task:", again.Task.ID == task.ID)
+	// Output:
+	// stored: true
+	// duplicate: true same task: true
+}
+
+// Schedule the first attempt for an absolute time instead of after a delay.
+func ExampleTask_runAt() {
+	ctx := context.Background()
+	st, cleanup := openSQLite(ctx)
+	defer cleanup()
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	tomorrow := time.Now().Add(24 * time.Hour).Truncate(time.Hour)
+	res, err := c.Submit(ctx, client.Task{
+		Queue:   "reports",
+		Handler: "daily-report",
+		RunAt:   tomorrow,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("due within a second of RunAt:", res.Task.NextAttemptAt.Sub(tomorrow).Abs() < time.Second)
+	// Output:
+	// due within a second of RunAt: true
+}
