@@ -113,6 +113,7 @@ keyed AS (
     SELECT i.queue, i.idempotency_key, i.id, c.now
     FROM input i CROSS JOIN clock c
     WHERE i.idempotency_key IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS e WHERE e.id = i.id)
     ORDER BY i.queue, i.idempotency_key
     ON CONFLICT (queue, key) DO UPDATE
         SET task_id = excluded.task_id, created_at = excluded.created_at, purged_at = NULL

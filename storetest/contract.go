@@ -26,6 +26,7 @@ func contractTests() []contractTest {
 		{"Enqueue/EmptyBatch", testEnqueueEmptyBatch},
 		{"Enqueue/Delay", testEnqueueDelay},
 		{"Enqueue/RepeatedID", testEnqueueRepeatedID},
+		{"Enqueue/RepeatedIDWithNewKey", testRepeatedIDWithNewKey},
 		{"Enqueue/Idempotency", testEnqueueIdempotency},
 		{"Enqueue/IdempotencyWithinBatch", testEnqueueIdempotencyWithinBatch},
 		{"Enqueue/IdempotencyKeyOutlivesPurge", testIdempotencyKeyReusable},

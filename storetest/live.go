@@ -29,6 +29,12 @@ func runLive(t *testing.T, h Harness) {
 			tc.fn(t, newEnv(t, h))
 		})
 	}
+	if h.Capabilities.Admin {
+		t.Run("KeyAfterDeadRetention", func(t *testing.T) {
+			t.Parallel()
+			testKeyAfterDeadRetention(t, newEnv(t, h))
+		})
+	}
 }
 
 func (e *env) live() store.LiveTasks {
@@ -408,5 +414,42 @@ func testCancel(t *testing.T, e *env) {
 	}
 	if got := e.load(waiting.ID); got.Status != rdq.StatusPending || got.Life != 1 {
 		t.Errorf("redriven cancelled task: %s life %d", got.Status, got.Life)
+	}
+}
+
+// testKeyAfterDeadPurges: a dead task purged by retention keeps its key
+// for the store's key retention, like a succeeded one; one an operator
+// purges frees it at once (testPurgeDeadKeyReusable).
+func testKeyAfterDeadRetention(t *testing.T, e *env) {
+	nt := task("q")
+	nt.IdempotencyKey = "dead-key"
+	id := e.makeDead(func(int) rdq.Failure { return mkFailure("E", "x") }, nt)[0]
+	if n, err := e.admin().PurgeDead(e.ctx, store.PurgeDeadParams{Filter: store.DeadFilter{IDs: []rdq.ID{id}}, Limit: 1, Action: "retention", Actor: "janitor"}); err != nil || n != 1 {
+		t.Fatalf("PurgeDead(retention) = %d, %v", n, err)
+	}
+	again := task("q")
+	again.IdempotencyKey = "dead-key"
+	res := e.enqueue(again)
+	if !res[0].Duplicate || !res[0].Purged || res[0].Task.ID != id {
+		t.Fatalf("key of a dead task purged by retention: Duplicate=%v Purged=%v ID=%s, want a purged duplicate of %s", res[0].Duplicate, res[0].Purged, res[0].Task.ID, id)
+	}
+	e.wantNotFound(again.ID)
+}
+
+// testRepeatedIDWithNewKey: a task repeating an existing ID is a duplicate
+// of that task whatever key it carries, and does not take the key: a later
+// task with that key is new.
+func testRepeatedIDWithNewKey(t *testing.T, e *env) {
+	first := task("q")
+	e.enqueue(first)
+	again := task("q")
+	again.ID, again.IdempotencyKey = first.ID, "fresh-key"
+	if res := e.enqueue(again); !res[0].Duplicate || res[0].Task.ID != first.ID {
+		t.Fatalf("repeated ID with a new key: Duplicate=%v ID=%s, want a duplicate of %s", res[0].Duplicate, res[0].Task.ID, first.ID)
+	}
+	other := task("q")
+	other.IdempotencyKey = "fresh-key"
+	if res := e.enqueue(other); res[0].Duplicate || res[0].Purged || res[0].Task.ID != other.ID {
+		t.Fatalf("the key a repeated ID carried: Duplicate=%v Purged=%v ID=%s, want a new task", res[0].Duplicate, res[0].Purged, res[0].Task.ID)
 	}
 }
