@@ -1009,12 +1009,9 @@ func TestUnstorableTextIsReplaced(t *testing.T) {
 	t.Parallel()
 	s, _ := pgtest.NewStore(t)
 	nt := newTask("q")
-	nt.ContentType = "text/\xffplain"
-	res := enqueue(t, s, nil, nt)
-	task := res[0].Task
-	if task.ContentType != "text/\uFFFDplain" {
-		t.Fatalf("stored content type %q", task.ContentType)
-	}
+	// Task fields are validated at intake (Task.Validate refuses them), so
+	// what reaches the store unchecked is the text of failures and actors.
+	enqueue(t, s, nil, nt)
 	c := claim(t, s, nil, "q", 1)
 	errs := finish(t, s, nil, store.Completion{Lease: lease(c[0]), Status: rdq.StatusDead, Attempt: &store.AttemptRecord{
 		Outcome: rdq.OutcomePermanentFailure, WorkerID: "w\x00",

@@ -56,9 +56,19 @@ func seedHostile(t *testing.T, h *harness) rdq.ID {
 	at := base.Add(20 * time.Minute)
 	if _, err := h.s.Enqueue(ctx, store.EnqueueParams{Now: &at, Tasks: []store.NewTask{{
 		ID: id, Queue: "emails", Handler: "send_welcome", Payload: []byte(hostile),
-		ContentType: "text/plain; x=\x1b[5m", Headers: map[string]string{"x-evil\x1b[8m": hostile}, IdempotencyKey: "key" + hostile,
+		ContentType: "text/plain", IdempotencyKey: "key",
 	}}}); err != nil {
 		t.Fatal(err)
+	}
+	// Intake refuses control characters in these fields; a row written by an
+	// older version or another writer may still hold them.
+	headers, err := json.Marshal(map[string]string{"x-evil\x1b[8m": hostile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tag, err := pgtest.Pool(t).Exec(ctx, `UPDATE `+pgx.Identifier{h.schema}.Sanitize()+`.tasks SET content_type = $2, headers = $3, idempotency_key = $4 WHERE id = $1`,
+		id.String(), "text/plain; x=\x1b[5m", headers, "key"+hostile); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("making the stored task hostile: %v (%d rows)", err, tag.RowsAffected())
 	}
 	claimed, err := h.s.Claim(ctx, store.ClaimParams{Queues: []string{"emails"}, Limit: 10, Lease: time.Minute, WorkerID: "worker" + hostile, Now: &at})
 	if err != nil {
