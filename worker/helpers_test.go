@@ -234,8 +234,8 @@ type logWatch struct {
 }
 
 func (l *logWatch) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logWatch) WithAttrs([]slog.Attr) slog.Handler      { return l }
-func (l *logWatch) WithGroup(string) slog.Handler           { return l }
+func (l *logWatch) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logWatch) WithGroup(string) slog.Handler            { return l }
 func (l *logWatch) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
