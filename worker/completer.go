@@ -138,8 +138,27 @@ func (c *completer) run() {
 			}
 			timer.Stop()
 		}
-		retry = append(retry, c.flush(buf)...)
+		retry = append(retry, c.flushIsolating(buf)...)
 	}
+}
+
+// flushIsolating writes buf in one Finish call, except the items whose
+// writes failed more than once, which are written each on its own: an item
+// that makes the whole call fail (a store bug, a value the store chokes on)
+// then holds back no other result.
+func (c *completer) flushIsolating(buf []finishItem) (retry []finishItem) {
+	var batch []finishItem
+	for _, it := range buf {
+		if it.tries < 2 {
+			batch = append(batch, it)
+			continue
+		}
+		retry = append(retry, c.flush([]finishItem{it})...)
+	}
+	if len(batch) > 0 {
+		retry = append(retry, c.flush(batch)...)
+	}
+	return retry
 }
 
 // takeDue moves the items of retry due at now into buf (up to the batch
