@@ -83,11 +83,19 @@ import (
 // failed attempt recorded with its stack (rdq.PanicError).
 //
 // The context is cancelled when the handler's timeout passes (the attempt
-// then fails with rdq.TimeoutError), when the worker loses the task's lease
-// (context.Cause is store.ErrLeaseLost; the result is discarded because the
-// task now belongs to another execution) or when a stopping worker's grace
+// then fails with rdq.TimeoutError, whatever the handler returns), when the
+// worker loses the task's lease (context.Cause is store.ErrLeaseLost; the
+// result is discarded because the task now belongs to another execution),
+// shortly before a lease the worker could not renew would expire
+// (context.Cause is a *LeaseExpiringError) or when a stopping worker's grace
 // period ends (context.Cause is ErrStopping; the task is released without
-// counting an attempt). Handlers should return promptly once it is done.
+// counting an attempt). Handlers should return promptly once it is done:
+// a handler that does not may run on after another execution of its task
+// started (see the README's guarantees; t.LeaseToken is the defence).
+//
+// A handler that panics or calls runtime.Goexit makes a failed attempt
+// (rdq.PanicError, GoexitError). So does an error whose methods panic (a
+// typed nil pointer returned as error): rdq.MethodPanicError.
 //
 // t is a snapshot of the claimed task. t.Attempts is the number of attempts
 // made before this one in the task's current life, so the running attempt's
@@ -144,16 +152,19 @@ type QueueConfig struct {
 	// this queue on this worker. Zero means DefaultConcurrency.
 	Concurrency int
 	// Lease is how long a claim holds a task without a heartbeat. Zero
-	// means DefaultLease.
+	// means DefaultLease. When heartbeats fail, the handler's context is
+	// cancelled a margin (a tenth of the lease, at least 100ms) before the
+	// lease last renewed would expire.
 	Lease time.Duration
 	// HeartbeatInterval is how often running executions extend their
 	// lease; it must be shorter than Lease. Zero means Lease/3.
 	HeartbeatInterval time.Duration
 	// Timeout bounds one execution of a handler; a handler still running
 	// then has its context cancelled and the attempt fails with
-	// rdq.TimeoutError. Zero means DefaultTimeout; NoTimeout means none.
-	// Go cannot stop a goroutine: a handler that ignores its context runs
-	// on (holding its slot and its heartbeated lease) until it returns.
+	// rdq.TimeoutError, whatever the handler returns once it does. Zero
+	// means DefaultTimeout; NoTimeout means none. Go cannot stop a
+	// goroutine: a handler that ignores its context runs on (holding its
+	// slot and its heartbeated lease) until it returns.
 	Timeout time.Duration
 }
 
