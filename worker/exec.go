@@ -187,6 +187,10 @@ func (s *leaseSet) takeForRelease() []*execution {
 	for l, e := range s.m {
 		if !e.returned {
 			e.abandoned = true
+			if e.expiry != nil {
+				e.expiry.Stop() // its lease is released, not expiring
+				e.expiry = nil
+			}
 			delete(s.m, l)
 			out = append(out, e)
 		}
@@ -329,13 +333,15 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		return
 	}
 
+	// start is taken before the deadline is set, so a handler stopped by
+	// its timeout has always run at least the timeout.
+	start := time.Now()
 	hctx := ctx
 	if q.timeout > 0 {
 		var cancel context.CancelFunc
 		hctx, cancel = context.WithTimeoutCause(ctx, q.timeout, &rdq.TimeoutError{After: q.timeout})
 		defer cancel()
 	}
-	start := time.Now()
 	var err error
 	returned := false
 	defer func() {
@@ -364,7 +370,7 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 	var te *rdq.TimeoutError
 	var le *LeaseExpiringError
 	switch {
-	case errors.As(cause, &te):
+	case errors.As(cause, &te) && dur >= te.After:
 		// An overrun fails the attempt whatever the handler returned.
 		timeout := &rdq.TimeoutError{After: te.After}
 		if dur-te.After > max(te.After/10, 100*time.Millisecond) {
