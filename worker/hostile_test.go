@@ -191,7 +191,7 @@ func hostileQueues() map[string]worker.QueueConfig {
 	}
 	return map[string]worker.QueueConfig{
 		"mixed": {Policy: policy, Concurrency: 16, Timeout: hostileTimeout, Lease: 10 * time.Second},
-		"lease": {Policy: fastPolicy(1), Concurrency: 1, Lease: 3 * time.Second, HeartbeatInterval: 100 * time.Millisecond},
+		"lease": {Policy: fastPolicy(1), Concurrency: 1, Lease: 20 * time.Second, HeartbeatInterval: 100 * time.Millisecond},
 	}
 }
 
@@ -303,7 +303,8 @@ func testHostileHandlers(t *testing.T, st hostileStore) {
 	reclaimAt := time.Now().Add(time.Hour)
 	reclaimed, err := st.ReclaimExpired(ctx, store.ReclaimParams{Queues: []string{"lease"}, Limit: 10, Lease: time.Minute, WorkerID: "thief", Now: &reclaimAt})
 	if err != nil || len(reclaimed) != 1 || reclaimed[0].ID != started.ID {
-		t.Fatalf("reclaiming the lease task: %v, %v", reclaimed, err)
+		task, attempts, gerr := st.Get(ctx, started.ID)
+		t.Fatalf("reclaiming the lease task: %v, %v; the task is %+v with attempts %+v (%v)", reclaimed, err, task, attempts, gerr)
 	}
 	errs, err := st.Finish(ctx, store.FinishParams{Completions: []store.Completion{{
 		Lease: store.Lease{ID: started.ID, Token: reclaimed[0].LeaseToken}, Status: rdq.StatusDead,
