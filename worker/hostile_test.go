@@ -49,6 +49,12 @@ func (e typedErr) ErrorType() string { return e.typ }
 
 var errClassifyBomb = errors.New("this error makes Classify panic")
 
+// Texts of a mebibyte, built once.
+var (
+	mibOfM = strings.Repeat("m", mib)
+	mibOfT = strings.Repeat("t", mib)
+)
+
 // hostileCase is a handler that misbehaves, and what its attempt must say.
 type hostileCase struct {
 	handler  worker.Handler
@@ -57,7 +63,9 @@ type hostileCase struct {
 }
 
 const (
-	hostileTimeout = 300 * time.Millisecond
+	// hostileTimeout is long enough that no ordinary handler reaches it
+	// on a loaded machine.
+	hostileTimeout = 2 * time.Second
 	mib            = 1 << 20
 )
 
@@ -118,7 +126,7 @@ func hostileCases() map[string]hostileCase {
 		},
 		"huge-message": {
 			handler: func(ctx context.Context, t *rdq.Task) error {
-				return typedErr{typ: "huge_message", msg: strings.Repeat("m", mib)}
+				return typedErr{typ: "huge_message", msg: mibOfM}
 			},
 			wantType: "huge_message",
 			check: func(a rdq.Attempt) error {
@@ -130,7 +138,7 @@ func hostileCases() map[string]hostileCase {
 		},
 		"huge-type": {
 			handler: func(ctx context.Context, t *rdq.Task) error {
-				return typedErr{typ: strings.Repeat("t", mib), msg: "a one-mebibyte error type"}
+				return typedErr{typ: mibOfT, msg: "a one-mebibyte error type"}
 			},
 			check: func(a rdq.Attempt) error {
 				if len(a.ErrorType) > rdq.MaxErrorTypeLength || !strings.HasPrefix(a.ErrorType, "tttt") {
@@ -162,7 +170,7 @@ func hostileCases() map[string]hostileCase {
 		},
 		"ignores-timeout-nil": {
 			handler: func(ctx context.Context, t *rdq.Task) error {
-				sleepIgnoringContext(hostileTimeout + 700*time.Millisecond)
+				sleepIgnoringContext(hostileTimeout + time.Second)
 				return nil
 			},
 			wantType: "timeout",
@@ -170,7 +178,7 @@ func hostileCases() map[string]hostileCase {
 		},
 		"ignores-timeout-error": {
 			handler: func(ctx context.Context, t *rdq.Task) error {
-				sleepIgnoringContext(hostileTimeout + 700*time.Millisecond)
+				sleepIgnoringContext(hostileTimeout + time.Second)
 				return typedErr{typ: "own_type", msg: "returned late"}
 			},
 			wantType: "timeout",
