@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,6 +19,14 @@ import (
 const (
 	MaxMessageBytes = 4 << 10
 	MaxStackBytes   = 64 << 10
+	// MaxErrorTypeLength caps an error type, in bytes. It is the one limit
+	// for every text a store indexes: error types and fingerprints are
+	// cut to it, and names (MaxNameLength) and idempotency keys
+	// (MaxIdempotencyKeyLength) are refused beyond their smaller limits.
+	// It matches the DLQ's filter limit (dlq.MaxErrorTypeLength), so every
+	// recorded type can be filtered on, and it keeps index entries far
+	// below PostgreSQL's B-tree row limit.
+	MaxErrorTypeLength = 256
 )
 
 // Permanent marks err as a failure that retrying cannot fix: the task goes to
@@ -98,16 +107,60 @@ func (e *PanicError) Unwrap() error {
 }
 
 // TimeoutError is the failure of a handler that did not return within its
-// timeout. It is retryable like any other error.
+// timeout, whatever it returned once it did (nil included). It is retryable
+// like any other error.
 type TimeoutError struct {
 	// After is the timeout that was exceeded.
 	After time.Duration
+	// Ran, if set, is how long the handler ran before it returned, set by
+	// the worker when that was well past After: the handler ignored its
+	// context.
+	Ran time.Duration
 }
 
-// Error states the timeout that was exceeded.
+// Error states the timeout that was exceeded, and how long the handler ran
+// if it ran on past it.
 func (e *TimeoutError) Error() string {
+	if e.Ran > e.After {
+		return fmt.Sprintf("handler timed out after %s; it ignored its context and returned after %s", e.After, e.Ran)
+	}
 	return fmt.Sprintf("handler timed out after %s", e.After)
 }
+
+// MethodPanicError is the failure recorded when user code called to classify
+// a failed attempt panicked: a method of the handler's error (Error,
+// ErrorType, Unwrap, Is, As: a typed nil pointer returned as error is the
+// usual cause) or the policy's Classify. The attempt fails with this error
+// instead, retryable like any other, and records the panic's stack.
+type MethodPanicError struct {
+	// Type is the error type recorded: "error_method_panicked" or
+	// "classify_panicked".
+	Type string
+	// ErrType is the Go type of the handler's error, such as "*main.MyErr".
+	ErrType string
+	// NilPointer reports that the handler's error was a nil pointer.
+	NilPointer bool
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the goroutine stack at the panic.
+	Stack []byte
+}
+
+// Error names what panicked and the panic's value.
+func (e *MethodPanicError) Error() string {
+	what := "a method of the handler's error"
+	if e.Type == "classify_panicked" {
+		what = "the policy's Classify"
+	}
+	msg := fmt.Sprintf("%s (%s) panicked: %v", what, e.ErrType, e.Value)
+	if e.NilPointer {
+		msg += "; the handler returned a nil " + e.ErrType + " as a non-nil error: return a plain nil on success"
+	}
+	return msg
+}
+
+// ErrorType implements the error-type contract: e.Type.
+func (e *MethodPanicError) ErrorType() string { return e.Type }
 
 // ErrorType implements the error-type contract: a timeout's type is "timeout".
 func (e *TimeoutError) ErrorType() string { return "timeout" }
@@ -327,7 +380,7 @@ func hashFingerprint(text string) string {
 
 // Failure is a classified error, ready to be recorded as an attempt.
 type Failure struct {
-	// Type is ErrorTypeOf the error.
+	// Type is ErrorTypeOf the error, capped at MaxErrorTypeLength.
 	Type string
 	// Message is the error text, capped at MaxMessageBytes.
 	Message string
@@ -337,10 +390,16 @@ type Failure struct {
 	Fingerprint string
 }
 
-// Describe turns err into a Failure: its type, capped message, a panic's
-// capped stack, and its fingerprint (rdq.Fingerprint). The text is made
-// valid UTF-8 without NUL bytes (see the Failure fields), so every store can
-// record it. Describe(nil) is the zero Failure. It is Policy{}.Describe.
+// Describe turns err into a Failure: its type (capped at
+// MaxErrorTypeLength), capped message, a panic's capped stack, and its
+// fingerprint (rdq.Fingerprint). The text is made valid UTF-8 without NUL
+// bytes (see the Failure fields), so every store can record it.
+// Describe(nil) is the zero Failure. It is Policy{}.Describe.
+//
+// Describe calls err's methods (Error, ErrorType, Unwrap, As). If one of them
+// panics, as a typed nil pointer's Error often does, Describe does not: it
+// describes a *MethodPanicError of type "error_method_panicked" instead,
+// with the panic's stack.
 func Describe(err error) Failure {
 	return Policy{}.Describe(err)
 }
@@ -349,17 +408,46 @@ func Describe(err error) Failure {
 // with the fingerprint computed by p.Fingerprint when it is set (see
 // Policy.Fingerprint). Workers and clients describe every failure of a
 // queue with its policy.
-func (p Policy) Describe(err error) Failure {
+func (p Policy) Describe(err error) (f Failure) {
 	if err == nil {
 		return Failure{}
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			f = p.describe(NewMethodPanicError("error_method_panicked", err, v))
+		}
+	}()
+	return p.describe(err)
+}
+
+// NewMethodPanicError returns the *MethodPanicError for a panic with value v
+// in user code called about err; typ is its error type. It does not call
+// err's methods.
+func NewMethodPanicError(typ string, err error, v any) *MethodPanicError {
+	e := &MethodPanicError{Type: typ, Value: v, Stack: debug.Stack()}
+	if err != nil {
+		rv := reflect.ValueOf(err)
+		e.ErrType = rv.Type().String()
+		switch rv.Kind() {
+		case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+			e.NilPointer = rv.IsNil()
+		}
+	}
+	return e
+}
+
+func (p Policy) describe(err error) Failure {
 	f := Failure{
-		Type:    cleanText(ErrorTypeOf(err)),
+		Type:    Truncate(cleanText(ErrorTypeOf(err)), MaxErrorTypeLength),
 		Message: Truncate(cleanText(err.Error()), MaxMessageBytes),
 	}
 	var pe *PanicError
-	if errors.As(err, &pe) {
+	var mp *MethodPanicError
+	switch {
+	case errors.As(err, &pe):
 		f.Stack = Truncate(cleanText(string(pe.Stack)), MaxStackBytes)
+	case errors.As(err, &mp):
+		f.Stack = Truncate(cleanText(string(mp.Stack)), MaxStackBytes)
 	}
 	f.Fingerprint = p.fingerprint(f.Type, f.Message)
 	return f

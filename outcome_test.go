@@ -392,3 +392,50 @@ func TestDescribeMakesTextStorable(t *testing.T) {
 		t.Errorf("message = %q, want %q", f.Message, want)
 	}
 }
+
+// derefErr's Error dereferences its receiver, so a nil *derefErr panics.
+type derefErr struct{ msg string }
+
+func (e *derefErr) Error() string { return e.msg }
+
+type typeBomb struct{}
+
+func (typeBomb) Error() string     { return "fine" }
+func (typeBomb) ErrorType() string { panic("ErrorType exploded") }
+
+func TestDescribeSurvivesPanickingErrorMethods(t *testing.T) {
+	var typedNil *derefErr
+	for name, err := range map[string]error{"typed nil": typedNil, "ErrorType panics": typeBomb{}} {
+		f := Describe(err)
+		if f.Type != "error_method_panicked" || f.Stack == "" || f.Fingerprint == "" {
+			t.Errorf("%s: described as %+v, want type error_method_panicked with a stack", name, f)
+		}
+	}
+	if f := Describe(typedNil); !strings.Contains(f.Message, "nil *rdq.derefErr") {
+		t.Errorf("typed nil message %q does not name the nil pointer", f.Message)
+	}
+}
+
+func TestDescribeCapsErrorType(t *testing.T) {
+	f := Describe(typedErrT{typ: strings.Repeat("é", 1<<20), msg: "m"})
+	if len(f.Type) > MaxErrorTypeLength || !utf8.ValidString(f.Type) || !strings.HasPrefix(f.Type, "éé") {
+		t.Errorf("a 2 MiB type became %d bytes: %.40q", len(f.Type), f.Type)
+	}
+	if f.Fingerprint != Fingerprint(f.Type, f.Message) {
+		t.Errorf("fingerprint is not of the capped type")
+	}
+}
+
+func TestTimeoutErrorSaysWhenTheHandlerRanOn(t *testing.T) {
+	if got := (&TimeoutError{After: time.Second}).Error(); got != "handler timed out after 1s" {
+		t.Errorf("got %q", got)
+	}
+	if got := (&TimeoutError{After: time.Second, Ran: 3 * time.Second}).Error(); !strings.Contains(got, "ignored its context and returned after 3s") {
+		t.Errorf("got %q", got)
+	}
+}
+
+type typedErrT struct{ typ, msg string }
+
+func (e typedErrT) Error() string     { return e.msg }
+func (e typedErrT) ErrorType() string { return e.typ }

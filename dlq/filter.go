@@ -16,8 +16,9 @@ import (
 
 // Limits on a Filter, enforced by Filter.Validate.
 const (
-	// MaxErrorTypeLength bounds Filter.ErrorType, in bytes.
-	MaxErrorTypeLength = 256
+	// MaxErrorTypeLength bounds Filter.ErrorType, in bytes: the cap on
+	// recorded error types, so every recorded type can be filtered on.
+	MaxErrorTypeLength = rdq.MaxErrorTypeLength
 	// MaxFingerprintLength bounds Filter.Fingerprint, in hexadecimal digits.
 	MaxFingerprintLength = 64
 	// MaxMessageFilterLength bounds Filter.MessageContains, in bytes.

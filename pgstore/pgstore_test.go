@@ -935,7 +935,12 @@ func TestValidation(t *testing.T) {
 	_, checks["claim limit 0"] = s.Claim(ctx, store.ClaimParams{Queues: []string{"q"}, Lease: time.Second})
 	_, checks["claim lease 0"] = s.Claim(ctx, store.ClaimParams{Queues: []string{"q"}, Limit: 1})
 	_, checks["heartbeat extend 0"] = s.Heartbeat(ctx, store.HeartbeatParams{Leases: []store.Lease{{ID: rdq.NewID(), Token: 1}}})
-	_, checks["finish bad status"] = s.Finish(ctx, store.FinishParams{Completions: []store.Completion{{Status: rdq.StatusInFlight}}})
+	// An invalid completion fails alone, as its own item's error.
+	if errs, err := s.Finish(ctx, store.FinishParams{Completions: []store.Completion{{Status: rdq.StatusInFlight}}}); err != nil || len(errs) != 1 {
+		t.Errorf("finish bad status: %v, %v; want one item error", errs, err)
+	} else {
+		checks["finish bad status"] = errs[0]
+	}
 	_, checks["enqueue bad queue"] = s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{{ID: rdq.NewID(), Queue: "bad queue", Handler: "h"}}})
 	_, checks["enqueue zero id"] = s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{{Queue: "q", Handler: "h"}}})
 	_, checks["list dead limit 0"] = s.ListDead(ctx, store.ListDeadParams{})

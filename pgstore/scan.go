@@ -32,9 +32,15 @@ func clean(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
-// cleanFailure returns f with every text field cleaned.
+// cleanFailure returns f with every text field cleaned, and the indexed
+// ones (type, fingerprint) cut to rdq.MaxErrorTypeLength.
 func cleanFailure(f rdq.Failure) rdq.Failure {
-	return rdq.Failure{Type: clean(f.Type), Message: clean(f.Message), Stack: clean(f.Stack), Fingerprint: clean(f.Fingerprint)}
+	return rdq.Failure{
+		Type:        rdq.Truncate(clean(f.Type), rdq.MaxErrorTypeLength),
+		Message:     clean(f.Message),
+		Stack:       clean(f.Stack),
+		Fingerprint: rdq.Truncate(clean(f.Fingerprint), rdq.MaxErrorTypeLength),
+	}
 }
 
 // timeOf returns the time of a nullable timestamp; zero when NULL.

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -487,8 +488,91 @@ func leaseArrays(leases []store.Lease) ([][16]byte, []int64) {
 // such a completion changes nothing. When one lease appears more than once
 // in a batch, the first occurrence is applied and the others get
 // ErrLeaseLost, as if they had come after it.
+//
+// One bad completion cannot fail the others: an invalid status or outcome
+// is errs[i] wrapping rdq.ErrInvalid, and if the database refuses the batch
+// for its data (a value it cannot store or index), each completion is
+// applied on its own and the ones it refuses get that error. Error types and
+// fingerprints longer than rdq.MaxErrorTypeLength are cut to it. err is set
+// only when the call failed as a whole (the database unreachable, ctx done).
 func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
-	n := len(p.Completions)
+	errs := make([]error, len(p.Completions))
+	valid := make([]int, 0, len(p.Completions))
+	for i := range p.Completions {
+		if err := validCompletion(&p.Completions[i]); err != nil {
+			errs[i] = fmt.Errorf("pgstore: finish: completion %d: %w", i, err)
+			continue
+		}
+		valid = append(valid, i)
+	}
+	if len(valid) == 0 {
+		return errs, nil
+	}
+	applied, err := s.finish(ctx, p, valid)
+	if isDataError(err) && len(valid) > 1 {
+		// Find the completions the database refuses; apply the rest.
+		applied = make([]bool, len(valid))
+		for k, i := range valid {
+			one, err := s.finish(ctx, p, []int{i})
+			switch {
+			case isDataError(err):
+				errs[i] = fmt.Errorf("pgstore: finish: completion %d (task %s): %w", i, p.Completions[i].ID, err)
+				applied[k] = true // not ErrLeaseLost
+			case err != nil:
+				return nil, fmt.Errorf("pgstore: finish: %w", err)
+			default:
+				applied[k] = one[0]
+			}
+		}
+		err = nil
+	}
+	if err != nil {
+		if isDataError(err) {
+			errs[valid[0]] = fmt.Errorf("pgstore: finish: completion %d (task %s): %w", valid[0], p.Completions[valid[0]].ID, err)
+			return errs, nil
+		}
+		return nil, fmt.Errorf("pgstore: finish: %w", err)
+	}
+	for k, i := range valid {
+		if !applied[k] {
+			errs[i] = store.ErrLeaseLost
+		}
+	}
+	return errs, nil
+}
+
+// validCompletion checks a completion's status and outcome.
+func validCompletion(c *store.Completion) error {
+	switch c.Status {
+	case rdq.StatusSucceeded, rdq.StatusPending, rdq.StatusDead:
+	default:
+		return errInvalid("status %q, want SUCCEEDED, PENDING or DEAD", c.Status)
+	}
+	if a := c.Attempt; a != nil && !a.Outcome.Valid() {
+		return errInvalid("attempt outcome %q", a.Outcome)
+	}
+	return nil
+}
+
+// isDataError reports whether err is the database refusing the values of
+// a statement (data exception, integrity constraint, program limit such as
+// an index row too large), rather than failing to run it.
+func isDataError(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
+}
+
+// finish runs sqlFinish for p.Completions[idx] and returns which were
+// applied, by position in idx.
+func (s *Store) finish(ctx context.Context, p store.FinishParams, idx []int) ([]bool, error) {
+	n := len(idx)
 	var (
 		ids          = make([][16]byte, n)
 		tokens       = make([]int64, n)
@@ -502,39 +586,24 @@ func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, erro
 		workers      = make([]*string, n)
 		durations    = make([]int64, n)
 	)
-	for i := range p.Completions {
+	for k, i := range idx {
 		c := &p.Completions[i]
-		switch c.Status {
-		case rdq.StatusSucceeded, rdq.StatusPending, rdq.StatusDead:
-		default:
-			return nil, errInvalid("finish: completion %d: status %q, want SUCCEEDED, PENDING or DEAD", i, c.Status)
-		}
-		ids[i], tokens[i], statuses[i], retries[i] = c.ID, c.Token, string(c.Status), micros(c.RetryIn)
+		ids[k], tokens[k], statuses[k], retries[k] = c.ID, c.Token, string(c.Status), micros(c.RetryIn)
 		if a := c.Attempt; a != nil {
-			if !a.Outcome.Valid() {
-				return nil, errInvalid("finish: completion %d: attempt outcome %q", i, a.Outcome)
-			}
 			outcome := string(a.Outcome)
 			f := cleanFailure(a.Failure)
 			worker := clean(a.WorkerID)
-			outcomes[i], errTypes[i], messages[i], stacks[i], fingerprints[i], workers[i] =
+			outcomes[k], errTypes[k], messages[k], stacks[k], fingerprints[k], workers[k] =
 				&outcome, &f.Type, &f.Message, &f.Stack, &f.Fingerprint, &worker
-			durations[i] = micros(a.Duration)
+			durations[k] = micros(a.Duration)
 		}
-	}
-	if n == 0 {
-		return []error{}, nil
 	}
 	rows, err := s.pool.Query(ctx, s.q.finish, ids, tokens, statuses, retries, outcomes, errTypes,
 		messages, stacks, fingerprints, workers, durations, p.Now, s.channel)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", err)
+		return nil, err
 	}
-	applied, err := collectOrds(rows, n)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: finish: %w", err)
-	}
-	return leaseErrors(applied), nil
+	return collectOrds(rows, n)
 }
 
 // Release returns the tasks of the current leases in p.Leases to PENDING,

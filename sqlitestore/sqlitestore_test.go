@@ -499,6 +499,22 @@ func TestWriteWaitsForLock(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	patient, err := sqlitestore.Open(ctx, path, sqlitestore.Config{BusyTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		close(started)
+		_, err := patient.Enqueue(ctx, store.EnqueueParams{Tasks: newTasks("q", 1)})
+		done <- err
+	}()
+	<-started
+
+	// While the patient write waits, a write with a short busy timeout
+	// gives up after it.
 	short, err := sqlitestore.Open(ctx, path, sqlitestore.Config{BusyTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -512,18 +528,11 @@ func TestWriteWaitsForLock(t *testing.T) {
 	if waited := time.Since(start); waited < 100*time.Millisecond {
 		t.Errorf("Enqueue gave up after %s, before its busy timeout", waited)
 	}
-
-	patient, err := sqlitestore.Open(ctx, path, sqlitestore.Config{BusyTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-done:
+		t.Fatalf("the patient Enqueue returned (%v) while the write lock was held", err)
+	default:
 	}
-	defer patient.Close()
-	done := make(chan error, 1)
-	go func() {
-		_, err := patient.Enqueue(ctx, store.EnqueueParams{Tasks: newTasks("q", 1)})
-		done <- err
-	}()
-	time.Sleep(150 * time.Millisecond)
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		t.Fatal(err)
 	}

@@ -437,6 +437,21 @@ func (s *Store) retryBusy(ctx context.Context, fn func() error) error {
 	}
 }
 
+// isDataError reports whether err is SQLite refusing a statement's values
+// (a constraint, a value too big, a type mismatch) rather than failing to
+// run it.
+func isDataError(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH:
+		return true
+	}
+	return false
+}
+
 // isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED (any extended
 // code).
 func isBusy(err error) bool {

@@ -391,64 +391,106 @@ func leaseResult(res sql.Result) (error, error) {
 	return nil, nil
 }
 
-// Finish implements store.Store.
+// Finish implements store.Store. One bad completion cannot fail the
+// others: an invalid status or outcome is errs[i] wrapping rdq.ErrInvalid,
+// and a completion the database refuses for its data is errs[i] while the
+// rest are applied. Error types and fingerprints longer than
+// rdq.MaxErrorTypeLength are cut to it.
 func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
+	refused := make([]error, len(p.Completions))
 	for i, c := range p.Completions {
 		switch c.Status {
 		case rdq.StatusSucceeded, rdq.StatusPending, rdq.StatusDead:
 		default:
-			return nil, fmt.Errorf("sqlitestore: finish completion %d: %w: status %q, want SUCCEEDED, PENDING or DEAD", i, rdq.ErrInvalid, c.Status)
+			refused[i] = fmt.Errorf("sqlitestore: finish completion %d: %w: status %q, want SUCCEEDED, PENDING or DEAD", i, rdq.ErrInvalid, c.Status)
 		}
 		if c.Attempt != nil && !c.Attempt.Outcome.Valid() {
-			return nil, fmt.Errorf("sqlitestore: finish completion %d: %w: attempt outcome %q", i, rdq.ErrInvalid, c.Attempt.Outcome)
+			refused[i] = fmt.Errorf("sqlitestore: finish completion %d: %w: attempt outcome %q", i, rdq.ErrInvalid, c.Attempt.Outcome)
 		}
 	}
 	if len(p.Completions) == 0 {
 		return []error{}, nil
 	}
 	var errs []error
-	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-		errs = make([]error, len(p.Completions))
-		for i := range p.Completions {
-			c := &p.Completions[i]
-			var (
-				inc      int
-				failed   bool
-				failure  rdq.Failure
-				finished sql.NullInt64
-			)
-			if c.Attempt != nil {
-				inc = 1
-				if c.Attempt.Outcome != rdq.OutcomeSuccess {
-					failed, failure = true, c.Attempt.Failure
+	for {
+		var bad *itemError
+		err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+			errs = make([]error, len(p.Completions))
+			for i := range p.Completions {
+				if refused[i] != nil {
+					errs[i] = refused[i]
+					continue
 				}
-			}
-			if c.Status != rdq.StatusPending {
-				finished = sql.NullInt64{Int64: now, Valid: true}
-			}
-			res, err := s.exec(ctx, tx, sqlFinish,
-				string(c.Status), inc, now+micros(c.RetryIn), finished, now,
-				failed, failure.Type, failure.Message, failure.Fingerprint,
-				idArg(c.ID), c.Token)
-			if err != nil {
-				return fmt.Errorf("finishing task %s: %w", c.ID, err)
-			}
-			if errs[i], err = leaseResult(res); err != nil {
-				return err
-			}
-			if errs[i] == nil && c.Attempt != nil {
-				if err := s.insertAttempt(ctx, tx, c.ID, c.Attempt, c.Token, now); err != nil {
+				if err := s.finishOne(ctx, tx, &p.Completions[i], now, &errs[i]); err != nil {
+					if isDataError(err) {
+						bad = &itemError{i: i, err: err}
+						return bad
+					}
 					return err
 				}
 			}
+			return nil
+		})
+		if bad != nil && errors.As(err, &bad) {
+			// Leave the refused completion out and apply the rest.
+			refused[bad.i] = fmt.Errorf("sqlitestore: finish completion %d (task %s): %w", bad.i, p.Completions[bad.i].ID, bad.err)
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: finish: %w", err)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: finish: %w", err)
+		}
+		return errs, nil
 	}
-	return errs, nil
 }
+
+// finishOne applies one completion in tx, setting *leaseErr to
+// store.ErrLeaseLost if its lease is not current.
+func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, c *store.Completion, now int64, leaseErr *error) error {
+	var (
+		inc      int
+		failed   bool
+		failure  rdq.Failure
+		finished sql.NullInt64
+	)
+	rec := c.Attempt
+	if rec != nil {
+		inc = 1
+		if rec.Outcome != rdq.OutcomeSuccess {
+			failed, failure = true, rec.Failure
+			failure.Type = rdq.Truncate(failure.Type, rdq.MaxErrorTypeLength)
+			failure.Fingerprint = rdq.Truncate(failure.Fingerprint, rdq.MaxErrorTypeLength)
+			r := *rec
+			r.Failure = failure
+			rec = &r
+		}
+	}
+	if c.Status != rdq.StatusPending {
+		finished = sql.NullInt64{Int64: now, Valid: true}
+	}
+	res, err := s.exec(ctx, tx, sqlFinish,
+		string(c.Status), inc, now+micros(c.RetryIn), finished, now,
+		failed, failure.Type, failure.Message, failure.Fingerprint,
+		idArg(c.ID), c.Token)
+	if err != nil {
+		return fmt.Errorf("finishing task %s: %w", c.ID, err)
+	}
+	if *leaseErr, err = leaseResult(res); err != nil {
+		return err
+	}
+	if *leaseErr == nil && rec != nil {
+		return s.insertAttempt(ctx, tx, c.ID, rec, c.Token, now)
+	}
+	return nil
+}
+
+// itemError is one completion of a batch that the database refused.
+type itemError struct {
+	i   int
+	err error
+}
+
+func (e *itemError) Error() string { return fmt.Sprintf("completion %d: %v", e.i, e.err) }
+func (e *itemError) Unwrap() error { return e.err }
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) ([]error, error) {

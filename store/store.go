@@ -80,7 +80,12 @@ type Store interface {
 
 	// Finish ends executions: each completion, if its lease is current,
 	// records its attempt (if any) and moves the task to its new status.
-	// errs[i] is nil or ErrLeaseLost for p.Completions[i].
+	// errs[i] is nil or ErrLeaseLost for p.Completions[i], or an error of
+	// that completion alone (wrapping rdq.ErrInvalid for an invalid status
+	// or outcome) while the others are applied: one bad completion never
+	// fails the batch. Error types and fingerprints longer than
+	// rdq.MaxErrorTypeLength are cut to it. err is set only if the call
+	// failed as a whole.
 	Finish(ctx context.Context, p FinishParams) (errs []error, err error)
 
 	// Release returns leased tasks to PENDING, due now, without counting

@@ -47,6 +47,7 @@ func contractTests() []contractTest {
 		{"Finish/StaleTokenPerItem", testFinishStale},
 		{"Finish/AfterExpiryBeforeReclaim", testFinishAfterExpiry},
 		{"Finish/ArbitraryFailureText", testFinishArbitraryText},
+		{"Finish/OneBadItemFailsAlone", testFinishOneBadItem},
 		{"Release/ReturnsToPending", testRelease},
 		{"Reclaim/RecordsLeaseExpired", testReclaim},
 		{"Reclaim/QueuesAndLimit", testReclaimQueuesLimit},
@@ -821,6 +822,40 @@ func testFinishArbitraryText(t *testing.T, e *env) {
 		t.Errorf("attempt Stack = %q, want the text of %q", atts[1].Stack, weird.Stack)
 	}
 	eq(t, "LastError.Fingerprint", got.LastError.Fingerprint, weird.Fingerprint)
+}
+
+// One bad completion in a batch gets its own error and the others are
+// applied: an invalid status is an error wrapping rdq.ErrInvalid, and error
+// types and fingerprints of any length are cut to rdq.MaxErrorTypeLength
+// rather than refused (they are indexed for the DLQ's filters).
+func testFinishOneBadItem(t *testing.T, e *env) {
+	a, b, c, d := task("q"), task("q"), task("q"), task("q")
+	e.enqueue(a, b, c, d)
+	claimed := e.claimIDs("q", time.Minute, "w", a.ID, b.ID, c.ID, d.ID)
+	huge := rdq.Failure{Type: strings.Repeat("t", 1<<20), Message: "a one-mebibyte error type", Fingerprint: strings.Repeat("f", 1<<20)}
+	bad := succeed(claimed[b.ID], "w", time.Millisecond)
+	bad.Status = "FINISHED"
+	hugeDead := retry(claimed[c.ID], 0, huge, "w", time.Millisecond)
+	hugeDead.Status, hugeDead.RetryIn = rdq.StatusDead, 0
+	errs := e.finish(succeed(claimed[a.ID], "w", time.Millisecond), bad, hugeDead, succeed(claimed[d.ID], "w", time.Millisecond))
+	for _, i := range []int{0, 2, 3} {
+		if errs[i] != nil {
+			t.Errorf("completion %d: %v, want nil beside a bad completion", i, errs[i])
+		}
+	}
+	if !errors.Is(errs[1], rdq.ErrInvalid) {
+		t.Errorf("completion with status FINISHED: %v, want an error wrapping rdq.ErrInvalid", errs[1])
+	}
+	eq(t, "Status of a", e.status(a.ID), rdq.StatusSucceeded)
+	eq(t, "Status of the bad one", e.status(b.ID), rdq.StatusInFlight)
+	eq(t, "Status of d", e.status(d.ID), rdq.StatusSucceeded)
+	got, atts := e.get(c.ID)
+	eq(t, "Status of the huge one", got.Status, rdq.StatusDead)
+	for what, s := range map[string]string{"LastError.Type": got.LastError.Type, "LastError.Fingerprint": got.LastError.Fingerprint, "attempt ErrorType": atts[len(atts)-1].ErrorType} {
+		if len(s) > rdq.MaxErrorTypeLength || len(s) < rdq.MaxErrorTypeLength/2 {
+			t.Errorf("%s is %d bytes, want at most rdq.MaxErrorTypeLength (%d) and not emptied", what, len(s), rdq.MaxErrorTypeLength)
+		}
+	}
 }
 
 // Expiry alone does not invalidate a lease: the holder can still finish

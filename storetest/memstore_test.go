@@ -216,6 +216,18 @@ func (m *memStore) Finish(ctx context.Context, p store.FinishParams) ([]error, e
 	now := clock(p.Now)
 	errs := make([]error, len(p.Completions))
 	for i, c := range p.Completions {
+		switch c.Status {
+		case rdq.StatusSucceeded, rdq.StatusPending, rdq.StatusDead:
+		default:
+			errs[i] = fmt.Errorf("memstore: %w: status %q", rdq.ErrInvalid, c.Status)
+			continue
+		}
+		if c.Attempt != nil {
+			a := *c.Attempt
+			a.Failure.Type = rdq.Truncate(a.Failure.Type, rdq.MaxErrorTypeLength)
+			a.Failure.Fingerprint = rdq.Truncate(a.Failure.Fingerprint, rdq.MaxErrorTypeLength)
+			c.Attempt = &a
+		}
 		mt := m.current(c.Lease)
 		if mt == nil && m.bugs.acceptStaleFinish {
 			if cand := m.tasks[c.ID]; cand != nil && cand.t.Status == rdq.StatusInFlight {

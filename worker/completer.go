@@ -8,16 +8,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
-// finishRetryFor bounds how long the completer retries a Finish call that
-// failed as a whole (the store unreachable, say) before giving up on the
-// batch; the leases then expire and the tasks are reclaimed.
-const finishRetryFor = 15 * time.Second
+// Bounds of the completer's retries of a result that could not be written.
+const (
+	// finishRetryMin and finishRetryMax bound the backoff between tries.
+	finishRetryMin = 50 * time.Millisecond
+	finishRetryMax = 2 * time.Second
+	// finishRetryAfterStop bounds how long a stopping worker keeps
+	// retrying results (their leases bound it too).
+	finishRetryAfterStop = 15 * time.Second
+)
 
 // finishItem is one execution's result on its way to the store.
 type finishItem struct {
@@ -26,10 +29,20 @@ type finishItem struct {
 	d       rdq.Decision
 	failure rdq.Failure
 	dur     time.Duration
+
+	tries int       // failed writes so far
+	next  time.Time // when to try again, after a failed write
+	// replaced is set once the attempt's failure was replaced by a plain
+	// description because the store refused it as invalid.
+	replaced bool
 }
 
 // completer batches the results of executions into Finish calls: it writes
-// when batch results are waiting or the oldest has waited interval.
+// when batch results are waiting or the oldest has waited interval. A
+// result that could not be written (the store unreachable, or refusing
+// that one item) is tried again with backoff, in later batches beside new
+// results, for as long as the worker still holds the task's lease; only
+// then is it given up, logged and counted.
 type completer struct {
 	w        *Worker
 	batch    int
@@ -68,90 +81,201 @@ func (c *completer) close() {
 
 func (c *completer) run() {
 	defer c.w.bg.Done()
-	timer := time.NewTimer(c.interval)
+	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var retry []finishItem
+	var stopDeadline time.Time
+	open := true
 	buf := make([]finishItem, 0, c.batch)
-	for {
-		it, ok := <-c.ch
-		if !ok {
-			return
+	for open || len(retry) > 0 {
+		if !open && stopDeadline.IsZero() {
+			stopDeadline = time.Now().Add(finishRetryAfterStop)
 		}
-		buf = append(buf[:0], it)
-		timer.Reset(c.interval)
-		open := true
-	collect:
-		for len(buf) < c.batch {
+		buf = buf[:0]
+		retry, buf = c.takeDue(retry, buf, time.Now(), stopDeadline)
+		if len(buf) == 0 {
+			// Wait for a new result or the next retry.
+			var wake <-chan time.Time
+			if len(retry) > 0 {
+				timer.Reset(time.Until(earliest(retry)))
+				wake = timer.C
+			}
+			var in <-chan finishItem
+			if open {
+				in = c.ch
+			}
+			if in == nil && wake == nil {
+				break
+			}
 			select {
-			case it, ok := <-c.ch:
+			case it, ok := <-in:
 				if !ok {
 					open = false
-					break collect
+				} else {
+					buf = append(buf, it)
 				}
-				buf = append(buf, it)
-			case <-timer.C:
-				break collect
+			case <-wake:
+			}
+			timer.Stop()
+			if len(buf) == 0 {
+				continue
 			}
 		}
-		timer.Stop()
-		c.flush(buf)
-		if !open {
-			return
+		if open && len(buf) < c.batch {
+			timer.Reset(c.interval)
+		collect:
+			for len(buf) < c.batch {
+				select {
+				case it, ok := <-c.ch:
+					if !ok {
+						open = false
+						break collect
+					}
+					buf = append(buf, it)
+				case <-timer.C:
+					break collect
+				}
+			}
+			timer.Stop()
 		}
+		retry = append(retry, c.flushIsolating(buf)...)
 	}
 }
 
-// flush writes items in one Finish call, retrying a call that fails as a
-// whole, and logs each task's transition. A result whose lease was lost is
-// logged and dropped: the task belongs to a newer execution.
-func (c *completer) flush(items []finishItem) {
+// flushIsolating writes buf in one Finish call, except the items whose
+// writes failed more than once, which are written each on its own: an item
+// that makes the whole call fail (a store bug, a value the store chokes on)
+// then holds back no other result.
+func (c *completer) flushIsolating(buf []finishItem) (retry []finishItem) {
+	var batch []finishItem
+	for _, it := range buf {
+		if it.tries < 2 {
+			batch = append(batch, it)
+			continue
+		}
+		retry = append(retry, c.flush([]finishItem{it})...)
+	}
+	if len(batch) > 0 {
+		retry = append(retry, c.flush(batch)...)
+	}
+	return retry
+}
+
+// takeDue moves the items of retry due at now into buf (up to the batch
+// size) and gives up those whose lease has expired, or all of them once a
+// stopping worker's deadline has passed.
+func (c *completer) takeDue(retry, buf []finishItem, now, stopDeadline time.Time) (rest, out []finishItem) {
+	rest = retry[:0]
+	for _, it := range retry {
+		switch {
+		case !c.w.leases.leaseValid(it.e, now) || (!stopDeadline.IsZero() && now.After(stopDeadline)):
+			c.giveUp(it)
+		case !it.next.After(now) && len(buf) < c.batch:
+			buf = append(buf, it)
+		default:
+			rest = append(rest, it)
+		}
+	}
+	return rest, buf
+}
+
+func earliest(items []finishItem) time.Time {
+	t := items[0].next
+	for _, it := range items[1:] {
+		if it.next.Before(t) {
+			t = it.next
+		}
+	}
+	return t
+}
+
+// giveUp drops a result the worker can no longer write.
+func (c *completer) giveUp(it finishItem) {
+	w := c.w
+	w.leases.remove(it.e)
+	w.metrics.resultsDropped.WithLabelValues(it.e.q.name).Inc()
+	w.logTask(slog.LevelError, "gave up writing the result: the lease expired first; the task will be reclaimed and run again", it.e,
+		slog.String("outcome", string(it.d.Outcome)), slog.Int("tries", it.tries))
+}
+
+// flush writes items in one Finish call and logs each task's transition. It
+// returns the items to try again: all of them if the call failed as a
+// whole, else those the store failed individually. A result whose lease was
+// lost is logged and dropped: the task belongs to a newer execution.
+func (c *completer) flush(items []finishItem) (retry []finishItem) {
 	w := c.w
 	comps := make([]store.Completion, len(items))
 	for i, it := range items {
 		comps[i] = it.c
 	}
-	var errs []error
-	op := func() error {
-		ctx, cancel := context.WithTimeout(w.baseCtx, storeCallTimeout)
-		defer cancel()
-		var err error
-		errs, err = w.store.Finish(ctx, store.FinishParams{Completions: comps})
-		if err == nil && len(errs) != len(comps) {
-			return backoff.Permanent(fmt.Errorf("worker: store returned %d results finishing %d tasks", len(errs), len(comps)))
-		}
-		return err
+	ctx, cancel := context.WithTimeout(w.baseCtx, storeCallTimeout)
+	errs, err := w.store.Finish(ctx, store.FinishParams{Completions: comps})
+	cancel()
+	if err == nil && len(errs) != len(comps) {
+		err = fmt.Errorf("worker: store returned %d results finishing %d tasks", len(errs), len(comps))
 	}
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = 50 * time.Millisecond
-	bo.MaxElapsedTime = finishRetryFor
-	err := backoff.RetryNotify(op, backoff.WithContext(bo, w.baseCtx), func(err error, next time.Duration) {
-		w.log.Warn("finish failed; retrying", slog.Int("tasks", len(comps)), slog.Duration("retry_in", next), slog.Any("error", err))
-	})
+	if err != nil {
+		w.log.Warn("finish failed; retrying while the leases last", slog.Int("tasks", len(comps)), slog.Any("error", err))
+	}
+	now := time.Now()
 	for i, it := range items {
-		w.leases.remove(it.e)
-		var itemErr error
-		if err != nil {
-			itemErr = err
-		} else {
+		itemErr := err
+		if err == nil {
 			itemErr = errs[i]
 		}
 		switch {
 		case itemErr == nil:
+			w.leases.remove(it.e)
 			w.recordFinish(it)
 		case errors.Is(itemErr, store.ErrLeaseLost):
+			w.leases.remove(it.e)
 			w.metrics.leaseLost.WithLabelValues(it.e.q.name).Inc()
 			w.logTask(slog.LevelWarn, "lease lost before the result was written; result discarded", it.e,
 				slog.String("outcome", string(it.d.Outcome)))
-		default:
-			w.logTask(slog.LevelError, "writing the result failed; the lease will expire and the task be reclaimed", it.e,
+		case err == nil && errors.Is(itemErr, rdq.ErrInvalid) && it.c.Attempt != nil && !it.replaced:
+			// The store refused this item's record: record a plain
+			// description of the refusal instead, at once.
+			w.logTask(slog.LevelError, "the store refused the attempt's record; recording a plain failure instead", it.e,
 				slog.String("outcome", string(it.d.Outcome)), slog.Any("error", itemErr))
+			it.replaced = true
+			a := *it.c.Attempt
+			a.Failure = rdq.Describe(&unstorableError{err: itemErr})
+			if a.Outcome == rdq.OutcomeSuccess {
+				a.Failure = rdq.Failure{}
+			}
+			it.c.Attempt = &a
+			it.failure = a.Failure
+			it.next = now
+			retry = append(retry, it)
+		default:
+			if err == nil {
+				w.logTask(slog.LevelWarn, "writing the result failed; retrying while the lease lasts", it.e,
+					slog.String("outcome", string(it.d.Outcome)), slog.Any("error", itemErr))
+			}
+			it.tries++
+			it.next = now.Add(min(finishRetryMin<<min(it.tries-1, 10), finishRetryMax))
+			retry = append(retry, it)
 		}
 	}
+	return retry
 }
+
+// unstorableError replaces an attempt's failure that the store refused.
+type unstorableError struct{ err error }
+
+func (e *unstorableError) Error() string {
+	return "the store refused the attempt's original record: " + e.err.Error()
+}
+
+// ErrorType implements the error-type contract: "result_unstorable".
+func (e *unstorableError) ErrorType() string { return "result_unstorable" }
 
 // recordFinish logs and counts a result the store accepted.
 func (w *Worker) recordFinish(it finishItem) {
 	q := it.e.q.name
-	w.metrics.attempts.WithLabelValues(q, string(it.d.Outcome)).Inc()
+	if it.c.Attempt != nil {
+		w.metrics.attempts.WithLabelValues(q, string(it.d.Outcome)).Inc()
+	}
 	switch it.c.Status {
 	case rdq.StatusSucceeded:
 		w.logTask(slog.LevelInfo, "task succeeded", it.e, slog.Duration("duration", it.dur))

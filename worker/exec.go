@@ -39,6 +39,43 @@ func (e *UnknownHandlerError) Error() string {
 // ErrorType implements the error-type contract: "unknown_handler".
 func (e *UnknownHandlerError) ErrorType() string { return "unknown_handler" }
 
+// GoexitError is the failure of a handler that called runtime.Goexit (as
+// testing.T.FailNow and log.Fatal-style helpers built on it do) instead of
+// returning. Its type is "handler_goexit"; it is retryable.
+type GoexitError struct {
+	// Stack is the handler goroutine's stack as it exited.
+	Stack []byte
+}
+
+// Error implements error.
+func (e *GoexitError) Error() string {
+	return "the handler called runtime.Goexit instead of returning (t.FailNow or similar outside a test?)"
+}
+
+// ErrorType implements the error-type contract: "handler_goexit".
+func (e *GoexitError) ErrorType() string { return "handler_goexit" }
+
+// LeaseExpiringError is the context.Cause of a handler's context when the
+// worker could not renew the task's lease and cancelled the handler shortly
+// before the lease, as last renewed, would expire (after which another
+// execution may take the task). If the handler then fails, the attempt is
+// recorded with this error, of type "lease_unrenewable"; a handler that
+// returns nil anyway has done its work, and its success is recorded if the
+// lease is still current.
+type LeaseExpiringError struct {
+	// Margin is how long before the lease's expiry the handler was
+	// cancelled.
+	Margin time.Duration
+}
+
+// Error implements error.
+func (e *LeaseExpiringError) Error() string {
+	return fmt.Sprintf("the worker could not renew the task's lease and cancelled the handler %s before it would expire", e.Margin)
+}
+
+// ErrorType implements the error-type contract: "lease_unrenewable".
+func (e *LeaseExpiringError) ErrorType() string { return "lease_unrenewable" }
+
 // execution is one running (or finishing) execution of a claimed task.
 type execution struct {
 	q       *queue
@@ -46,12 +83,19 @@ type execution struct {
 	handler string
 	attempt int // the number of this attempt in the task's current life
 	cancel  context.CancelCauseFunc
+	// expiry cancels the handler shortly before leaseUntil, unless a
+	// heartbeat pushes leaseUntil back first; nil once the handler returned.
+	expiry *time.Timer
 
 	// Guarded by leaseSet.mu.
-	nextBeat  time.Time
-	returned  bool // the handler returned
-	lost      bool // a heartbeat found the lease lost
-	abandoned bool // released at shutdown while still running
+	nextBeat time.Time
+	// leaseUntil is a lower bound, on this process's monotonic clock, of
+	// when the lease last granted or renewed expires in the store: the
+	// time the claim or heartbeat was sent plus the lease duration.
+	leaseUntil time.Time
+	returned   bool // the handler returned
+	lost       bool // a heartbeat found the lease lost
+	abandoned  bool // released at shutdown while still running
 }
 
 // leaseSet holds the executions whose leases the worker keeps alive: from
@@ -79,6 +123,25 @@ func (s *leaseSet) remove(e *execution) {
 		delete(s.m, e.lease)
 	}
 	s.mu.Unlock()
+}
+
+// leaseValid reports whether e's lease is still certainly current in the
+// store at now (as far as this worker knows: it may have been taken over
+// if it was lost).
+func (s *leaseSet) leaseValid(e *execution, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !e.lost && now.Before(e.leaseUntil)
+}
+
+// stopExpiry stops e's expiry timer once its handler has returned.
+func (s *leaseSet) stopExpiry(e *execution) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.expiry != nil {
+		e.expiry.Stop()
+		e.expiry = nil
+	}
 }
 
 // returnVerdict is what an execution does with its handler's result.
@@ -124,6 +187,10 @@ func (s *leaseSet) takeForRelease() []*execution {
 	for l, e := range s.m {
 		if !e.returned {
 			e.abandoned = true
+			if e.expiry != nil {
+				e.expiry.Stop() // its lease is released, not expiring
+				e.expiry = nil
+			}
 			delete(s.m, l)
 			out = append(out, e)
 		}
@@ -161,6 +228,10 @@ func (s *leaseSet) afterBeat(execs []*execution, errs []error, now time.Time) (l
 		}
 		if errs[i] == nil {
 			e.nextBeat = now.Add(e.q.heartbeat)
+			e.leaseUntil = now.Add(e.q.lease)
+			if e.expiry != nil {
+				e.expiry.Reset(time.Until(e.leaseUntil) - e.q.leaseMargin)
+			}
 			continue
 		}
 		if errors.Is(errs[i], store.ErrLeaseLost) {
@@ -175,17 +246,24 @@ func (s *leaseSet) afterBeat(execs []*execution, errs []error, now time.Time) (l
 	return lost
 }
 
-// startExecution runs t under a new execution of q.
-func (w *Worker) startExecution(q *queue, t *rdq.Task) {
+// startExecution runs t under a new execution of q; claimed is when the
+// claim was sent, the earliest moment the store can have started its lease.
+func (w *Worker) startExecution(q *queue, t *rdq.Task, claimed time.Time) {
 	e := &execution{
-		q:        q,
-		lease:    store.Lease{ID: t.ID, Token: t.LeaseToken},
-		handler:  t.Handler,
-		attempt:  t.NextAttempt(),
-		nextBeat: time.Now().Add(q.heartbeat),
+		q:          q,
+		lease:      store.Lease{ID: t.ID, Token: t.LeaseToken},
+		handler:    t.Handler,
+		attempt:    t.NextAttempt(),
+		nextBeat:   time.Now().Add(q.heartbeat),
+		leaseUntil: claimed.Add(q.lease),
 	}
 	ctx, cancel := context.WithCancelCause(w.handlerCtx)
 	e.cancel = cancel
+	w.leases.mu.Lock()
+	e.expiry = time.AfterFunc(time.Until(e.leaseUntil)-q.leaseMargin, func() {
+		w.leaseExpiring(e)
+	})
+	w.leases.mu.Unlock()
 	w.leases.add(e)
 	q.running.Add(1)
 	w.metrics.inFlight.WithLabelValues(q.name).Inc()
@@ -194,7 +272,25 @@ func (w *Worker) startExecution(q *queue, t *rdq.Task) {
 	go w.execute(ctx, e, t)
 }
 
-// execute runs the handler of e and hands its result to the completer.
+// leaseExpiring cancels e's handler when its lease, not renewed, is about to
+// expire, so that it stops before another execution can take the task.
+func (w *Worker) leaseExpiring(e *execution) {
+	w.leases.mu.Lock()
+	fire := e.expiry != nil && !e.returned && !e.lost && !e.abandoned &&
+		time.Until(e.leaseUntil) <= e.q.leaseMargin
+	w.leases.mu.Unlock()
+	if !fire {
+		return
+	}
+	w.metrics.leaseLost.WithLabelValues(e.q.name).Inc()
+	w.logTask(slog.LevelWarn, "lease could not be renewed and is about to expire; cancelling the handler", e,
+		slog.Duration("margin", e.q.leaseMargin))
+	e.cancel(&LeaseExpiringError{Margin: e.q.leaseMargin})
+}
+
+// execute runs the handler of e and hands its result to the completer. The
+// handler runs on this goroutine; whatever way it ends (return, panic or
+// runtime.Goexit), the deferred finish records it.
 func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 	defer w.execs.Done()
 	q := e.q
@@ -219,23 +315,70 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		))
 	defer span.End()
 
+	if q.policy.Exhausted(t.Attempts) {
+		// The task's attempts were spent before it was ever run (a first
+		// failure submitted with MaxAttempts 1, a policy lowered since):
+		// dead-letter it without running the handler or counting an
+		// attempt; its last recorded failure stays its cause.
+		w.leases.stopExpiry(e)
+		w.metrics.inFlight.WithLabelValues(q.name).Dec()
+		if w.leases.afterReturn(e, false) != verdictFinish {
+			return
+		}
+		defer w.leases.completing.Done()
+		span.SetStatus(codes.Error, "attempts exhausted before this execution")
+		d := rdq.Decision{Outcome: rdq.OutcomeRetryableFailure, Dead: true}
+		c := store.Completion{Lease: e.lease, Status: rdq.StatusDead}
+		w.handOff(e, finishItem{e: e, c: c, d: d, failure: rdq.Failure{Type: t.LastError.Type, Message: t.LastError.Message}})
+		return
+	}
+
+	// start is taken before the deadline is set, so a handler stopped by
+	// its timeout has always run at least the timeout.
+	start := time.Now()
 	hctx := ctx
 	if q.timeout > 0 {
 		var cancel context.CancelFunc
 		hctx, cancel = context.WithTimeoutCause(ctx, q.timeout, &rdq.TimeoutError{After: q.timeout})
 		defer cancel()
 	}
-	start := time.Now()
-	err := w.run(hctx, q, t)
-	dur := time.Since(start)
-	cause := context.Cause(hctx)
+	var err error
+	returned := false
+	defer func() {
+		// Runs when the handler returned, panicked or called Goexit.
+		if v := recover(); v != nil {
+			err = &rdq.PanicError{Value: v, Stack: debug.Stack()}
+		} else if !returned {
+			err = &GoexitError{Stack: debug.Stack()}
+		}
+		w.finishExecution(hctx, span, e, err, time.Since(start))
+	}()
+	err = w.run(hctx, q, t)
+	returned = true
+}
+
+// finishExecution records the result err of e's handler, which ran for dur
+// in hctx.
+func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execution, err error, dur time.Duration) {
+	q := e.q
+	w.leases.stopExpiry(e)
+	cause := context.Cause(hctx) // the worker's own errors, never the handler's
 
 	w.metrics.inFlight.WithLabelValues(q.name).Dec()
 	w.metrics.handlerDuration.WithLabelValues(q.name, e.handler).Observe(dur.Seconds())
 
 	var te *rdq.TimeoutError
-	if err != nil && errors.As(cause, &te) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-		err = te
+	var le *LeaseExpiringError
+	switch {
+	case errors.As(cause, &te) && dur >= te.After:
+		// An overrun fails the attempt whatever the handler returned.
+		timeout := &rdq.TimeoutError{After: te.After}
+		if dur-te.After > max(te.After/10, 100*time.Millisecond) {
+			timeout.Ran = dur // it did not stop when told to
+		}
+		err = timeout
+	case err != nil && errors.As(cause, &le):
+		err = le
 	}
 	interrupted := err != nil && errors.Is(cause, ErrStopping)
 
@@ -246,7 +389,7 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		return
 	case verdictLost:
 		span.SetStatus(codes.Error, "lease lost")
-		w.logTask(slog.LevelDebug, "handler returned after its lease was lost; result discarded", e)
+		w.logTask(slog.LevelWarn, "handler returned after its lease was lost; result discarded (the task belongs to a newer execution)", e)
 		return
 	case verdictInterrupted:
 		span.SetStatus(codes.Error, "interrupted at shutdown; task released")
@@ -255,7 +398,10 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 	}
 	defer w.leases.completing.Done()
 
-	d := q.policy.Decide(e.attempt, err, rand.Float64())
+	d, failure := judge(q.policy, e.attempt, err, rand.Float64())
+	if ge, ok := err.(*GoexitError); ok {
+		failure.Stack = rdq.Describe(&rdq.PanicError{Stack: ge.Stack}).Stack
+	}
 	c := store.Completion{
 		Lease: e.lease,
 		Attempt: &store.AttemptRecord{
@@ -264,7 +410,6 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 			Duration: dur,
 		},
 	}
-	var failure rdq.Failure
 	switch {
 	case err == nil:
 		c.Status = rdq.StatusSucceeded
@@ -275,29 +420,79 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		c.RetryIn = d.RetryIn
 	}
 	if err != nil {
-		failure = q.policy.Describe(err)
 		c.Attempt.Failure = failure
-		span.RecordError(err)
+		// Not span.RecordError(err): that calls the handler's error's
+		// methods, which judge has already found safe or replaced.
+		span.AddEvent("exception", trace.WithAttributes(
+			attribute.String("exception.type", failure.Type),
+			attribute.String("exception.message", failure.Message)))
 		span.SetStatus(codes.Error, failure.Message)
 	}
 	span.SetAttributes(attribute.String("rdq.outcome", string(d.Outcome)))
-	if !w.completer.add(finishItem{e: e, c: c, d: d, failure: failure, dur: dur}) {
+	w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur})
+}
+
+// handOff queues it for the completer.
+func (w *Worker) handOff(e *execution, it finishItem) {
+	if !w.completer.add(it) {
 		w.leases.remove(e)
 		w.logTask(slog.LevelError, "worker stopped before the result could be written; the lease will expire and the task be reclaimed", e)
 	}
 }
 
-// run calls the handler registered for t, turning a panic into
-// rdq.PanicError and an unregistered name into UnknownHandlerError.
-func (w *Worker) run(ctx context.Context, q *queue, t *rdq.Task) (err error) {
+// judge classifies the result err of attempt n under p, guarding every call
+// into user code: a panic in a method of err (Error, ErrorType, Unwrap, Is,
+// As) or in p.Classify makes the attempt a failure of type
+// "error_method_panicked" or "classify_panicked" (rdq.MethodPanicError)
+// with the panic's stack, decided by p's defaults.
+func judge(p rdq.Policy, n int, err error, u float64) (rdq.Decision, rdq.Failure) {
+	if err == nil {
+		return rdq.Decision{Outcome: rdq.OutcomeSuccess}, rdq.Failure{}
+	}
+	if perr := probe(err); perr != nil {
+		err = perr
+	}
+	d, perr := decide(p, n, err, u)
+	if perr != nil {
+		err = perr
+		p.Classify = nil
+		d = p.Decide(n, err, u)
+	}
+	return d, p.Describe(err)
+}
+
+// probe calls err's methods the way classification will, and returns a
+// *rdq.MethodPanicError if one panics.
+func probe(err error) (perr error) {
+	defer func() {
+		if v := recover(); v != nil {
+			perr = rdq.NewMethodPanicError("error_method_panicked", err, v)
+		}
+	}()
+	_ = err.Error()
+	_ = rdq.ErrorTypeOf(err)
+	_ = rdq.IsPermanent(err)
+	_, _ = rdq.RetryAfterOf(err)
+	return nil
+}
+
+// decide is p.Decide, turning a panic (in p.Classify, or in err's methods
+// if they panic only sometimes) into a *rdq.MethodPanicError.
+func decide(p rdq.Policy, n int, err error, u float64) (d rdq.Decision, perr error) {
+	defer func() {
+		if v := recover(); v != nil {
+			perr = rdq.NewMethodPanicError("classify_panicked", err, v)
+		}
+	}()
+	return p.Decide(n, err, u), nil
+}
+
+// run calls the handler registered for t, wrapped in the worker's
+// middleware; an unregistered name is an UnknownHandlerError.
+func (w *Worker) run(ctx context.Context, q *queue, t *rdq.Task) error {
 	h, ok := w.handler(t.Handler)
 	if !ok {
 		return rdq.Permanent(&UnknownHandlerError{Handler: t.Handler, Queue: q.name})
 	}
-	defer func() {
-		if v := recover(); v != nil {
-			err = &rdq.PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
 	return h(ctx, t)
 }

@@ -225,3 +225,44 @@ func checkAttempts(t *testing.T, attempts []rdq.Attempt, want ...rdq.Outcome) {
 		}
 	}
 }
+
+// logWatch is a slog handler recording messages, so a test can wait for
+// the worker to log a transition instead of sleeping.
+type logWatch struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logWatch) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logWatch) WithGroup(string) slog.Handler            { return l }
+func (l *logWatch) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+// count returns how many records had message msg.
+func (l *logWatch) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, m := range l.msgs {
+		if m == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// wait waits until msg has been logged.
+func (l *logWatch) wait(t *testing.T, msg string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, func() error {
+		if l.count(msg) == 0 {
+			return errors.New("not logged yet: " + msg)
+		}
+		return nil
+	})
+}

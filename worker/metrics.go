@@ -17,6 +17,7 @@ type metrics struct {
 	reclaimed       *prometheus.CounterVec   // queue
 	leaseLost       *prometheus.CounterVec   // queue
 	released        *prometheus.CounterVec   // queue
+	resultsDropped  *prometheus.CounterVec   // queue
 	inFlight        *prometheus.GaugeVec     // queue
 	purged          prometheus.Counter
 }
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "rdq", Subsystem: "worker", Name: "released_total",
 			Help: "Tasks released unfinished at shutdown, without counting an attempt, by queue.",
 		}, []string{"queue"}),
+		resultsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rdq", Subsystem: "worker", Name: "results_dropped_total",
+			Help: "Results this worker gave up writing because the task's lease expired first (the task is reclaimed and retried), by queue.",
+		}, []string{"queue"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "rdq", Subsystem: "worker", Name: "in_flight",
 			Help: "Handlers running now, by queue.",
@@ -85,6 +90,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.released, err = register(reg, m.released); err != nil {
+		return nil, err
+	}
+	if m.resultsDropped, err = register(reg, m.resultsDropped); err != nil {
 		return nil, err
 	}
 	if m.inFlight, err = register(reg, m.inFlight); err != nil {

@@ -21,6 +21,9 @@ type queue struct {
 	lease       time.Duration
 	heartbeat   time.Duration
 	timeout     time.Duration // 0: none
+	// leaseMargin is how long before a lease that could not be renewed
+	// expires the handler is cancelled.
+	leaseMargin time.Duration
 
 	running   atomic.Int64  // executions holding a slot (until their result is handed off)
 	wake      chan struct{} // a notification: tasks may be due
@@ -67,6 +70,7 @@ func newQueue(name string, qc QueueConfig) (*queue, error) {
 	if q.heartbeat <= 0 {
 		return nil, fmt.Errorf("%w: worker: queue %s: Lease %s is too short to heartbeat", rdq.ErrInvalid, name, q.lease)
 	}
+	q.leaseMargin = leaseMargin(q.lease, q.heartbeat)
 	switch {
 	case q.timeout == NoTimeout:
 		q.timeout = 0
@@ -76,6 +80,15 @@ func newQueue(name string, qc QueueConfig) (*queue, error) {
 		q.timeout = DefaultTimeout
 	}
 	return q, nil
+}
+
+// leaseMargin is how long before the expiry of a lease that could not be
+// renewed the handler is cancelled: a tenth of the lease, at least 100ms (a
+// handler needs a moment to notice), but no more than half the time between
+// the last scheduled renewal and the expiry, so a renewal that succeeds late
+// still counts.
+func leaseMargin(lease, heartbeat time.Duration) time.Duration {
+	return min(max(lease/10, 100*time.Millisecond), (lease-heartbeat)/2)
 }
 
 func signal(c chan struct{}) {
@@ -100,6 +113,7 @@ func (w *Worker) fetchLoop(q *queue) {
 		default:
 		}
 		if free := q.concurrency - int(q.running.Load()); free > 0 {
+			claimed := time.Now()
 			tasks, err := w.claim(q, free)
 			switch {
 			case err != nil:
@@ -111,7 +125,7 @@ func (w *Worker) fetchLoop(q *queue) {
 					return
 				}
 				for _, t := range tasks {
-					w.startExecution(q, t)
+					w.startExecution(q, t, claimed)
 				}
 				mayHaveMore = len(tasks) == free
 			}
@@ -178,22 +192,45 @@ func (w *Worker) releaseUnstarted(q *queue, tasks []*rdq.Task) {
 	}
 }
 
+// subscribe subscribes to n's notifications until the worker stops: the
+// subscription lives as long as the loops, and ctx bounds only the wait.
+func (w *Worker) subscribe(ctx context.Context, n store.Notifier) (<-chan string, error) {
+	subCtx, cancel := context.WithCancel(w.loopCtx)
+	stop := context.AfterFunc(ctx, cancel)
+	ch, err := n.Notifications(subCtx)
+	if !stop() || err != nil {
+		cancel()
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, err
+	}
+	// subCtx ends with loopCtx; cancel is kept only to satisfy vet.
+	context.AfterFunc(w.loopCtx, cancel)
+	return ch, nil
+}
+
 // notificationLoop forwards the store's notifications to the fetch loops of
-// the named queues, resubscribing with backoff when the subscription fails.
-func (w *Worker) notificationLoop(n store.Notifier) {
+// the named queues, resubscribing with backoff when the subscription fails
+// or ends. ch is the subscription Start made, or nil if it failed.
+func (w *Worker) notificationLoop(n store.Notifier, ch <-chan string) {
 	defer w.loops.Done()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 30 * time.Second
 	bo.MaxElapsedTime = 0
 	for {
-		ch, err := n.Notifications(w.loopCtx)
-		if err != nil {
-			if w.loopCtx.Err() != nil {
-				return
+		if ch == nil {
+			var err error
+			ch, err = n.Notifications(w.loopCtx)
+			if err != nil {
+				if w.loopCtx.Err() != nil {
+					return
+				}
+				w.log.Warn("subscribing to notifications failed; polling meanwhile", slog.Any("error", err))
 			}
-			w.log.Warn("subscribing to notifications failed; polling meanwhile", slog.Any("error", err))
-		} else {
+		}
+		if ch != nil {
 			received := false
 			for name := range ch {
 				if !received {
@@ -204,6 +241,7 @@ func (w *Worker) notificationLoop(n store.Notifier) {
 					signal(q.wake)
 				}
 			}
+			ch = nil
 			if w.loopCtx.Err() != nil {
 				return
 			}

@@ -44,6 +44,7 @@
 // rdq_worker_handler_duration_seconds{queue,handler},
 // rdq_worker_claim_duration_seconds{queue}, rdq_worker_reclaimed_total{queue},
 // rdq_worker_leases_lost_total{queue}, rdq_worker_released_total{queue},
+// rdq_worker_results_dropped_total{queue},
 // rdq_worker_in_flight{queue} and rdq_worker_purged_total.
 //
 // Every attempt runs in an OpenTelemetry span named "rdq.execute <handler>"
@@ -82,11 +83,19 @@ import (
 // failed attempt recorded with its stack (rdq.PanicError).
 //
 // The context is cancelled when the handler's timeout passes (the attempt
-// then fails with rdq.TimeoutError), when the worker loses the task's lease
-// (context.Cause is store.ErrLeaseLost; the result is discarded because the
-// task now belongs to another execution) or when a stopping worker's grace
+// then fails with rdq.TimeoutError, whatever the handler returns), when the
+// worker loses the task's lease (context.Cause is store.ErrLeaseLost; the
+// result is discarded because the task now belongs to another execution),
+// shortly before a lease the worker could not renew would expire
+// (context.Cause is a *LeaseExpiringError) or when a stopping worker's grace
 // period ends (context.Cause is ErrStopping; the task is released without
-// counting an attempt). Handlers should return promptly once it is done.
+// counting an attempt). Handlers should return promptly once it is done:
+// a handler that does not may run on after another execution of its task
+// started (see the README's guarantees; t.LeaseToken is the defence).
+//
+// A handler that panics or calls runtime.Goexit makes a failed attempt
+// (rdq.PanicError, GoexitError). So does an error whose methods panic (a
+// typed nil pointer returned as error): rdq.MethodPanicError.
 //
 // t is a snapshot of the claimed task. t.Attempts is the number of attempts
 // made before this one in the task's current life, so the running attempt's
@@ -143,16 +152,19 @@ type QueueConfig struct {
 	// this queue on this worker. Zero means DefaultConcurrency.
 	Concurrency int
 	// Lease is how long a claim holds a task without a heartbeat. Zero
-	// means DefaultLease.
+	// means DefaultLease. When heartbeats fail, the handler's context is
+	// cancelled a margin (a tenth of the lease, at least 100ms) before the
+	// lease last renewed would expire.
 	Lease time.Duration
 	// HeartbeatInterval is how often running executions extend their
 	// lease; it must be shorter than Lease. Zero means Lease/3.
 	HeartbeatInterval time.Duration
 	// Timeout bounds one execution of a handler; a handler still running
 	// then has its context cancelled and the attempt fails with
-	// rdq.TimeoutError. Zero means DefaultTimeout; NoTimeout means none.
-	// Go cannot stop a goroutine: a handler that ignores its context runs
-	// on (holding its slot and its heartbeated lease) until it returns.
+	// rdq.TimeoutError, whatever the handler returns once it does. Zero
+	// means DefaultTimeout; NoTimeout means none. Go cannot stop a
+	// goroutine: a handler that ignores its context runs on (holding its
+	// slot and its heartbeated lease) until it returns.
 	Timeout time.Duration
 }
 
@@ -252,9 +264,10 @@ type Worker struct {
 	queueNames []string
 	byName     map[string]*queue
 
-	mu       sync.Mutex
-	state    state
-	handlers map[string]Handler
+	mu         sync.Mutex
+	state      state
+	handlers   map[string]Handler
+	middleware []func(next Handler) Handler
 
 	// Set by Start.
 	baseCtx        context.Context // values of Start's ctx; cancelled when Stop ends
@@ -413,6 +426,60 @@ func (w *Worker) Handle(name string, h Handler) error {
 	return nil
 }
 
+// Use adds middleware wrapping every registered handler. The first
+// middleware added is the outermost: Use(a, b) runs a, which calls b, which
+// calls the handler. Middleware is applied once, at Start, to every handler
+// registered by then (not to the failure of a task naming no registered
+// handler).
+//
+// Middleware runs inside everything the worker does around an attempt: the
+// attempt's span is already in its context (it is the span's child work),
+// the queue's timeout already bounds its context, and it runs under the
+// worker's panic and runtime.Goexit guards, so a panic in middleware is a
+// failed attempt recorded with its stack, exactly like a handler's. What it
+// returns is the attempt's result: the policy classifies it, and a timeout
+// overrun fails the attempt whatever it returns.
+//
+// Use returns an error wrapping rdq.ErrInvalid, and adds nothing, if a
+// middleware is nil or the worker has started.
+func (w *Worker) Use(mw ...func(next Handler) Handler) error {
+	for i, m := range mw {
+		if m == nil {
+			return fmt.Errorf("%w: worker: Use: middleware %d is nil", rdq.ErrInvalid, i)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != stateNew {
+		return fmt.Errorf("%w: worker: Use after Start; add middleware before starting the worker", rdq.ErrInvalid)
+	}
+	w.middleware = append(w.middleware, mw...)
+	return nil
+}
+
+// wrapHandlers applies the middleware to every handler, at Start.
+func (w *Worker) wrapHandlers() (err error) {
+	if len(w.middleware) == 0 {
+		return nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("worker: Start: a middleware panicked wrapping a handler: %v", v)
+		}
+	}()
+	wrapped := make(map[string]Handler, len(w.handlers))
+	for name, h := range w.handlers {
+		for i := len(w.middleware) - 1; i >= 0; i-- {
+			if h = w.middleware[i](h); h == nil {
+				return fmt.Errorf("%w: worker: Start: middleware %d returned a nil handler for %q", rdq.ErrInvalid, i, name)
+			}
+		}
+		wrapped[name] = h
+	}
+	w.handlers = wrapped
+	return nil
+}
+
 // handler returns the handler registered under name; the map is read-only
 // once the worker has started.
 func (w *Worker) handler(name string) (Handler, bool) {
@@ -421,14 +488,22 @@ func (w *Worker) handler(name string) (Handler, bool) {
 }
 
 // Start starts the worker's loops and returns. The worker runs until Stop;
-// ctx is used only for its values (which handler contexts inherit), not
-// its cancellation. Start returns an error if the worker was already
-// started.
+// ctx bounds only the subscription to notifications and gives its values
+// (which handler contexts inherit), not its cancellation, to the worker.
+//
+// If the store is a store.Notifier, Start subscribes before it returns, so
+// a task submitted after Start returns wakes the worker at once; if
+// subscribing fails (or ctx ends first), the failure is logged and the
+// worker polls while it subscribes again in the background. Start returns
+// an error if the worker was already started or a middleware failed.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != stateNew {
 		return errors.New("worker: Start on a worker already started or stopped; a Worker runs once")
+	}
+	if err := w.wrapHandlers(); err != nil {
+		return err
 	}
 	w.state = stateRunning
 
@@ -448,8 +523,14 @@ func (w *Worker) Start(ctx context.Context) error {
 		go w.fetchLoop(q)
 	}
 	if n, ok := w.store.(store.Notifier); ok {
+		subCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		ch, err := w.subscribe(subCtx, n)
+		cancel()
+		if err != nil {
+			w.log.Warn("subscribing to notifications failed; polling meanwhile", slog.Any("error", err))
+		}
 		w.loops.Add(1)
-		go w.notificationLoop(n)
+		go w.notificationLoop(n, ch)
 	}
 	if w.reclaimInterval != Disabled || w.purgeInterval != Disabled {
 		w.loops.Add(1)

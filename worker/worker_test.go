@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
@@ -280,8 +282,10 @@ func TestStopAbandonsHandlerIgnoringCancellation(t *testing.T) {
 	started := make(chan struct{}, 1)
 	unblock := make(chan struct{})
 	returned := make(chan struct{})
+	logs := &logWatch{}
 	w := e.createWorker(worker.Config{
 		Queues: map[string]worker.QueueConfig{"q": {}},
+		Logger: slog.New(logs),
 	}, map[string]worker.Handler{
 		"stubborn": func(ctx context.Context, task *rdq.Task) error {
 			defer close(returned)
@@ -308,7 +312,7 @@ func TestStopAbandonsHandlerIgnoringCancellation(t *testing.T) {
 	// The abandoned handler's late success is discarded.
 	close(unblock)
 	recv(t, returned, 5*time.Second, "handler return")
-	time.Sleep(50 * time.Millisecond)
+	logs.wait(t, "handler returned after its task was released at shutdown; result discarded", 5*time.Second)
 	task, attempts := e.get(id)
 	if task.Status != rdq.StatusPending || task.Attempts != 0 || len(attempts) != 0 {
 		t.Errorf("late result was recorded: %s, attempts %d, history %+v", task.Status, task.Attempts, attempts)
@@ -319,8 +323,10 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	e := newEnv(t)
 	started := make(chan rdq.ID, 1)
 	causes := make(chan error, 1)
+	logs := &logWatch{}
 	w := e.newWorker(worker.Config{
 		Queues: map[string]worker.QueueConfig{"q": {Lease: 2 * time.Second, HeartbeatInterval: 50 * time.Millisecond}},
+		Logger: slog.New(logs),
 	}, map[string]worker.Handler{
 		"long": func(ctx context.Context, task *rdq.Task) error {
 			started <- task.ID
@@ -343,7 +349,8 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	if cause := recv(t, causes, 5*time.Second, "handler cancellation"); !errors.Is(cause, store.ErrLeaseLost) {
 		t.Errorf("handler context cause %v, want store.ErrLeaseLost", cause)
 	}
-	time.Sleep(50 * time.Millisecond) // give a wrongful finish the chance to land
+	// The handler's late result is processed, and discarded.
+	logs.wait(t, "handler returned after its lease was lost; result discarded (the task belongs to a newer execution)", 5*time.Second)
 	task, attempts := e.get(id)
 	if task.Status != rdq.StatusInFlight || task.LeaseOwner != "usurper" {
 		t.Errorf("task %s owned by %q, want IN_FLIGHT owned by usurper", task.Status, task.LeaseOwner)
@@ -521,13 +528,71 @@ func TestNotificationWakesWorker(t *testing.T) {
 	if _, ok := store.Store(e.st).(store.Notifier); !ok {
 		t.Fatal("the test store does not implement store.Notifier; this test needs one that does")
 	}
+	claims := &watchedStore{Store: e.st}
 	e.newWorker(worker.Config{
+		Store:        claims,
 		Queues:       map[string]worker.QueueConfig{"q": {}},
 		PollInterval: time.Hour, // only a notification can wake the worker
 	}, map[string]worker.Handler{
 		"ok": func(ctx context.Context, task *rdq.Task) error { return nil },
 	})
-	time.Sleep(200 * time.Millisecond) // let the first poll and the subscription happen
+	// Start returned, so the worker is subscribed; once its first poll
+	// is over, only a notification can make it claim again.
+	claims.waitFirstClaim(t)
+	id := e.submit(client.Task{Queue: "q", Handler: "ok"})
+	e.waitStatus(id, rdq.StatusSucceeded, 5*time.Second)
+}
+
+// watchedStore counts finished claims, and takes delay to subscribe to
+// notifications, as a store on a slow network does.
+type watchedStore struct {
+	*pgstore.Store
+	delay  time.Duration
+	claims atomic.Int64
+}
+
+func (s *watchedStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, error) {
+	defer s.claims.Add(1)
+	return s.Store.Claim(ctx, p)
+}
+
+func (s *watchedStore) Notifications(ctx context.Context) (<-chan string, error) {
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	return s.Store.Notifications(ctx)
+}
+
+// waitFirstClaim waits until the worker's first poll is over.
+func (s *watchedStore) waitFirstClaim(t *testing.T) {
+	t.Helper()
+	waitFor(t, 5*time.Second, func() error {
+		if s.claims.Load() == 0 {
+			return errors.New("no claim finished yet")
+		}
+		return nil
+	})
+}
+
+// TestStartReturnsOnceSubscribed submits a task once Start has returned and
+// the first poll is over, on a store slow to subscribe and a worker that
+// never polls again: only a subscription made before Start returned can
+// wake the worker for it.
+func TestStartReturnsOnceSubscribed(t *testing.T) {
+	e := newEnv(t)
+	st := &watchedStore{Store: e.st, delay: 500 * time.Millisecond}
+	e.newWorker(worker.Config{
+		Store:        st,
+		Queues:       map[string]worker.QueueConfig{"q": {}},
+		PollInterval: time.Hour,
+	}, map[string]worker.Handler{
+		"ok": func(ctx context.Context, task *rdq.Task) error { return nil },
+	})
+	st.waitFirstClaim(t)
 	id := e.submit(client.Task{Queue: "q", Handler: "ok"})
 	e.waitStatus(id, rdq.StatusSucceeded, 5*time.Second)
 }

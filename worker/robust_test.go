@@ -1,0 +1,238 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/worker"
+)
+
+// faultStore injects failures into a real store's Finish and Heartbeat.
+type faultStore struct {
+	*pgstore.Store
+	mu       sync.Mutex
+	poisoned map[rdq.ID]bool // Finish fails as a whole while it holds one of these
+	failed   atomic.Int64    // Finish calls failed on purpose
+	hbDown   atomic.Bool     // Heartbeat fails as a whole
+}
+
+func (f *faultStore) poison(id rdq.ID, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.poisoned == nil {
+		f.poisoned = map[rdq.ID]bool{}
+	}
+	f.poisoned[id] = on
+}
+
+func (f *faultStore) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
+	f.mu.Lock()
+	bad := slices.ContainsFunc(p.Completions, func(c store.Completion) bool { return f.poisoned[c.ID] })
+	f.mu.Unlock()
+	if bad {
+		f.failed.Add(1)
+		return nil, errors.New("injected: the store is unreachable for this batch")
+	}
+	return f.Store.Finish(ctx, p)
+}
+
+func (f *faultStore) Heartbeat(ctx context.Context, p store.HeartbeatParams) ([]error, error) {
+	if f.hbDown.Load() {
+		return nil, errors.New("injected: heartbeat cannot reach the store")
+	}
+	return f.Store.Heartbeat(ctx, p)
+}
+
+// A task submitted with its first failure under MaxAttempts 1 has spent its
+// budget: it goes to the dead-letter queue without its handler running.
+func TestExhaustedAtSubmissionNeverRuns(t *testing.T) {
+	e := newEnv(t)
+	calls := newCounter()
+	e.newWorker(worker.Config{
+		Queues: map[string]worker.QueueConfig{"q": {Policy: fastPolicy(1)}},
+	}, map[string]worker.Handler{
+		"h": func(ctx context.Context, task *rdq.Task) error { calls.inc(task.ID); return nil },
+	})
+	id := e.submit(client.Task{Queue: "q", Handler: "h", FirstFailure: errors.New("the call that made us submit failed")})
+	task, attempts := e.waitStatus(id, rdq.StatusDead, 10*time.Second)
+	if calls.get(id) != 0 {
+		t.Errorf("the handler ran %d times for a task whose attempts were spent", calls.get(id))
+	}
+	checkAttempts(t, attempts, rdq.OutcomeRetryableFailure)
+	if task.LastError.Message != "the call that made us submit failed" || task.Attempts != 1 {
+		t.Errorf("dead task: attempts %d, last error %+v; want the first failure", task.Attempts, task.LastError)
+	}
+}
+
+// A result that cannot be written is retried while the lease lasts, and
+// does not hold back the results of other tasks meanwhile.
+func TestResultRetriedWhileOthersFlow(t *testing.T) {
+	e := newEnv(t)
+	st := &faultStore{Store: e.st}
+	e.newWorker(worker.Config{
+		Store:  st,
+		Queues: map[string]worker.QueueConfig{"q": {Concurrency: 8}},
+	}, map[string]worker.Handler{
+		"ok": func(ctx context.Context, task *rdq.Task) error { return nil },
+	})
+	// Poison the first task before it runs: its task ID is known once
+	// submitted, and the worker claims it right after.
+	id := rdq.NewID()
+	st.poison(id, true)
+	if _, err := st.Store.Enqueue(context.Background(), store.EnqueueParams{Tasks: []store.NewTask{{ID: id, Queue: "q", Handler: "ok"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if st.failed.Load() < 3 {
+			return fmt.Errorf("%d failed writes so far", st.failed.Load())
+		}
+		return nil
+	})
+	var others []rdq.ID
+	for range 20 {
+		others = append(others, e.submit(client.Task{Queue: "q", Handler: "ok"}))
+	}
+	for _, o := range others {
+		e.waitStatus(o, rdq.StatusSucceeded, 5*time.Second)
+	}
+	if task, _ := e.get(id); task.Status != rdq.StatusInFlight {
+		t.Fatalf("the poisoned task is %s, want IN_FLIGHT while its result cannot be written", task.Status)
+	}
+	st.poison(id, false)
+	_, attempts := e.waitStatus(id, rdq.StatusSucceeded, 10*time.Second)
+	checkAttempts(t, attempts, rdq.OutcomeSuccess)
+}
+
+// When the lease cannot be renewed, the handler is cancelled before the
+// lease expires (after which another worker could take the task), and the
+// attempt says why.
+func TestUnrenewableLeaseCancelsHandlerBeforeExpiry(t *testing.T) {
+	e := newEnv(t)
+	st := &faultStore{Store: e.st}
+	st.hbDown.Store(true)
+	const lease = time.Second
+	type cancelled struct {
+		cause error
+		after time.Duration
+	}
+	got := make(chan cancelled, 1)
+	e.newWorker(worker.Config{
+		Store:  st,
+		Queues: map[string]worker.QueueConfig{"q": {Policy: fastPolicy(1), Lease: lease, HeartbeatInterval: 200 * time.Millisecond}},
+	}, map[string]worker.Handler{
+		"long": func(ctx context.Context, task *rdq.Task) error {
+			start := time.Now()
+			<-ctx.Done()
+			got <- cancelled{context.Cause(ctx), time.Since(start)}
+			return ctx.Err()
+		},
+	})
+	id := e.submit(client.Task{Queue: "q", Handler: "long"})
+	c := recv(t, got, 10*time.Second, "the handler's cancellation")
+	var le *worker.LeaseExpiringError
+	if !errors.As(c.cause, &le) {
+		t.Errorf("handler context ended with %v, want a *worker.LeaseExpiringError", c.cause)
+	}
+	// The handler started after the claim was sent, so the lease expires
+	// less than a lease after the handler started.
+	if c.after >= lease {
+		t.Errorf("handler cancelled %s after it started, not before its %s lease could expire", c.after, lease)
+	}
+	_, attempts := e.waitStatus(id, rdq.StatusDead, 10*time.Second)
+	checkAttempts(t, attempts, rdq.OutcomeRetryableFailure)
+	if attempts[0].ErrorType != "lease_unrenewable" {
+		t.Errorf("attempt recorded as %s %q, want lease_unrenewable", attempts[0].ErrorType, attempts[0].Message)
+	}
+}
+
+// Middleware runs in the order added, inside the attempt's span, its
+// timeout and its panic guard.
+func TestMiddleware(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, s)
+	}
+	mw := func(name string) func(worker.Handler) worker.Handler {
+		return func(next worker.Handler) worker.Handler {
+			return func(ctx context.Context, task *rdq.Task) error {
+				if _, ok := ctx.Deadline(); !ok {
+					note(name + ": no deadline")
+				}
+				if !trace.SpanFromContext(ctx).SpanContext().IsValid() {
+					note(name + ": no span")
+				}
+				note(name + " before")
+				if task.Handler == "explodes-in-middleware" && name == "inner" {
+					panic("middleware exploded")
+				}
+				err := next(ctx, task)
+				note(name + " after")
+				return err
+			}
+		}
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	t.Cleanup(func() {
+		if err := tp.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	w := e.createWorker(worker.Config{
+		Queues:         map[string]worker.QueueConfig{"q": {Policy: fastPolicy(1), Timeout: time.Minute}},
+		TracerProvider: tp,
+	}, map[string]worker.Handler{
+		"ok":                     func(ctx context.Context, task *rdq.Task) error { note("handler"); return nil },
+		"explodes-in-middleware": func(ctx context.Context, task *rdq.Task) error { return nil },
+	})
+	if err := w.Use(mw("outer"), mw("inner")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Use(nil); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("Use(nil): %v, want ErrInvalid", err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	if err := w.Use(mw("late")); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("Use after Start: %v, want ErrInvalid", err)
+	}
+	id := e.submit(client.Task{Queue: "q", Handler: "ok"})
+	e.waitStatus(id, rdq.StatusSucceeded, 10*time.Second)
+	mu.Lock()
+	want := []string{"outer before", "inner before", "handler", "inner after", "outer after"}
+	if !slices.Equal(order, want) {
+		t.Errorf("calls %q, want %q", order, want)
+	}
+	mu.Unlock()
+
+	id = e.submit(client.Task{Queue: "q", Handler: "explodes-in-middleware"})
+	_, attempts := e.waitStatus(id, rdq.StatusDead, 10*time.Second)
+	if a := attempts[0]; a.ErrorType != "panic" || a.Message != "panic: middleware exploded" || a.Stack == "" {
+		t.Errorf("middleware panic recorded as %s %q", a.ErrorType, a.Message)
+	}
+}
