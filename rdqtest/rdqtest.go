@@ -263,7 +263,3 @@ func (s *oneTaskStore) Enqueue(context.Context, store.EnqueueParams) ([]store.En
 func (s *oneTaskStore) Get(context.Context, rdq.ID) (*rdq.Task, []rdq.Attempt, error) {
 	return nil, nil, errNotSupported
 }
-
-func (s *oneTaskStore) Redrive(context.Context, store.RedriveParams) ([]error, error) {
-	return nil, errNotSupported
-}
