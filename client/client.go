@@ -37,10 +37,23 @@ import (
 // empty.
 const DefaultID = "client"
 
+// Store is what a Client needs of a store: every store.Store implements it.
+// It is defined here, where it is consumed, so that a producer can hand the
+// client a narrower value (a wrapper, a test double) than a whole store.
+type Store interface {
+	// Enqueue inserts tasks; see store.Store.Enqueue.
+	Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.EnqueueResult, error)
+	// Get returns a task and its history; see store.Store.Get.
+	Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, error)
+}
+
+var _ Store = store.Store(nil)
+
 // Config configures a Client.
 type Config struct {
-	// Store receives the tasks. Required.
-	Store store.Store
+	// Store receives the tasks. Required. Any store.Store will do (it
+	// needs only Enqueue and Get); see Store.
+	Store Store
 	// ID names the submitter in attempt history: a Task's FirstFailure is
 	// recorded as attempt 1 run by this ID. Empty means DefaultID.
 	ID string
@@ -59,7 +72,7 @@ type Config struct {
 
 // Client submits tasks to a store. It is safe for concurrent use.
 type Client struct {
-	store      store.Store
+	store      Store
 	id         string
 	propagator propagation.TextMapPropagator
 	policies   map[string]rdq.Policy

@@ -281,6 +281,35 @@ func TestFirstFailure(t *testing.T) {
 	}
 }
 
+// narrowStore exposes only what the client needs of a store.
+type narrowStore struct{ s store.Store }
+
+func (n narrowStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.EnqueueResult, error) {
+	return n.s.Enqueue(ctx, p)
+}
+
+func (n narrowStore) Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, error) {
+	return n.s.Get(ctx, id)
+}
+
+// Config.Store accepts anything with Enqueue and Get, not only a whole
+// store.Store.
+func TestNarrowStore(t *testing.T) {
+	st, _ := pgtest.NewStore(t)
+	c, err := client.New(client.Config{Store: narrowStore{st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Submit(context.Background(), client.Task{Queue: "q", Handler: "h", Payload: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := c.Get(context.Background(), res.Task.ID)
+	if err != nil || string(got.Payload) != "p" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+}
+
 // A queue's policy in Config.Policies fingerprints its first failures, so
 // they group with the worker's failures of the same cause; other queues
 // keep the default.

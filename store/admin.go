@@ -17,6 +17,14 @@ import (
 // Every mutation is set-based (one statement, or one bounded chunk) and
 // writes its audit entry in the same transaction as the change.
 type Admin interface {
+	// Redrive moves DEAD tasks back to PENDING with the policy reset
+	// (attempts 0, life+1), keeping their history, due after p.Delay
+	// (spread by p.Spread). errs[i] is nil, ErrNotFound, ErrNotDead or
+	// ErrRedriveLimit for p.IDs[i]. When anything was redriven, one audit
+	// entry is written in the same transaction. (Until rdq 0.x it was a
+	// method of Store; only the dead-letter queue uses it.)
+	Redrive(ctx context.Context, p RedriveParams) (errs []error, err error)
+
 	// ListDead returns up to p.Limit DEAD tasks matching p.Filter, newest
 	// dead first (FinishedAt then ID, descending), strictly after p.After
 	// when set. Paging with the last task's cursor neither skips nor

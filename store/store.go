@@ -26,6 +26,20 @@
 //
 // The compliance kit in package storetest checks every one of these rules;
 // a backend is correct when it passes storetest.Run.
+//
+// # Stability
+//
+// Store never gains a method: a backend written against it keeps compiling
+// and keeps working with every later rdq release. New capabilities arrive
+// as separate, optional interfaces (Notifier, Admin, Pauser and those that
+// follow), which rdq finds by type assertion on the value it was given, as
+// database/sql finds the optional interfaces of database/sql/driver; a
+// feature whose interface a store lacks is reported as unsupported, never
+// worked around. A capability's interface, once released, is extended only
+// by a new interface beside it. Callers should likewise accept the smallest
+// interface they use (client.Config.Store needs only Enqueue and Get).
+// storetest.Capabilities declares which optional interfaces a backend
+// implements, and storetest.Run checks the declaration against the store.
 package store
 
 import (
@@ -106,13 +120,6 @@ type Store interface {
 	// attempt-number order. It returns ErrNotFound if there is no such
 	// task.
 	Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, error)
-
-	// Redrive moves DEAD tasks back to PENDING with the policy reset
-	// (attempts 0, life+1), keeping their history, due after p.Delay
-	// (spread by p.Spread). errs[i] is nil, ErrNotFound, ErrNotDead or
-	// ErrRedriveLimit for p.IDs[i]. When anything was redriven, one audit
-	// entry is written in the same transaction.
-	Redrive(ctx context.Context, p RedriveParams) (errs []error, err error)
 
 	// PurgeSucceeded deletes up to p.Limit SUCCEEDED tasks (and their
 	// attempts) that finished more than p.OlderThan ago, and returns how

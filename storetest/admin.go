@@ -576,7 +576,7 @@ func testListAudit(t *testing.T, e *env) {
 			}
 			continue
 		}
-		errs, err := e.s.Redrive(e.ctx, store.RedriveParams{IDs: []rdq.ID{id}, Actor: s.actor})
+		errs, err := e.admin().Redrive(e.ctx, store.RedriveParams{IDs: []rdq.ID{id}, Actor: s.actor})
 		if err != nil || errs[0] != nil {
 			t.Fatalf("Redrive: %v %v", err, errs)
 		}

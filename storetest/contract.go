@@ -1162,7 +1162,7 @@ func testRedrivePayload(t *testing.T, e *env) {
 	before0, _ := e.get(ids[0])
 	before1, _ := e.get(ids[1])
 
-	_, err := e.s.Redrive(e.ctx, store.RedriveParams{IDs: ids, Payload: []byte("x"), Now: e.at()})
+	_, err := e.redriver().Redrive(e.ctx, store.RedriveParams{IDs: ids, Payload: []byte("x"), Now: e.at()})
 	if !errors.Is(err, rdq.ErrInvalid) {
 		t.Fatalf("Redrive of two tasks with a payload: error %v, want one wrapping rdq.ErrInvalid", err)
 	}

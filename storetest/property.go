@@ -350,6 +350,10 @@ func (m *model) reclaim(t *rapid.T) {
 }
 
 func (m *model) redrive(t *rapid.T) {
+	admin, ok := m.e.s.(store.Admin)
+	if !ok {
+		t.Skip("the store does not implement store.Admin, which holds Redrive")
+	}
 	if len(m.tasks) == 0 {
 		t.Skip("no task")
 	}
@@ -365,7 +369,7 @@ func (m *model) redrive(t *rapid.T) {
 	}
 	maxLife := rapid.SampledFrom([]int{0, 1, 2}).Draw(t, "maxLife")
 	delay := rapid.SampledFrom([]time.Duration{0, 2 * time.Second}).Draw(t, "delay")
-	errs, err := m.e.s.Redrive(m.e.ctx, store.RedriveParams{IDs: ids, Delay: delay, MaxLife: maxLife, Actor: "prop", Now: m.e.at()})
+	errs, err := admin.Redrive(m.e.ctx, store.RedriveParams{IDs: ids, Delay: delay, MaxLife: maxLife, Actor: "prop", Now: m.e.at()})
 	if err != nil {
 		t.Fatalf("Redrive: %v", err)
 	}

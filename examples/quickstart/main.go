@@ -51,7 +51,7 @@ func main() {
 // file when it is unset), clears dead tasks an interrupted earlier run left
 // in the quickstart's queue, and returns a description of the store and a
 // function that closes it.
-func openStore(ctx context.Context, logger *slog.Logger) (store.Store, string, func(), error) {
+func openStore(ctx context.Context, logger *slog.Logger) (storeurl.Store, string, func(), error) {
 	url := storeurl.FromEnv()
 	st, err := storeurl.Open(ctx, url, storeurl.Config{Logger: logger})
 	if err != nil {
