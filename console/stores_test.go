@@ -44,7 +44,10 @@ func TestStoreConsoleReads(t *testing.T) {
 func testConsoleReads(t *testing.T, s consoleReads) {
 	ctx := context.Background()
 	start := time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
-	at := func(h int, m int) *time.Time { x := start.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute); return &x }
+	at := func(h int, m int) *time.Time {
+		x := start.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute)
+		return &x
+	}
 	// Group A: two dead in hour 1, one in hour 5 (queue emails and
 	// billing); group B: one in hour 5; one before the window.
 	a1 := addDead(t, s, deadSpec{queue: "emails", handler: "send", errType: "timeout", msg: "A", at: at(1, 0)})
