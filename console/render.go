@@ -229,7 +229,7 @@ func barChart(counts []int64, start time.Time) template.HTML {
 	for i := 0; i < len(counts); i += 6 {
 		fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%d">%s</text>`, float64(i)*bw+2, h+pad-4, start.Add(time.Duration(i)*width).UTC().Format("15:04"))
 	}
-	fmt.Fprintf(&b, `<text class="peak" x="%d" y="12" text-anchor="end">peak %s/h</text></svg>`, w-2, formatNum(peak))
+	fmt.Fprintf(&b, `<text class="peak" x="4" y="12">peak %s per hour, %s in all</text></svg>`, formatNum(peak), formatNum(total))
 	return template.HTML(b.String())
 }
 
