@@ -95,14 +95,18 @@ func newBrowserEnv(t *testing.T) *browserEnv {
 		t.Fatal(err)
 	}
 	// send fails for the address "bad"; charge always succeeds.
-	w.Handle("send", func(_ context.Context, task *rdq.Task) error {
+	if err := w.Handle("send", func(_ context.Context, task *rdq.Task) error {
 		var p struct{ To string }
 		if err := json.Unmarshal(task.Payload, &p); err != nil || p.To == "bad" {
 			return rdq.Permanent(errors.New("bad address"))
 		}
 		return nil
-	})
-	w.Handle("charge", func(context.Context, *rdq.Task) error { return nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("charge", func(context.Context, *rdq.Task) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
