@@ -31,6 +31,7 @@ import (
 	"github.com/srjn45/rdq/console"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
 )
 
 // benchNow is the console's clock: the newest dead time of the data.
@@ -44,7 +45,8 @@ const benchSeedDead = `
 INSERT INTO %[1]s.tasks (id, queue, handler, payload, content_type, status, attempts, life,
     last_attempt_number, next_attempt_at, created_at, updated_at, finished_at,
     last_error_type, last_error_message, last_error_fingerprint)
-SELECT md5('dead' || g.i)::uuid, 'queue-' || (g.i %% 10), 'handler-' || (g.i %% 20),
+SELECT (lpad(to_hex((extract(epoch FROM g.at) * 1000)::bigint), 12, '0') || '7' || substr(md5('dead' || g.i), 1, 3)
+        || '8' || substr(md5('dead' || g.i), 4, 15))::uuid, 'queue-' || (g.i %% 10), 'handler-' || (g.i %% 20),
     convert_to('{"order":' || g.i || ',"items":[1,2,3]}', 'UTF8'), 'application/json', 'DEAD', 3, 0, 3,
     g.at, g.at - interval '1 hour', g.at, g.at,
     ($3::text[])[(g.i %% 8) + 1],
@@ -69,6 +71,7 @@ FROM generate_series(1, 5000) AS i`
 var consoleBench struct {
 	once sync.Once
 	c    *console.Console
+	s    *pgstore.Store
 	err  error
 }
 
@@ -135,7 +138,7 @@ func benchConsole(b *testing.B) *console.Console {
 			consoleBench.err = err
 			return
 		}
-		consoleBench.c = c
+		consoleBench.c, consoleBench.s = c, s
 		addBenchCleanup(func() {
 			if err := c.Close(); err != nil {
 				fmt.Fprintln(os.Stderr, err)
@@ -206,6 +209,43 @@ func BenchmarkPages(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			for b.Loop() {
 				fetch(b, p.method, p.path, p.form)
+			}
+		})
+	}
+}
+
+// BenchmarkQueries times the store reads behind the overview and groups
+// pages one by one, to show where a page's time goes.
+func BenchmarkQueries(b *testing.B) {
+	benchConsole(b)
+	s := consoleBench.s
+	ctx := context.Background()
+	since := benchNow.Truncate(time.Hour).Add(-23 * time.Hour)
+	groups, err := s.DeadGroups(ctx, store.DeadFilter{})
+	if err != nil || len(groups) < 100 {
+		b.Fatal(err, len(groups))
+	}
+	fps := make([]string, 100)
+	for i := range fps {
+		fps[i] = groups[i].Fingerprint
+	}
+	for _, q := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"stats", func() error { _, err := s.Stats(ctx, store.StatsParams{SucceededWindow: time.Hour}); return err }},
+		{"not-due", func() error { _, err := s.NotDueCounts(ctx, nil); return err }},
+		{"histogram", func() error { _, err := s.DeadHistogram(ctx, since, time.Hour, 24, nil); return err }},
+		{"histogram-100-groups", func() error { _, err := s.DeadHistogram(ctx, since, time.Hour, 24, fps); return err }},
+		{"group-keys", func() error { _, err := s.DeadGroupKeys(ctx, fps); return err }},
+		{"groups", func() error { _, err := s.DeadGroups(ctx, store.DeadFilter{}); return err }},
+		{"audit", func() error { _, err := s.ListAudit(ctx, store.ListAuditParams{Limit: 8}); return err }},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := q.fn(); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
