@@ -192,3 +192,64 @@ func TestConsoleSignInRolesAndSignOut(t *testing.T) {
 		t.Errorf("cross-site sign in: %d", res.StatusCode)
 	}
 }
+
+// TestConsoleSessionExpires checks that the server stops honouring a
+// session cookie after the session's lifetime, even from a client that
+// replays it.
+func TestConsoleSessionExpires(t *testing.T) {
+	st, _ := pgtest.NewStore(t)
+	tokens, err := server.NewTokens(map[string]*server.Principal{
+		adminToken: {Name: "ada", Grants: []server.Grant{{Queue: "*", Role: server.RoleAdmin}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := server.New(server.Config{Store: st, Auth: tokens, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := svc.Console(server.ConsoleConfig{Prefix: "/ops/", SessionTTL: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(h)
+	defer srv.Close()
+	c := srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	res, err := c.PostForm(srv.URL+"/ops/signin", url.Values{"token": {adminToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(res.Cookies()) != 1 {
+		t.Fatalf("cookies %+v", res.Cookies())
+	}
+	cookie := res.Cookies()[0]
+	get := func() *http.Response {
+		req, err := http.NewRequest("GET", srv.URL+"/ops/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Cookie", cookie.Name+"="+cookie.Value)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	if res := get(); res.StatusCode != http.StatusOK {
+		t.Fatalf("fresh session: %d", res.StatusCode)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := get()
+		if res.StatusCode == http.StatusSeeOther && res.Header.Get("Location") == "/ops/signin" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session is still honoured 10s after it expired: %d", res.StatusCode)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
