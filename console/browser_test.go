@@ -241,6 +241,21 @@ func TestBrowserFilterGroupBulkRedrive(t *testing.T) {
 	b.login(userAdmin)
 	b.run(chromedp.WaitVisible(`svg.chart`, chromedp.ByQuery), b.screenshot("overview"))
 
+	// The page's scripts run under the CSP, and live refresh picks up a
+	// task that dies while the page is open.
+	var scripted bool
+	b.run(chromedp.Evaluate(`typeof window.htmx === 'object' && document.documentElement.classList.contains('js')`, &scripted))
+	if !scripted {
+		t.Fatal("htmx or the console's script did not run")
+	}
+	b.run(chromedp.Evaluate(`(() => { const s = document.getElementById('refresh'); s.value = '2'; s.dispatchEvent(new Event('change')); return true; })()`, &scripted))
+	b.dead(deadSpec{queue: "billing", handler: "charge", errType: "timeout", msg: "relay down"})
+	pollCtx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Run(pollCtx, chromedp.Poll(`document.querySelector('a[href$="/dead?queue=billing"]').textContent === '2'`, nil)); err != nil {
+		t.Fatalf("live refresh did not show the new dead task: %v", err)
+	}
+
 	// Filter the groups to the emails queue, open the biggest group.
 	b.run(
 		chromedp.Navigate(b.base+browserPrefix+"/groups"),
