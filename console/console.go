@@ -211,7 +211,7 @@ func (c *Console) routes() http.Handler {
 		c.fail(w, r, http.StatusNotFound, errors.New("there is no such page in the console"))
 	})
 
-	var h http.Handler = mux
+	var h http.Handler = c.parseForms(mux)
 	if c.prefix != "" {
 		h = http.StripPrefix(c.prefix, h)
 	}
@@ -223,6 +223,30 @@ func (c *Console) routes() http.Handler {
 	return securityHeaders(h)
 }
 
+// maxFormBytes bounds a request body: an edited payload of
+// rdq.MaxPayloadBytes, URL-encoded, and the other fields fit.
+const maxFormBytes = 4*rdq.MaxPayloadBytes + 64<<10
+
+// parseForms parses the body of every POST before its handler runs, so an
+// oversized or malformed form is refused with a clear error instead of
+// reading as empty fields.
+func (c *Console) parseForms(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					c.fail(w, r, http.StatusRequestEntityTooLarge, fmt.Errorf("the form is over %d bytes; payloads are limited to %d bytes", tooBig.Limit, rdq.MaxPayloadBytes))
+					return
+				}
+				c.fail(w, r, http.StatusBadRequest, fmt.Errorf("the form could not be read: %v", err))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -231,6 +255,9 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

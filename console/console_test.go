@@ -336,3 +336,15 @@ func TestMountedUnderAPrefix(t *testing.T) {
 		t.Errorf("outside the prefix: %d", res.StatusCode)
 	}
 }
+
+func TestOversizedFormIsRefused(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"})
+	r := e.post(userAdmin, "/tasks/"+id.String()+"/edit", url.Values{"payload": {strings.Repeat("x", 5<<20)}})
+	if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(r.body, "payloads are limited") {
+		t.Errorf("%d %s", r.status, excerpt(r.body))
+	}
+	if task, _ := e.task(id); task.Status != rdq.StatusDead {
+		t.Error("the task changed")
+	}
+}
