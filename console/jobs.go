@@ -123,9 +123,6 @@ func (js *jobs) get(id string) (*job, bool) {
 	return j, ok
 }
 
-// wait blocks until every job has finished.
-func (js *jobs) wait() { js.wg.Wait() }
-
 func (js *jobs) closeAll() {
 	js.cancel()
 	js.wg.Wait()
