@@ -38,6 +38,7 @@ import (
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/dlq"
 	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/tasks"
 )
 
 // Action is what a request wants to do; the Authorize hook receives it with
@@ -57,10 +58,16 @@ const (
 	ActionPurge Action = "purge"
 	// ActionPause pauses and resumes a queue.
 	ActionPause Action = "pause"
+	// ActionRetryNow makes a waiting (pending or retrying) task due at
+	// once, on stores that list live tasks.
+	ActionRetryNow Action = "retry_now"
+	// ActionCancel moves a waiting task into the dead-letter queue, on
+	// stores that list live tasks.
+	ActionCancel Action = "cancel"
 )
 
 // Actions lists every action, for authorization tables and tests.
-var Actions = []Action{ActionRead, ActionRedrive, ActionEditPayload, ActionPurge, ActionPause}
+var Actions = []Action{ActionRead, ActionRedrive, ActionEditPayload, ActionPurge, ActionPause, ActionRetryNow, ActionCancel}
 
 // AllQueues is the queue the Authorize hook receives for a request that is
 // not about one queue: a listing or bulk action without a queue filter, the
@@ -71,7 +78,9 @@ const AllQueues = ""
 type Config struct {
 	// Store is the backend: *pgstore.Store or *sqlitestore.Store, or any
 	// dlq.Backend. When it also implements store.Pauser the overview
-	// offers pause and resume; when it has the optional read methods
+	// offers pause and resume; when it implements store.LiveTasks the
+	// console lists live tasks and offers retry-now and cancel; when it
+	// has the optional read methods
 	// described in this package's documentation (NotDueCounts,
 	// DeadHistogram, DeadGroupKeys) the pages show what they give.
 	Store dlq.Backend
@@ -116,6 +125,9 @@ type Console struct {
 	pages     map[string]*template.Template
 	handler   http.Handler
 	jobs      *jobs
+	// tasks is the live-task API; nil when the store cannot list live
+	// tasks.
+	tasks *tasks.Tasks
 }
 
 //go:embed templates/*.html
@@ -157,6 +169,13 @@ func New(cfg Config) (*Console, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if _, ok := cfg.Store.(store.LiveTasks); ok {
+		t, err := tasks.New(cfg.Store, tasks.Config{Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		c.tasks = t
 	}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
@@ -201,6 +220,11 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("POST /bulk/run", c.bulkRun)
 	mux.HandleFunc("GET /jobs/{id}", c.job)
 	mux.HandleFunc("GET /audit", c.audit)
+	if c.tasks != nil {
+		mux.HandleFunc("GET /live", c.live)
+		mux.HandleFunc("POST /tasks/{id}/retry-now", c.liveChange)
+		mux.HandleFunc("POST /tasks/{id}/cancel", c.liveChange)
+	}
 	static, err := fs.Sub(staticFS, "static")
 	if err != nil {
 		panic(err) // the embedded tree always has it
@@ -305,7 +329,7 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, store.ErrNotDead), errors.Is(err, store.ErrRedriveLimit):
+	case errors.Is(err, store.ErrNotDead), errors.Is(err, store.ErrRedriveLimit), errors.Is(err, store.ErrNotPending):
 		return http.StatusConflict
 	case errors.Is(err, rdq.ErrInvalid):
 		return http.StatusBadRequest

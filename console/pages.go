@@ -147,11 +147,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 // doneMessages are the confirmations a redirect after a change may ask for
 // (?done=...); anything else shows nothing.
 var doneMessages = map[string]string{
-	"paused":   "Queue paused.",
-	"resumed":  "Queue resumed.",
-	"redriven": "Task redriven: it is pending again, in a new life.",
-	"edited":   "Payload replaced and task redriven.",
-	"purged":   "Task purged.",
+	"paused":    "Queue paused.",
+	"resumed":   "Queue resumed.",
+	"redriven":  "Task redriven: it is pending again, in a new life.",
+	"edited":    "Payload replaced and task redriven.",
+	"purged":    "Task purged.",
+	"retried":   "Task made due now.",
+	"cancelled": "Task cancelled: it is in the dead-letter queue, where it can be redriven.",
 }
 
 func doneMessage(r *http.Request) string { return doneMessages[r.URL.Query().Get("done")] }
@@ -443,7 +445,7 @@ func (c *Console) taskAudit(ctx context.Context, t *rdq.Task) ([]auditRow, error
 	var out []auditRow
 	for _, e := range entries {
 		switch e.Action {
-		case dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge:
+		case dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge, "retry_now", "cancel":
 		default:
 			continue
 		}
@@ -889,7 +891,7 @@ const (
 	maxAuditScan = 5000
 )
 
-var auditActions = []string{dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge, dlq.ActionRetention, "pause", "resume"}
+var auditActions = []string{dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge, dlq.ActionRetention, "pause", "resume", "retry_now", "cancel"}
 
 type auditData struct {
 	Actor, Action, Queue, Since, Until string

@@ -15,7 +15,7 @@ import (
 )
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"overview", "dead", "groups", "task", "edit", "bulk", "job", "audit", "error"}
+var pageNames = []string{"overview", "dead", "groups", "task", "edit", "bulk", "job", "audit", "error", "live"}
 
 func (c *Console) parseTemplates() error {
 	funcs := template.FuncMap{
@@ -88,6 +88,9 @@ func (v *view) Self() string {
 
 // URL joins the prefix and a console path.
 func (v *view) URL(path string) string { return v.c.url(path) }
+
+// HasLive reports whether the store lists live tasks.
+func (v *view) HasLive() bool { return v.c.tasks != nil }
 
 // SignOut is the sign-out path, if any.
 func (v *view) SignOut() string { return v.c.signOut }
