@@ -735,12 +735,9 @@ func (c *Console) bulkForm(w http.ResponseWriter, r *http.Request) {
 	if q.Get("op") == "" {
 		q.Set("op", "redrive")
 	}
-	if f, _ := parseFilter(q); f.IsEmpty() && q.Get("all") == "" {
-		q.Set("all", "")
-	}
 	f, o, err := parseBulk(q)
 	if errors.Is(err, dlq.ErrAllRequired) {
-		err = nil // the form asks for it
+		err = nil // the form asks for it: a checkbox, when the filter is empty
 	}
 	if err != nil {
 		c.failErr(w, r, err)
