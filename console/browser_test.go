@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -299,6 +300,16 @@ func TestBrowserFilterGroupBulkRedrive(t *testing.T) {
 	b.run(b.screenshot("bulk-done"))
 	b.waitStatus(rdq.StatusSucceeded, group...)
 
+	// The redriven tasks are listed among the succeeded live tasks.
+	var jobURL string
+	b.run(chromedp.Location(&jobURL), chromedp.Navigate(b.base+browserPrefix+"/live?state=succeeded&queue=emails"), chromedp.WaitVisible(`table.tasks`, chromedp.ByQuery))
+	var listed int
+	b.run(chromedp.Evaluate(`document.querySelectorAll('table.tasks a[href*="/tasks/"]').length`, &listed), b.screenshot("live"))
+	if listed != len(group) {
+		t.Errorf("%d succeeded tasks listed, want %d", listed, len(group))
+	}
+	b.run(chromedp.Navigate(jobURL), chromedp.WaitVisible(`section.summary`, chromedp.ByQuery))
+
 	// The summary links to the audit entries of the action.
 	b.run(chromedp.Click(`section.summary a`, chromedp.ByQuery), chromedp.WaitVisible(`table.audit`, chromedp.ByQuery))
 	if s := b.text(`table.audit tbody`); !strings.Contains(s, "relay fixed, INC-7") || !strings.Contains(s, "admin") {
@@ -341,6 +352,14 @@ func TestBrowserEditPayloadAndRedrive(t *testing.T) {
 		t.Errorf("task audit %q", s)
 	}
 	b.run(b.screenshot("task-after"))
+
+	// The dark theme follows the system setting.
+	var bg string
+	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}),
+		chromedp.Evaluate(`getComputedStyle(document.body).backgroundColor`, &bg), b.screenshot("task-dark"))
+	if bg != "rgb(21, 23, 26)" {
+		t.Errorf("dark background %q", bg)
+	}
 }
 
 func TestBrowserReadOnlyAndForgedPosts(t *testing.T) {
