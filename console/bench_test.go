@@ -202,6 +202,8 @@ func BenchmarkPages(b *testing.B) {
 		{"task", "GET", task[1], nil},
 		{"audit", "GET", "/audit", nil},
 		{"audit-queue", "GET", "/audit?queue=queue-3", nil},
+		{"live-pending", "GET", "/live?state=pending", nil},
+		{"live-retrying-queue", "GET", "/live?state=retrying&queue=queue-3", nil},
 		{"bulk-form", "GET", "/bulk?op=redrive&fingerprint=" + fp[1], nil},
 		{"bulk-dry-run", "POST", "/bulk/dry-run", url.Values{"op": {"redrive"}, "fingerprint": {fp[1]}}},
 	}
