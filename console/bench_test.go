@@ -224,10 +224,10 @@ func BenchmarkQueries(b *testing.B) {
 	ctx := context.Background()
 	since := benchNow.Truncate(time.Hour).Add(-23 * time.Hour)
 	groups, err := s.DeadGroups(ctx, store.DeadFilter{})
-	if err != nil || len(groups) < 100 {
+	if err != nil || len(groups) < 25 {
 		b.Fatal(err, len(groups))
 	}
-	fps := make([]string, 100)
+	fps := make([]string, 25)
 	for i := range fps {
 		fps[i] = groups[i].Fingerprint
 	}
@@ -238,7 +238,7 @@ func BenchmarkQueries(b *testing.B) {
 		{"stats", func() error { _, err := s.Stats(ctx, store.StatsParams{SucceededWindow: time.Hour}); return err }},
 		{"not-due", func() error { _, err := s.NotDueCounts(ctx, nil); return err }},
 		{"histogram", func() error { _, err := s.DeadHistogram(ctx, since, time.Hour, 24, nil); return err }},
-		{"histogram-100-groups", func() error { _, err := s.DeadHistogram(ctx, since, time.Hour, 24, fps); return err }},
+		{"histogram-25-groups", func() error { _, err := s.DeadHistogram(ctx, since, time.Hour, 24, fps); return err }},
 		{"group-keys", func() error { _, err := s.DeadGroupKeys(ctx, fps); return err }},
 		{"groups", func() error { _, err := s.DeadGroups(ctx, store.DeadFilter{}); return err }},
 		{"audit", func() error { _, err := s.ListAudit(ctx, store.ListAuditParams{Limit: 8}); return err }},

@@ -259,7 +259,12 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 // --- Groups -----------------------------------------------------------------
 
 // maxGroupsShown bounds the groups page; the rest are summarized.
-const maxGroupsShown = 100
+// maxGroupCharts is how many of the biggest groups get a 24 h chart: each
+// chart reads the group's tasks of the last day.
+const (
+	maxGroupsShown = 100
+	maxGroupCharts = 25
+)
 
 type groupRow struct {
 	store.Group
@@ -319,7 +324,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	}
 	var hist map[string][]int64
 	if h, ok := c.st.(deadHistogrammer); ok && len(fps) > 0 {
-		if hist, err = h.DeadHistogram(ctx, c.chartStart(), time.Hour, chartHours, fps); err != nil {
+		if hist, err = h.DeadHistogram(ctx, c.chartStart(), time.Hour, chartHours, fps[:min(len(fps), maxGroupCharts)]); err != nil {
 			c.failErr(w, r, err)
 			return
 		}
@@ -337,7 +342,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 			row.MoreKeys = len(row.Keys) - 6
 			row.Keys = row.Keys[:6]
 		}
-		row.Chart, row.ShowChart = hist[g.Fingerprint], hist != nil
+		row.Chart, row.ShowChart = hist[g.Fingerprint]
 		d.Groups = append(d.Groups, row)
 	}
 	c.render(w, r, http.StatusOK, "groups", &view{Title: "Failure groups", Nav: "groups", Live: true, Data: d})
