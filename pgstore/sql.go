@@ -1196,3 +1196,47 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 // likeEscaper escapes LIKE's wildcards and its escape character, so a
 // pattern matches the text literally.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// --- Console ----------------------------------------------------------------
+
+// sqlNotDueCounts counts, per queue, the PENDING tasks not due yet (retries
+// waiting out their backoff, delayed tasks). Index: tasks_claim_idx (queue,
+// next_attempt_at) WHERE status = 'PENDING', a range per queue.
+// $1 Now override.
+const sqlNotDueCounts = `
+SELECT t.queue, count(*)
+FROM {schema}.tasks AS t
+WHERE t.status = 'PENDING' AND t.next_attempt_at > coalesce($1::timestamptz, now())
+GROUP BY t.queue`
+
+// sqlDeadHistogram counts the tasks that went dead in [$1, $2) per bucket
+// of $3 seconds from $1. Index: tasks_dead_idx (finished_at DESC, id DESC)
+// WHERE status = 'DEAD', one range (index-only where the visibility map
+// allows).
+const sqlDeadHistogram = `
+SELECT '' AS fingerprint, floor(extract(epoch FROM (t.finished_at - $1::timestamptz)) / $3::float8)::int AS bucket, count(*)
+FROM {schema}.tasks AS t
+WHERE t.status = 'DEAD' AND t.finished_at >= $1::timestamptz AND t.finished_at < $2::timestamptz
+GROUP BY 1, 2`
+
+// sqlDeadHistogramByFingerprint is sqlDeadHistogram per fingerprint, for the
+// fingerprints $4. Index: tasks_dead_fingerprint_idx (last_error_fingerprint,
+// finished_at DESC, id DESC) WHERE status = 'DEAD', one range per
+// fingerprint.
+const sqlDeadHistogramByFingerprint = `
+SELECT t.last_error_fingerprint, floor(extract(epoch FROM (t.finished_at - $1::timestamptz)) / $3::float8)::int AS bucket, count(*)
+FROM {schema}.tasks AS t
+WHERE t.status = 'DEAD' AND t.last_error_fingerprint = ANY($4::text[])
+  AND t.finished_at >= $1::timestamptz AND t.finished_at < $2::timestamptz
+GROUP BY 1, 2`
+
+// sqlDeadGroupKeys lists the (queue, handler) pairs with dead tasks of each
+// fingerprint in $1, from the dead-task summary. Index: none, dead_counts is
+// read whole (a few rows per failure kind).
+const sqlDeadGroupKeys = `
+SELECT d.fingerprint, d.queue, d.handler
+FROM {schema}.dead_counts AS d
+WHERE d.fingerprint = ANY($1::text[])
+GROUP BY d.fingerprint, d.queue, d.handler
+HAVING sum(d.n) > 0
+ORDER BY d.fingerprint, d.queue, d.handler`

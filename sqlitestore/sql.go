@@ -304,3 +304,29 @@ ON CONFLICT (queue, key) DO UPDATE SET task_id = excluded.task_id, created_at = 
 	SELECT rowid FROM rdq_idempotency_keys WHERE purged_at IS NOT NULL AND purged_at <= ?1 ORDER BY purged_at LIMIT ?2
 )`
 )
+
+// Console reads (see console.go).
+const (
+	// Index rdq_tasks_claim (queue, next_attempt_at, id) WHERE status =
+	// 'PENDING': a range per queue. ?1 now.
+	sqlNotDueCounts = `SELECT queue, count(*) FROM rdq_tasks
+WHERE status = 'PENDING' AND next_attempt_at > ?1 GROUP BY queue`
+
+	// Index rdq_tasks_dead (finished_at, id) WHERE status = 'DEAD': one
+	// range. ?1 since, ?2 until, ?3 bucket width (all microseconds).
+	sqlDeadHistogram = `SELECT '', (finished_at - ?1) / ?3, count(*) FROM rdq_tasks
+WHERE status = 'DEAD' AND finished_at >= ?1 AND finished_at < ?2 GROUP BY 2`
+
+	// Index rdq_tasks_dead_fingerprint (last_error_fingerprint,
+	// finished_at, id) WHERE status = 'DEAD': one range per fingerprint of
+	// ?4 (a JSON array).
+	sqlDeadHistogramByFingerprint = `SELECT last_error_fingerprint, (finished_at - ?1) / ?3, count(*) FROM rdq_tasks
+WHERE status = 'DEAD' AND last_error_fingerprint IN (SELECT value FROM json_each(?4))
+  AND finished_at >= ?1 AND finished_at < ?2 GROUP BY 1, 2`
+
+	// Index rdq_tasks_dead_fingerprint: the dead tasks of each fingerprint
+	// of ?1 (a JSON array).
+	sqlDeadGroupKeys = `SELECT DISTINCT last_error_fingerprint, queue, handler FROM rdq_tasks
+WHERE status = 'DEAD' AND last_error_fingerprint IN (SELECT value FROM json_each(?1))
+ORDER BY 1, 2, 3`
+)

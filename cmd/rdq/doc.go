@@ -48,6 +48,9 @@
 //	rdq dlq purge --handler send_receipt --reason "receipts resent by hand" --yes
 //	rdq audit ls --since 1d
 //
+// The same, in a browser, on the same database: 'rdq console' serves the
+// DLQ console on 127.0.0.1:8080 for the local user.
+//
 // --max-life N on redrive leaves tasks that were already redriven N times
 // dead (and says how many), so a poison task cannot loop forever.
 //

@@ -52,6 +52,7 @@ Commands:
   queue pause QUEUE    stop starting new executions of a queue's tasks, on every worker
   queue resume QUEUE   start them again
   audit ls             list audit entries: who changed what, when and why
+  console              serve the DLQ console in a browser, for the local user
   bench                end-to-end throughput on this database (scratch databases only)
   help [command]       show help for a command
 
@@ -191,6 +192,8 @@ func (e *env) dispatch(args []string) error {
 		return e.queue(rest)
 	case "tasks":
 		return e.liveTasks(rest)
+	case "console":
+		return e.consoleCmd(rest)
 	case "audit":
 		if isHelp(rest) {
 			return e.groupHelp("audit")

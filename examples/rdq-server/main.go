@@ -153,14 +153,22 @@ func run(cfgPath string, grace time.Duration, dev bool, log *slog.Logger) error 
 	}()
 
 	// REST on one listener, gRPC on another, and the ops endpoints on a
-	// third if so configured.
+	// third if so configured; the DLQ console at /console/ (sign in with a
+	// token) beside the REST API.
 	handler := svc.Handler()
 	if cfg.OpsListen != "" {
 		handler = svc.APIHandler()
 	}
+	consoleHandler, err := svc.Console(server.ConsoleConfig{})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(server.DefaultConsolePrefix+"/", consoleHandler)
+	mux.Handle("/", handler)
 	httpSrv := &http.Server{
 		Addr:              cfg.Listen,
-		Handler:           handler,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      server.DefaultRequestTimeout + 15*time.Second,

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/user"
+	"time"
+
+	"github.com/srjn45/rdq/console"
+)
+
+func init() {
+	usages["console"] = `
+Usage: rdq console [--listen 127.0.0.1:8080]
+
+Serves the DLQ console (queues, dead tasks, failure groups, task history,
+bulk redrive and purge, the audit log) on the database the other commands
+use, for the local user: every change is allowed and audited under --actor
+(default $USER). It listens on a loopback address only; to share the console,
+run rdq-server, which mounts it behind sign-in and roles. Stop it with
+Ctrl-C.
+`
+}
+
+// consoleCmd serves the console until the context ends.
+func (e *env) consoleCmd(args []string) error {
+	fs := newFlagSet("console", &e.g, e.stderr, usages["console"])
+	listen := fs.String("listen", "127.0.0.1:8080", "loopback `address` to listen on (port 0 picks a free one)")
+	var actor string
+	fs.StringVar(&actor, "actor", "", "who is making changes, for the audit log (default $USER)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return flagErr(err)
+	}
+	if len(pos) > 0 {
+		return usageErrorf("console takes no arguments (got %q)", pos[0])
+	}
+	host, _, err := net.SplitHostPort(*listen)
+	if err != nil {
+		return usageErrorf("--listen %q: use host:port, such as 127.0.0.1:8080", *listen)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return usageErrorf("--listen %s: the local console allows every change to whoever reaches it, so it listens on a loopback address only (127.0.0.1 or ::1); share it through rdq-server instead", *listen)
+	}
+	if actor == "" {
+		actor = e.getenv("USER")
+	}
+	if actor == "" {
+		if u, err := user.Current(); err == nil {
+			actor = u.Username
+		}
+	}
+	if actor == "" {
+		return usageErrorf("pass --actor NAME: every change is attributed to someone, and $USER is not set")
+	}
+	b, err := e.openBackend(false)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := console.New(console.Config{
+		Store:     b.Backend, // the store itself, so its optional methods are found
+		Authorize: func(*http.Request, console.Action, string) error { return nil },
+		Actor:     func(*http.Request) string { return actor },
+		Logger:    logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *listen, err)
+	}
+	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	fmt.Fprintf(e.stdout, "rdq console on http://%s/ (database: %s, changes recorded as %s); Ctrl-C stops it\n", ln.Addr(), b.desc, actor)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serving the console: %w", err)
+	case <-e.ctx.Done():
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("stopping the console: %w", err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving the console: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/sqlitestore"
+	"github.com/srjn45/rdq/store"
+)
+
+// TestConsoleServesTheLocalStore starts 'rdq console' on a SQLite file
+// holding a task that died, was redriven and succeeded (what the
+// quickstart leaves), and reads its history through the console.
+func TestConsoleServesTheLocalStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rdq.db")
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seedFixtures(t, s, fixtures[:1])
+	id := rdq.MustParseID(fid(1))
+	if errs, err := s.Redrive(ctx, store.RedriveParams{IDs: []rdq.ID{id}, Actor: "quickstart", Reason: "relay fixed"}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	claimed, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"emails"}, Limit: 1, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(claimed) != 1 {
+		t.Fatal(err, claimed)
+	}
+	if errs, err := s.Finish(ctx, store.FinishParams{Completions: []store.Completion{{
+		Lease: store.Lease{ID: id, Token: claimed[0].LeaseToken}, Status: rdq.StatusSucceeded,
+		Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeSuccess, WorkerID: "w", Duration: time.Millisecond},
+	}}}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+
+	env := map[string]string{"RDQ_DATABASE_URL": "sqlite:" + path, "USER": "tester"}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	outR, outW := io.Pipe()
+	var stderr strings.Builder
+	code := make(chan int, 1)
+	go func() {
+		c := run(runCtx, []string{"console", "--listen", "127.0.0.1:0"}, strings.NewReader(""), outW, &stderr, func(k string) string { return env[k] })
+		outW.Close()
+		code <- c
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no address printed: %v (stderr %q)", err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	base := regexp.MustCompile(`http://127\.0\.0\.1:\d+`).FindString(line)
+	if base == "" || !strings.Contains(line, "changes recorded as tester") {
+		t.Fatalf("first line %q", line)
+	}
+	get := func(path string) string {
+		t.Helper()
+		res, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %v", path, res.StatusCode, err)
+		}
+		return string(b)
+	}
+	overview := get("/")
+	for _, want := range []string{">emails<", "Recent changes", "relay fixed", "/tasks/" + id.String()} {
+		if !strings.Contains(overview, want) {
+			t.Errorf("the overview lacks %q", want)
+		}
+	}
+	page := get("/tasks/" + id.String())
+	for _, want := range []string{"Life 0", "Life 1", "PERMANENT_FAILURE", "SUCCESS", "connection refused", "<td>quickstart</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the task page lacks %q", want)
+		}
+	}
+	stop()
+	if c := <-code; c != 0 {
+		t.Errorf("exit %d: %s", c, stderr.String())
+	}
+}
+
+func TestConsoleListensOnLoopbackOnly(t *testing.T) {
+	h := &harness{t: t, env: map[string]string{"RDQ_DATABASE_URL": "sqlite:" + filepath.Join(t.TempDir(), "x.db"), "USER": "tester"}}
+	r := h.run("", "console", "--listen", "0.0.0.0:8080")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "loopback") {
+		t.Errorf("exit %d, %q", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,99 @@
+package console
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/dlq"
+)
+
+// The query-string (and form) names of a dead-task filter, so a view can
+// be bookmarked and shared.
+const (
+	qQueue       = "queue"
+	qHandler     = "handler"
+	qErrorType   = "error_type"
+	qFingerprint = "fingerprint"
+	qMessage     = "message"
+	qDeadAfter   = "dead_after"
+	qDeadBefore  = "dead_before"
+)
+
+// timeLayouts are the accepted forms of a time in a filter, all UTC unless
+// the text says otherwise: RFC 3339, what an <input type="datetime-local">
+// sends, and a date.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"}
+
+func parseTime(field, s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, l := range timeLayouts {
+		if t, err := time.ParseInLocation(l, s, time.UTC); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%w: %s %q is not a time: use 2006-01-02T15:04 (UTC) or RFC 3339", rdq.ErrInvalid, field, clip(s))
+}
+
+// parseFilter reads a filter from a query string or form and validates it.
+func parseFilter(v url.Values) (dlq.Filter, error) {
+	f := dlq.Filter{
+		Queue:           strings.TrimSpace(v.Get(qQueue)),
+		Handler:         strings.TrimSpace(v.Get(qHandler)),
+		ErrorType:       strings.TrimSpace(v.Get(qErrorType)),
+		Fingerprint:     strings.ToLower(strings.TrimSpace(v.Get(qFingerprint))),
+		MessageContains: v.Get(qMessage),
+	}
+	var err error
+	if f.DeadAfter, err = parseTime("dead after", v.Get(qDeadAfter)); err != nil {
+		return f, err
+	}
+	if f.DeadBefore, err = parseTime("dead before", v.Get(qDeadBefore)); err != nil {
+		return f, err
+	}
+	return f, f.Validate()
+}
+
+// filterValues is the query string of f (IDs are not part of it).
+func filterValues(f dlq.Filter) url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set(qQueue, f.Queue)
+	set(qHandler, f.Handler)
+	set(qErrorType, f.ErrorType)
+	set(qFingerprint, f.Fingerprint)
+	set(qMessage, f.MessageContains)
+	if !f.DeadAfter.IsZero() {
+		v.Set(qDeadAfter, f.DeadAfter.UTC().Format(time.RFC3339))
+	}
+	if !f.DeadBefore.IsZero() {
+		v.Set(qDeadBefore, f.DeadBefore.UTC().Format(time.RFC3339))
+	}
+	return v
+}
+
+// countable reports whether the dead-task summary answers a count of f
+// without reading the tasks: only queue, handler, error type and
+// fingerprint are set.
+func countable(f dlq.Filter) bool {
+	return len(f.IDs) == 0 && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == ""
+}
+
+// clip shortens untrusted text quoted in an error message.
+func clip(s string) string {
+	const limit = 64
+	r := []rune(s)
+	if len(r) <= limit {
+		return s
+	}
+	return string(r[:limit]) + "…"
+}

@@ -1,0 +1,108 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/tasks"
+)
+
+// The live-task pages need a store with store.LiveTasks (package tasks);
+// without it the console has no Tasks tab.
+
+var liveStates = []store.TaskState{store.StatePending, store.StateRetrying, store.StateInFlight, store.StateSucceeded}
+
+type liveData struct {
+	State  store.TaskState
+	States []store.TaskState
+	Filter tasks.Filter
+	Values url.Values
+	Tasks  []*rdq.Task
+	Next   string
+	Done   string
+}
+
+// liveFilter reads the live-task filter from the query string; it shares
+// the dead-task filter's fields, less the dead-time range.
+func liveFilter(v url.Values) (tasks.Filter, error) {
+	f := tasks.Filter{
+		Queue:           strings.TrimSpace(v.Get(qQueue)),
+		Handler:         strings.TrimSpace(v.Get(qHandler)),
+		ErrorType:       strings.TrimSpace(v.Get(qErrorType)),
+		Fingerprint:     strings.ToLower(strings.TrimSpace(v.Get(qFingerprint))),
+		MessageContains: v.Get(qMessage),
+	}
+	return f, f.Validate()
+}
+
+func (c *Console) live(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := store.TaskState(q.Get("state"))
+	if state == "" {
+		state = store.StatePending
+	}
+	if !state.Valid() {
+		c.failErr(w, r, fmt.Errorf("%w: state %q: use pending, retrying, in_flight or succeeded", rdq.ErrInvalid, clip(string(state))))
+		return
+	}
+	f, err := liveFilter(q)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.allow(r, ActionRead, f.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	page, err := c.tasks.List(r.Context(), state, f, tasks.ListOptions{PageToken: q.Get("page")})
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	v := url.Values{qQueue: {f.Queue}, qHandler: {f.Handler}, qErrorType: {f.ErrorType}, qFingerprint: {f.Fingerprint}, qMessage: {f.MessageContains}}
+	d := liveData{State: state, States: liveStates, Filter: f, Values: v, Tasks: page.Tasks, Done: doneMessage(r)}
+	if page.NextPageToken != "" {
+		d.Next = withQuery(c.url("/live"), merge(v, "state", string(state), "page", page.NextPageToken))
+	}
+	c.render(w, r, http.StatusOK, "live", &view{Title: "Live tasks", Nav: "live", Live: true, Data: d})
+}
+
+// liveChange runs retry-now or cancel on the task named in the path.
+func (c *Console) liveChange(w http.ResponseWriter, r *http.Request) {
+	cancel := strings.HasSuffix(r.URL.Path, "/cancel")
+	a := ActionRetryNow
+	if cancel {
+		a = ActionCancel
+	}
+	det, err := c.loadTask(r, a)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	actor, err := c.actorOf(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	ch := tasks.Change{Actor: actor, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	var errs []error
+	done := "retried"
+	if cancel {
+		done = "cancelled"
+		errs, err = c.tasks.Cancel(r.Context(), []rdq.ID{det.Task.ID}, ch)
+	} else {
+		errs, err = c.tasks.RetryNow(r.Context(), []rdq.ID{det.Task.ID}, ch)
+	}
+	if err == nil && len(errs) == 1 && errs[0] != nil {
+		err = errs[0]
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, c.url("/tasks/"+det.Task.ID.String()+"?done="+done), http.StatusSeeOther)
+}

@@ -1,0 +1,972 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/store"
+)
+
+// The optional read methods of a store the console uses when present
+// (pgstore and sqlitestore have them). Each is found by type assertion.
+type (
+	// notDueCounter counts, per queue, PENDING tasks not due yet: retries
+	// waiting out their backoff.
+	notDueCounter interface {
+		NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error)
+	}
+	// deadHistogrammer counts tasks that went dead per time bucket, in
+	// all or per fingerprint.
+	deadHistogrammer interface {
+		DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error)
+	}
+	// groupKeyer lists the queues and handlers of each fingerprint's dead
+	// tasks.
+	groupKeyer interface {
+		DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error)
+	}
+)
+
+// recentChanges is how many audit entries the overview shows.
+const recentChanges = 8
+
+// chartHours is the span of the failure charts.
+const chartHours = 24
+
+// chartStart is the start of the hourly chart ending with the current
+// hour.
+func (c *Console) chartStart() time.Time {
+	return c.now().UTC().Truncate(time.Hour).Add(-(chartHours - 1) * time.Hour)
+}
+
+// --- Overview ---------------------------------------------------------------
+
+type queueRow struct {
+	store.QueueStats
+	Due, NotDue int64
+	KnowsNotDue bool
+	Paused      bool
+}
+
+type overviewData struct {
+	Queues     []queueRow
+	CanPause   bool // the store can pause queues
+	Chart      []int64
+	ChartStart time.Time
+	HasChart   bool
+	Recent     []auditRow
+	Done       string
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	stats, err := c.dlq.Stats(ctx, time.Hour)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	byQueue := map[string]*queueRow{}
+	for _, s := range stats {
+		byQueue[s.Queue] = &queueRow{QueueStats: s}
+	}
+	var d overviewData
+	if p, ok := c.st.(store.Pauser); ok {
+		d.CanPause = true
+		paused, err := p.PausedQueues(ctx)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		for _, q := range paused {
+			if byQueue[q] == nil {
+				byQueue[q] = &queueRow{QueueStats: store.QueueStats{Queue: q}}
+			}
+			byQueue[q].Paused = true
+		}
+	}
+	if nd, ok := c.st.(notDueCounter); ok {
+		counts, err := nd.NotDueCounts(ctx, nil)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		for _, row := range byQueue {
+			row.KnowsNotDue = true
+			row.NotDue = counts[row.Queue]
+		}
+	}
+	all := c.can(r, ActionRead, AllQueues)
+	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
+		row := byQueue[q]
+		if !all && !c.can(r, ActionRead, q) {
+			continue
+		}
+		row.Due = max(row.Pending-row.NotDue, 0)
+		d.Queues = append(d.Queues, *row)
+	}
+	if !all && len(d.Queues) == 0 {
+		if err := c.allow(r, ActionRead, AllQueues); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+	}
+	if h, ok := c.st.(deadHistogrammer); ok && all {
+		d.ChartStart = c.chartStart()
+		hist, err := h.DeadHistogram(ctx, d.ChartStart, time.Hour, chartHours, nil)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.Chart, d.HasChart = hist[""], true
+	}
+	if all {
+		entries, err := c.dlq.Audit(ctx, dlq.AuditQuery{Limit: recentChanges})
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		for _, e := range entries {
+			d.Recent = append(d.Recent, newAuditRow(e))
+		}
+	}
+	d.Done = doneMessage(r)
+	c.render(w, r, http.StatusOK, "overview", &view{Title: "Queues", Nav: "overview", Live: true, Data: d})
+}
+
+// doneMessages are the confirmations a redirect after a change may ask for
+// (?done=...); anything else shows nothing.
+var doneMessages = map[string]string{
+	"paused":    "Queue paused.",
+	"resumed":   "Queue resumed.",
+	"redriven":  "Task redriven: it is pending again, in a new life.",
+	"edited":    "Payload replaced and task redriven.",
+	"purged":    "Task purged.",
+	"retried":   "Task made due now.",
+	"cancelled": "Task cancelled: it is in the dead-letter queue, where it can be redriven.",
+}
+
+func doneMessage(r *http.Request) string { return doneMessages[r.URL.Query().Get("done")] }
+
+func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
+	pause := strings.HasSuffix(r.URL.Path, "/pause")
+	queue := strings.TrimSpace(r.PostFormValue("queue"))
+	if err := rdq.ValidateName("queue", queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.allow(r, ActionPause, queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	actor, err := c.actorOf(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" {
+		c.failErr(w, r, fmt.Errorf("%w: a reason is required to pause or resume a queue: the audit log records why", rdq.ErrInvalid))
+		return
+	}
+	p, ok := c.st.(store.Pauser)
+	if !ok {
+		c.fail(w, r, http.StatusNotImplemented, errors.New("this store cannot pause queues"))
+		return
+	}
+	params := store.PauseParams{Queue: queue, Actor: actor, Reason: reason}
+	done := "paused"
+	if pause {
+		err = p.PauseQueue(r.Context(), params)
+	} else {
+		done = "resumed"
+		err = p.ResumeQueue(r.Context(), params)
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	c.log.InfoContext(r.Context(), "console: queue "+done, "queue", queue, "actor", actor)
+	http.Redirect(w, r, c.url("/?done="+done), http.StatusSeeOther)
+}
+
+// --- Dead tasks -------------------------------------------------------------
+
+type deadData struct {
+	Filter     dlq.Filter
+	Values     url.Values
+	FilterText string
+	Tasks      []*rdq.Task
+	Next       string
+	Count      int64
+	Counted    bool
+	Size       int
+	Done       string
+}
+
+func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, err := parseFilter(q)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.allow(r, ActionRead, f.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	size := dlq.DefaultPageSize
+	if s := q.Get("size"); s != "" {
+		if size, err = strconv.Atoi(s); err != nil || size < 1 || size > 500 {
+			c.failErr(w, r, fmt.Errorf("%w: page size %q: use 1 to 500", rdq.ErrInvalid, clip(s)))
+			return
+		}
+	}
+	page, err := c.dlq.List(r.Context(), f, dlq.ListOptions{PageSize: size, PageToken: q.Get("page")})
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := deadData{Filter: f, Values: filterValues(f), FilterText: f.String(), Tasks: page.Tasks, Size: size, Done: doneMessage(r)}
+	if page.NextPageToken != "" {
+		v := filterValues(f)
+		v.Set("page", page.NextPageToken)
+		if size != dlq.DefaultPageSize {
+			v.Set("size", strconv.Itoa(size))
+		}
+		d.Next = withQuery(c.url("/dead"), v)
+	}
+	if countable(f) {
+		if d.Count, err = c.dlq.Count(r.Context(), f); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.Counted = true
+	}
+	c.render(w, r, http.StatusOK, "dead", &view{Title: "Dead tasks", Nav: "dead", Live: true, Data: d})
+}
+
+// --- Groups -----------------------------------------------------------------
+
+// maxGroupsShown bounds the groups page; the rest are summarized.
+// maxGroupCharts is how many of the biggest groups get a 24 h chart: each
+// chart reads the group's tasks of the last day.
+const (
+	maxGroupsShown = 100
+	maxGroupCharts = 25
+)
+
+type groupRow struct {
+	store.Group
+	Keys      [][2]string
+	Chart     []int64
+	ListURL   string
+	Values    url.Values
+	MoreKeys  int
+	ShowChart bool
+}
+
+type groupsData struct {
+	Filter     dlq.Filter
+	Values     url.Values
+	FilterText string
+	Groups     []groupRow
+	Hidden     int
+	Total      int64
+	HasKeys    bool
+}
+
+func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	f, err := parseFilter(r.URL.Query())
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.allow(r, ActionRead, f.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	gs, err := c.dlq.Groups(ctx, f)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := groupsData{Filter: f, Values: filterValues(f), FilterText: f.String()}
+	for _, g := range gs {
+		d.Total += g.Count
+	}
+	if len(gs) > maxGroupsShown {
+		d.Hidden = len(gs) - maxGroupsShown
+		gs = gs[:maxGroupsShown]
+	}
+	fps := make([]string, len(gs))
+	for i, g := range gs {
+		fps[i] = g.Fingerprint
+	}
+	var keys map[string][][2]string
+	if k, ok := c.st.(groupKeyer); ok && len(fps) > 0 {
+		if keys, err = k.DeadGroupKeys(ctx, fps); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.HasKeys = true
+	}
+	var hist map[string][]int64
+	if h, ok := c.st.(deadHistogrammer); ok && len(fps) > 0 {
+		if hist, err = h.DeadHistogram(ctx, c.chartStart(), time.Hour, chartHours, fps[:min(len(fps), maxGroupCharts)]); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+	}
+	for _, g := range gs {
+		gf := f
+		gf.Fingerprint = g.Fingerprint
+		row := groupRow{Group: g, Values: filterValues(gf), ListURL: withQuery(c.url("/dead"), filterValues(gf))}
+		for _, k := range keys[g.Fingerprint] {
+			if (f.Queue == "" || k[0] == f.Queue) && (f.Handler == "" || k[1] == f.Handler) {
+				row.Keys = append(row.Keys, k)
+			}
+		}
+		if len(row.Keys) > 6 {
+			row.MoreKeys = len(row.Keys) - 6
+			row.Keys = row.Keys[:6]
+		}
+		row.Chart, row.ShowChart = hist[g.Fingerprint]
+		d.Groups = append(d.Groups, row)
+	}
+	c.render(w, r, http.StatusOK, "groups", &view{Title: "Failure groups", Nav: "groups", Live: true, Data: d})
+}
+
+// --- Task -------------------------------------------------------------------
+
+type life struct {
+	Life     int
+	Attempts []attemptRow
+}
+
+type attemptRow struct {
+	rdq.Attempt
+	Duration time.Duration
+	Failed   bool
+}
+
+type auditRow struct {
+	store.AuditEntry
+	ByFilter   bool
+	Queue      string
+	FilterText string
+	Details    [][2]string
+}
+
+type taskData struct {
+	Task    *rdq.Task
+	Payload payloadView
+	Headers [][2]string
+	Lives   []life
+	Audit   []auditRow
+	Done    string
+	// Edit form state, on the edit page.
+	NewText string
+	Diff    []diffLine
+	Changed bool
+	EditErr string
+}
+
+// loadTask reads the task named in the path and checks that a is allowed
+// on its queue.
+func (c *Console) loadTask(r *http.Request, a Action) (dlq.Detail, error) {
+	id, err := rdq.ParseID(r.PathValue("id"))
+	if err != nil {
+		return dlq.Detail{}, fmt.Errorf("%w: %q is not a task id", store.ErrNotFound, clip(r.PathValue("id")))
+	}
+	det, err := c.dlq.Show(r.Context(), id)
+	if err != nil {
+		return dlq.Detail{}, err
+	}
+	if err := c.allow(r, a, det.Task.Queue); err != nil {
+		return dlq.Detail{}, err
+	}
+	return det, nil
+}
+
+func (c *Console) task(w http.ResponseWriter, r *http.Request) {
+	det, err := c.loadTask(r, ActionRead)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d, err := c.taskData(r.Context(), det)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d.Done = doneMessage(r)
+	c.render(w, r, http.StatusOK, "task", &view{Title: "Task " + det.Task.ID.String(), Nav: "dead", Data: d})
+}
+
+func (c *Console) taskData(ctx context.Context, det dlq.Detail) (taskData, error) {
+	t := det.Task
+	d := taskData{Task: t, Payload: viewPayload(t.Payload, t.ContentType)}
+	for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
+		d.Headers = append(d.Headers, [2]string{k, t.Headers[k]})
+	}
+	for _, a := range det.Attempts {
+		if len(d.Lives) == 0 || d.Lives[len(d.Lives)-1].Life != a.Life {
+			d.Lives = append(d.Lives, life{Life: a.Life})
+		}
+		l := &d.Lives[len(d.Lives)-1]
+		l.Attempts = append(l.Attempts, attemptRow{Attempt: a, Duration: a.FinishedAt.Sub(a.StartedAt), Failed: a.Outcome != rdq.OutcomeSuccess})
+	}
+	audit, err := c.taskAudit(ctx, t)
+	if err != nil {
+		return d, err
+	}
+	d.Audit = audit
+	return d, nil
+}
+
+// maxTaskAuditScan bounds the audit entries read to find those touching a
+// task (every entry since the task was created, newest first).
+const maxTaskAuditScan = 1000
+
+// taskAudit returns the audit entries that name t by ID, and the bulk
+// entries whose filter selects it.
+func (c *Console) taskAudit(ctx context.Context, t *rdq.Task) ([]auditRow, error) {
+	entries, err := c.dlq.Audit(ctx, dlq.AuditQuery{Since: t.CreatedAt.Add(-time.Second), Limit: maxTaskAuditScan})
+	if err != nil {
+		return nil, err
+	}
+	var out []auditRow
+	for _, e := range entries {
+		switch e.Action {
+		case dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge, "retry_now", "cancel":
+		default:
+			continue
+		}
+		row := newAuditRow(e)
+		switch {
+		case slices.Contains(e.IDs, t.ID):
+		case e.Filter != "" && filterSelects(e.Filter, t):
+			row.ByFilter = true
+		default:
+			continue
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// auditFilter is the audit log's JSON form of a filter
+// (store.DeadFilter.MarshalJSON).
+type auditFilter struct {
+	IDs             []rdq.ID `json:"ids"`
+	Queue           string   `json:"queue"`
+	Handler         string   `json:"handler"`
+	ErrorType       string   `json:"error_type"`
+	Fingerprint     string   `json:"fingerprint"`
+	MessageContains string   `json:"message_contains"`
+}
+
+// filterSelects reports whether a bulk entry's filter selects t by its
+// identity and last error (dead-time bounds are not checked: a redrive
+// moves the dead time).
+func filterSelects(filterJSON string, t *rdq.Task) bool {
+	var f auditFilter
+	if err := json.Unmarshal([]byte(filterJSON), &f); err != nil {
+		return false
+	}
+	switch {
+	case len(f.IDs) > 0 && !slices.Contains(f.IDs, t.ID),
+		f.Queue != "" && f.Queue != t.Queue,
+		f.Handler != "" && f.Handler != t.Handler,
+		f.ErrorType != "" && f.ErrorType != t.LastError.Type,
+		f.Fingerprint != "" && !strings.EqualFold(f.Fingerprint, t.LastError.Fingerprint),
+		f.MessageContains != "" && !strings.Contains(strings.ToLower(t.LastError.Message), strings.ToLower(f.MessageContains)):
+		return false
+	}
+	return true
+}
+
+func newAuditRow(e store.AuditEntry) auditRow {
+	row := auditRow{AuditEntry: e, FilterText: e.Filter}
+	var f auditFilter
+	if e.Filter != "" && json.Unmarshal([]byte(e.Filter), &f) == nil {
+		row.Queue = f.Queue
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Details)) {
+		row.Details = append(row.Details, [2]string{k, e.Details[k]})
+	}
+	return row
+}
+
+func (c *Console) taskRedrive(w http.ResponseWriter, r *http.Request) {
+	det, err := c.loadTask(r, ActionRedrive)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	actor, err := c.actorOf(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	opts := dlq.RedriveOptions{Actor: actor, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	if err := c.dlq.RedriveTask(r.Context(), det.Task.ID, opts); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, c.url("/tasks/"+det.Task.ID.String()+"?done=redriven"), http.StatusSeeOther)
+}
+
+// checkPayload validates an edited payload: its size, and JSON syntax
+// when the task's content type says JSON.
+func checkPayload(text, contentType string) error {
+	if len(text) > rdq.MaxPayloadBytes {
+		return fmt.Errorf("%w: the payload is %d bytes; the limit is %d", rdq.ErrInvalid, len(text), rdq.MaxPayloadBytes)
+	}
+	if isJSONType(contentType) {
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			return fmt.Errorf("%w: the content type is %s but the payload is not valid JSON: %v", rdq.ErrInvalid, contentType, err)
+		}
+	}
+	return nil
+}
+
+// normalizeNewlines turns the CRLF a browser sends from a textarea into LF.
+func normalizeNewlines(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
+
+func (c *Console) taskEdit(w http.ResponseWriter, r *http.Request) {
+	det, err := c.loadTask(r, ActionEditPayload)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if det.Task.Status != rdq.StatusDead {
+		c.failErr(w, r, fmt.Errorf("%w (it is %s): only a dead task's payload can be edited", store.ErrNotDead, det.Task.Status))
+		return
+	}
+	d, err := c.taskData(r.Context(), det)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if !d.Payload.Editable {
+		c.failErr(w, r, fmt.Errorf("%w: the payload is binary and cannot be edited here; use 'rdq dlq redrive ID --payload-file FILE'", rdq.ErrInvalid))
+		return
+	}
+	d.NewText = normalizeNewlines(r.PostFormValue("payload"))
+	status := http.StatusOK
+	if err := checkPayload(d.NewText, det.Task.ContentType); err != nil {
+		d.EditErr, status = err.Error(), http.StatusBadRequest
+	}
+	d.Diff = lineDiff(d.Payload.Text, d.NewText)
+	d.Changed = d.NewText != d.Payload.Text
+	c.render(w, r, status, "edit", &view{Title: "Edit payload", Nav: "dead", Data: d})
+}
+
+func (c *Console) taskEditConfirm(w http.ResponseWriter, r *http.Request) {
+	det, err := c.loadTask(r, ActionEditPayload)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	actor, err := c.actorOf(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	text := normalizeNewlines(r.PostFormValue("payload"))
+	if err := checkPayload(text, det.Task.ContentType); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	opts := dlq.RedriveOptions{Actor: actor, Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	if err := c.dlq.EditAndRedrive(r.Context(), det.Task.ID, []byte(text), opts); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, c.url("/tasks/"+det.Task.ID.String()+"?done=edited"), http.StatusSeeOther)
+}
+
+func (c *Console) taskPurge(w http.ResponseWriter, r *http.Request) {
+	det, err := c.loadTask(r, ActionPurge)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	actor, err := c.actorOf(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if det.Task.Status != rdq.StatusDead {
+		c.failErr(w, r, fmt.Errorf("%w (it is %s): only dead tasks can be purged", store.ErrNotDead, det.Task.Status))
+		return
+	}
+	res, err := c.dlq.Purge(r.Context(), dlq.Filter{IDs: []rdq.ID{det.Task.ID}},
+		dlq.PurgeOptions{Actor: actor, Reason: strings.TrimSpace(r.PostFormValue("reason"))})
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if res.Purged == 0 {
+		c.failErr(w, r, fmt.Errorf("%w: it left the dead-letter queue meanwhile", store.ErrNotDead))
+		return
+	}
+	http.Redirect(w, r, c.url("/dead?done=purged"), http.StatusSeeOther)
+}
+
+// --- Bulk actions -----------------------------------------------------------
+
+// bulkOptions are a bulk action's form fields besides the filter.
+type bulkOptions struct {
+	Op        string // "redrive" or "purge"
+	All       bool
+	Max       int64
+	Delay     time.Duration
+	Spread    time.Duration
+	MaxLife   int
+	HasLife   bool
+	Reason    string
+	Confirmed int64
+}
+
+func (o bulkOptions) action() Action {
+	if o.Op == "purge" {
+		return ActionPurge
+	}
+	return ActionRedrive
+}
+
+// values renders o as form values (without the reason).
+func (o bulkOptions) values() url.Values {
+	v := url.Values{"op": {o.Op}}
+	if o.All {
+		v.Set("all", "1")
+	}
+	if o.Max > 0 {
+		v.Set("max", strconv.FormatInt(o.Max, 10))
+	}
+	if o.Delay > 0 {
+		v.Set("delay", o.Delay.String())
+	}
+	if o.Spread > 0 {
+		v.Set("spread", o.Spread.String())
+	}
+	if o.HasLife {
+		v.Set("max_life", strconv.Itoa(o.MaxLife))
+	}
+	return v
+}
+
+func parseBulk(v url.Values) (dlq.Filter, bulkOptions, error) {
+	f, err := parseFilter(v)
+	if err != nil {
+		return f, bulkOptions{}, err
+	}
+	o := bulkOptions{Op: v.Get("op"), All: v.Get("all") == "1", Reason: strings.TrimSpace(v.Get("reason"))}
+	if o.Op != "redrive" && o.Op != "purge" {
+		return f, o, fmt.Errorf("%w: bulk action %q: use redrive or purge", rdq.ErrInvalid, clip(o.Op))
+	}
+	if s := strings.TrimSpace(v.Get("max")); s != "" {
+		if o.Max, err = strconv.ParseInt(s, 10, 64); err != nil || o.Max < 0 {
+			return f, o, fmt.Errorf("%w: max %q: use a whole number, or leave it empty for no limit", rdq.ErrInvalid, clip(s))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"delay", &o.Delay}, {"spread", &o.Spread}} {
+		if s := strings.TrimSpace(v.Get(d.name)); s != "" {
+			if *d.dst, err = time.ParseDuration(s); err != nil || *d.dst < 0 {
+				return f, o, fmt.Errorf("%w: %s %q: use a duration such as 30s, 10m or 2h", rdq.ErrInvalid, d.name, clip(s))
+			}
+		}
+	}
+	if s := strings.TrimSpace(v.Get("max_life")); s != "" {
+		if o.MaxLife, err = strconv.Atoi(s); err != nil || o.MaxLife < 0 {
+			return f, o, fmt.Errorf("%w: max life %q: use a whole number (0 for no cap), or leave it empty for the default", rdq.ErrInvalid, clip(s))
+		}
+		o.HasLife = true
+	}
+	if s := strings.TrimSpace(v.Get("confirmed")); s != "" {
+		if o.Confirmed, err = strconv.ParseInt(s, 10, 64); err != nil || o.Confirmed < 0 {
+			return f, o, fmt.Errorf("%w: confirmed count %q is not a count", rdq.ErrInvalid, clip(s))
+		}
+	}
+	if f.IsEmpty() && !o.All {
+		return f, o, dlq.ErrAllRequired
+	}
+	return f, o, nil
+}
+
+// maxLife maps the form's max life to RedriveOptions.MaxLife: empty is the
+// DLQ's default, 0 no cap.
+func (o bulkOptions) maxLife() int {
+	switch {
+	case !o.HasLife:
+		return 0
+	case o.MaxLife == 0:
+		return -1
+	}
+	return o.MaxLife
+}
+
+type bulkData struct {
+	Stage      string // "form", "confirm"
+	Filter     dlq.Filter
+	FilterText string
+	Values     url.Values // filter and options, for hidden fields
+	Opts       bulkOptions
+	Redrive    dlq.RedriveResult
+	Purge      dlq.PurgeResult
+	Count      int64
+}
+
+func (c *Console) bulkForm(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("op") == "" {
+		q.Set("op", "redrive")
+	}
+	f, o, err := parseBulk(q)
+	if errors.Is(err, dlq.ErrAllRequired) {
+		err = nil // the form asks for it: a checkbox, when the filter is empty
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.allow(r, o.action(), f.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := bulkData{Stage: "form", Filter: f, FilterText: f.String(), Values: filterValues(f), Opts: o}
+	c.render(w, r, http.StatusOK, "bulk", &view{Title: "Bulk " + o.Op, Nav: "dead", Data: d})
+}
+
+func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		c.failErr(w, r, fmt.Errorf("%w: %v", rdq.ErrInvalid, err))
+		return
+	}
+	f, o, err := parseBulk(r.PostForm)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.allow(r, o.action(), f.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d := bulkData{Stage: "confirm", Filter: f, FilterText: f.String(), Opts: o}
+	d.Values = filterValues(f)
+	maps.Copy(d.Values, o.values())
+	if o.Op == "redrive" {
+		d.Redrive, err = c.dlq.Redrive(r.Context(), f, dlq.RedriveOptions{DryRun: true, All: o.All, Max: o.Max, MaxLife: o.maxLife()})
+		d.Count = d.Redrive.Redriven
+	} else {
+		d.Purge, err = c.dlq.Purge(r.Context(), f, dlq.PurgeOptions{DryRun: true, All: o.All, Max: o.Max})
+		d.Count = d.Purge.Purged
+	}
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d.Values.Set("confirmed", strconv.FormatInt(d.Count, 10))
+	c.render(w, r, http.StatusOK, "bulk", &view{Title: "Confirm bulk " + o.Op, Nav: "dead", Data: d})
+}
+
+func (c *Console) bulkRun(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		c.failErr(w, r, fmt.Errorf("%w: %v", rdq.ErrInvalid, err))
+		return
+	}
+	f, o, err := parseBulk(r.PostForm)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.allow(r, o.action(), f.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	actor, err := c.actorOf(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if o.Reason == "" {
+		c.failErr(w, r, dlq.ErrReasonRequired)
+		return
+	}
+	if o.Confirmed <= 0 {
+		c.failErr(w, r, fmt.Errorf("%w: nothing was confirmed: run the dry run first and confirm its count", rdq.ErrInvalid))
+		return
+	}
+	// Never touch more than the person confirmed.
+	limit := o.Confirmed
+	if o.Max > 0 {
+		limit = min(limit, o.Max)
+	}
+	j := &job{Op: o.Op, Filter: f, Actor: actor, Reason: o.Reason, Confirmed: o.Confirmed, Started: time.Now().UTC()}
+	c.jobs.start(j, func(ctx context.Context, j *job) {
+		var err error
+		if j.Op == "redrive" {
+			var res dlq.RedriveResult
+			res, err = c.dlq.Redrive(ctx, f, dlq.RedriveOptions{
+				Actor: actor, Reason: o.Reason, All: o.All, Max: limit, Delay: o.Delay, Spread: o.Spread,
+				MaxLife: o.maxLife(), Progress: j.progress,
+			})
+			j.mu.Lock()
+			j.redrive = res
+			j.mu.Unlock()
+		} else {
+			var res dlq.PurgeResult
+			res, err = c.dlq.Purge(ctx, f, dlq.PurgeOptions{Actor: actor, Reason: o.Reason, All: o.All, Max: limit, Progress: j.progress})
+			j.mu.Lock()
+			j.purge = res
+			j.mu.Unlock()
+		}
+		if err != nil {
+			c.log.Error("console: bulk action failed", "op", j.Op, "actor", actor, "filter", f.String(), "error", err)
+		}
+		j.mu.Lock()
+		j.finished, j.err, j.ended = true, err, time.Now().UTC()
+		j.mu.Unlock()
+	})
+	http.Redirect(w, r, c.url("/jobs/"+j.ID), http.StatusSeeOther)
+}
+
+type jobData struct {
+	jobState
+	FilterText string
+	AuditURL   string
+	ErrText    string
+}
+
+func (c *Console) job(w http.ResponseWriter, r *http.Request) {
+	j, ok := c.jobs.get(r.PathValue("id"))
+	if !ok {
+		c.fail(w, r, http.StatusNotFound, errors.New("no such bulk action (the console forgets old ones, and all of them when it restarts; the audit log keeps every change)"))
+		return
+	}
+	if err := c.allow(r, ActionRead, j.Filter.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	s := j.state()
+	d := jobData{jobState: s, FilterText: j.Filter.String()}
+	d.AuditURL = withQuery(c.url("/audit"), url.Values{
+		"actor": {j.Actor}, "action": {j.Op}, "since": {j.Started.Truncate(time.Second).Format(time.RFC3339)},
+	})
+	if s.Err != nil {
+		d.ErrText = s.Err.Error()
+		if statusOf(s.Err) >= 500 {
+			d.ErrText = "the action stopped on an error; what was done before it is committed and audited (the error is in the server log)"
+		}
+	}
+	v := &view{Title: "Bulk " + j.Op, Nav: "dead", Data: d}
+	if !s.Finished {
+		v.Refresh = 1
+	}
+	c.render(w, r, http.StatusOK, "job", v)
+}
+
+// --- Audit log --------------------------------------------------------------
+
+// auditPage is the number of entries per audit page; maxAuditScan bounds
+// the entries read to fill a page filtered by queue.
+const (
+	auditPage    = 50
+	maxAuditScan = 5000
+)
+
+var auditActions = []string{dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge, dlq.ActionRetention, "pause", "resume", "retry_now", "cancel"}
+
+type auditData struct {
+	Actor, Action, Queue, Since, Until string
+	Actions                            []string
+	Entries                            []auditRow
+	Next                               string
+	Scanned                            bool
+}
+
+func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := auditData{Actor: q.Get("actor"), Action: q.Get("action"), Queue: strings.TrimSpace(q.Get("queue")), Since: q.Get("since"), Until: q.Get("until"), Actions: auditActions}
+	if d.Queue != "" {
+		if err := rdq.ValidateName("queue", d.Queue); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+	}
+	if err := c.allow(r, ActionRead, d.Queue); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	aq := dlq.AuditQuery{Actor: strings.TrimSpace(d.Actor), Action: d.Action, Limit: auditPage}
+	var err error
+	if aq.Since, err = parseTime("since", d.Since); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if aq.Until, err = parseTime("until", d.Until); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if s := q.Get("before"); s != "" {
+		if aq.BeforeID, err = strconv.ParseInt(s, 10, 64); err != nil {
+			c.failErr(w, r, fmt.Errorf("%w: before %q is not an entry id", rdq.ErrInvalid, clip(s)))
+			return
+		}
+	}
+	if d.Queue != "" {
+		aq.Limit = 200
+	}
+	scanned := 0
+	more := false
+	for {
+		entries, err := c.dlq.Audit(r.Context(), aq)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		for _, e := range entries {
+			row := newAuditRow(e)
+			aq.BeforeID = e.ID
+			if d.Queue != "" && row.Queue != d.Queue {
+				continue
+			}
+			d.Entries = append(d.Entries, row)
+			if len(d.Entries) == auditPage {
+				break
+			}
+		}
+		scanned += len(entries)
+		more = len(entries) == aq.Limit || len(d.Entries) == auditPage
+		if len(d.Entries) >= auditPage || len(entries) < aq.Limit || d.Queue == "" {
+			break
+		}
+		if scanned >= maxAuditScan {
+			d.Scanned = true
+			break
+		}
+	}
+	if more && aq.BeforeID > 0 {
+		v := url.Values{"actor": {d.Actor}, "action": {d.Action}, "queue": {d.Queue}, "since": {d.Since}, "until": {d.Until}, "before": {strconv.FormatInt(aq.BeforeID, 10)}}
+		d.Next = withQuery(c.url("/audit"), v)
+	}
+	c.render(w, r, http.StatusOK, "audit", &view{Title: "Audit log", Nav: "audit", Live: true, Data: d})
+}

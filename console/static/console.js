@@ -1,0 +1,63 @@
+// rdq console: live refresh at the interval the person picks (paused while
+// the tab is hidden or while they are typing in the live region), and the
+// local time on hover of every UTC time. Everything works without it.
+(function () {
+  'use strict';
+  document.documentElement.classList.add('js');
+  var timer = null;
+
+  function localTimes(root) {
+    var els = root.querySelectorAll('time[datetime]');
+    for (var i = 0; i < els.length; i++) {
+      var d = new Date(els[i].getAttribute('datetime'));
+      if (!isNaN(d.getTime())) {
+        els[i].title = 'Local time: ' + d.toLocaleString();
+      }
+    }
+  }
+
+  function busy() {
+    var live = document.getElementById('live');
+    if (!live) return true;
+    var a = document.activeElement;
+    if (a && live.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) return true;
+    var fields = live.querySelectorAll('input:not([type=hidden]), textarea');
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].value !== '') return true;
+    }
+    return false;
+  }
+
+  function tick() {
+    if (document.visibilityState === 'visible' && !busy() && window.htmx) {
+      window.htmx.trigger(document.body, 'rdq-refresh');
+    }
+  }
+
+  function schedule() {
+    if (timer) clearInterval(timer);
+    timer = null;
+    var sel = document.getElementById('refresh');
+    var s = sel ? parseInt(sel.value, 10) : 0;
+    if (s > 0) timer = setInterval(tick, s * 1000);
+  }
+
+  document.addEventListener('DOMContentLoaded', function () {
+    var sel = document.getElementById('refresh');
+    if (sel) {
+      var saved = null;
+      try { saved = window.localStorage.getItem('rdq-refresh'); } catch (e) { saved = null; }
+      if (saved !== null && sel.querySelector('option[value="' + saved.replace(/[^0-9]/g, '') + '"]')) sel.value = saved;
+      sel.addEventListener('change', function () {
+        try { window.localStorage.setItem('rdq-refresh', sel.value); } catch (e) { /* private mode */ }
+        schedule();
+      });
+    }
+    localTimes(document);
+    schedule();
+  });
+  document.addEventListener('visibilitychange', function () {
+    if (document.visibilityState === 'visible' && timer) tick();
+  });
+  document.addEventListener('htmx:afterSettle', function (e) { localTimes(e.target); });
+})();

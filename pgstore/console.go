@@ -1,0 +1,107 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The methods in this file serve operator consoles (package console finds
+// them by type assertion). They read only; each query is served by an
+// index named in sql.go.
+
+// NotDueCounts returns, per queue, how many PENDING tasks are not due yet at
+// now (nil: the database's clock): retries waiting out their backoff and
+// delayed tasks. Queues with none are absent.
+func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, strings.ReplaceAll(sqlNotDueCounts, "{schema}", s.q.schema), now)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: counting tasks not due: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var q string
+		var n int64
+		if err := rows.Scan(&q, &n); err != nil {
+			return nil, fmt.Errorf("pgstore: counting tasks not due: %w", err)
+		}
+		out[q] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: counting tasks not due: %w", err)
+	}
+	return out, nil
+}
+
+// DeadHistogram counts the tasks that went dead in buckets consecutive
+// intervals of width starting at since. With no fingerprints the result has
+// one entry, keyed "", over every dead task; otherwise one entry per given
+// fingerprint (lower-case hexadecimal, as store.Group reports them). Each
+// slice has buckets elements. Tasks that left the dead-letter queue
+// (redriven or purged) are not counted.
+func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error) {
+	if width <= 0 || buckets <= 0 || buckets > 10000 {
+		return nil, fmt.Errorf("pgstore: dead histogram: width %s and %d buckets: use a positive width and 1 to 10000 buckets", width, buckets)
+	}
+	until := since.Add(width * time.Duration(buckets))
+	out := map[string][]int64{}
+	q := sqlDeadHistogram
+	args := []any{since, until, width.Seconds()}
+	if len(fingerprints) == 0 {
+		out[""] = make([]int64, buckets)
+	} else {
+		for _, f := range fingerprints {
+			out[f] = make([]int64, buckets)
+		}
+		q = sqlDeadHistogramByFingerprint
+		args = append(args, fingerprints)
+	}
+	rows, err := s.pool.Query(ctx, strings.ReplaceAll(q, "{schema}", s.q.schema), args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: dead histogram: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fp string
+		var b int
+		var n int64
+		if err := rows.Scan(&fp, &b, &n); err != nil {
+			return nil, fmt.Errorf("pgstore: dead histogram: %w", err)
+		}
+		if h, ok := out[fp]; ok && b >= 0 && b < buckets {
+			h[b] += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: dead histogram: %w", err)
+	}
+	return out, nil
+}
+
+// DeadGroupKeys returns, for each given fingerprint, the queues and
+// handlers its dead tasks belong to, as (queue, handler) pairs sorted.
+// Fingerprints without dead tasks are absent.
+func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error) {
+	out := map[string][][2]string{}
+	if len(fingerprints) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, strings.ReplaceAll(sqlDeadGroupKeys, "{schema}", s.q.schema), fingerprints)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: dead group keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var fp, q, h string
+		if err := rows.Scan(&fp, &q, &h); err != nil {
+			return nil, fmt.Errorf("pgstore: dead group keys: %w", err)
+		}
+		out[fp] = append(out[fp], [2]string{q, h})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: dead group keys: %w", err)
+	}
+	return out, nil
+}
