@@ -524,4 +524,3 @@ func checkChaos(tasks map[rdq.ID]*rdq.Task, atts map[rdq.ID][]rdq.Attempt, execs
 	}
 	return rep, errs
 }
-

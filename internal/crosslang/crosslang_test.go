@@ -409,7 +409,9 @@ func TestJavaWorkerKilledMidTaskIsReclaimed(t *testing.T) {
 	if atts[1].LeaseToken != 1 || atts[2].LeaseToken <= atts[1].LeaseToken {
 		t.Errorf("redriven task tokens: %s", outcomes(atts))
 	}
-	if slices.ContainsFunc(atts, func(a rdq.Attempt) bool { return a.ErrorType == "lease_expired" && a.Message != rdq.LeaseExpiredFailure().Message }) {
+	if slices.ContainsFunc(atts, func(a rdq.Attempt) bool {
+		return a.ErrorType == "lease_expired" && a.Message != rdq.LeaseExpiredFailure().Message
+	}) {
 		t.Errorf("lease-expired text differs from Go's: %s", outcomes(atts))
 	}
 }
