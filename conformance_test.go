@@ -13,8 +13,9 @@ import (
 
 // The conformance vectors under testdata/conformance hold the Go core and
 // every other implementation (the Java SDK reads the same files) to one
-// contract: the backoff schedule, how failures are classified into
-// decisions, and how messages are fingerprinted. The Go core writes them
+// contract: the backoff schedule and how failures are classified into
+// decisions (testdata/fingerprints.json, checked by TestFingerprintGolden,
+// does the same for fingerprints). The Go core writes them
 // (go test -run TestConformanceVectors -update .) and checks them on every
 // run, so a change to the rules shows up as a diff to review.
 
@@ -77,13 +78,6 @@ type classificationCase struct {
 	U       float64              `json:"u"`
 	Error   vectorError          `json:"error"`
 	Expect  classificationExpect `json:"expect"`
-}
-
-type fingerprintCase struct {
-	Type        string `json:"type"`
-	Message     string `json:"message"`
-	Normalized  string `json:"normalized"`
-	Fingerprint string `json:"fingerprint"`
 }
 
 type vectorTypedError struct{ typ, msg string }
@@ -199,35 +193,6 @@ func classificationVectors() []classificationCase {
 	return out
 }
 
-func fingerprintVectors() []fingerprintCase {
-	inputs := []struct{ typ, msg string }{
-		{"*errors.errorString", "connection refused"},
-		{"*errors.errorString", "user 42 not found"},
-		{"*errors.errorString", "user 4711 not found"},
-		{"*net.OpError", "dial tcp 10.0.0.12:5432: connect: connection refused"},
-		{"timeout", "handler timed out after 30s"},
-		{"timeout", "handler timed out after 1m0s"},
-		{"http_status", "GET /orders/0190a5b2-7c3e-7b00-9abc-000000000001 returned 404"},
-		{"http_status", "GET /orders/0190A5B2-7C3E-7B00-9ABC-00000000ABCD returned 404"},
-		{"*errors.errorString", "object at 0xc000123abc freed twice"},
-		{"*errors.errorString", "commit deadbeef12 not found; cafe1 is a word"},
-		{"*errors.errorString", "sha 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b mismatch"},
-		{"*errors.errorString", "  lots   of\t\twhite\n\nspace  "},
-		{"*errors.errorString", "amount 12.50 exceeds limit 10.00"},
-		{"*errors.errorString", "unicode café: item №7 of 9 — naïve"},
-		{"*errors.errorString", "word_123abc and x1y2z3 and abc123def"},
-		{"*errors.errorString", ""},
-		{"lease_expired", "lease expired before the worker finished; the execution was lost"},
-		{"java.net.ConnectException", "Connection refused (port 5432)"},
-		{"java.lang.IllegalStateException", "order 0x1F already shipped at 2024-06-01T12:00:00Z"},
-	}
-	var out []fingerprintCase
-	for _, in := range inputs {
-		out = append(out, fingerprintCase{Type: in.typ, Message: in.msg, Normalized: NormalizeMessage(in.msg), Fingerprint: Fingerprint(in.typ, in.msg)})
-	}
-	return out
-}
-
 func encodeVector(t *testing.T, v any) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -246,7 +211,6 @@ func TestConformanceVectors(t *testing.T) {
 	files := map[string]any{
 		"backoff.json":        map[string]any{"cases": backoffVectors()},
 		"classification.json": map[string]any{"cases": classificationVectors()},
-		"fingerprint.json":    map[string]any{"cases": fingerprintVectors()},
 	}
 	for name, v := range files {
 		path := filepath.Join("testdata", "conformance", name)
@@ -307,16 +271,6 @@ func TestConformanceVectorsReadBack(t *testing.T) {
 		}
 		if d.Outcome != c.Expect.Outcome || d.Dead != c.Expect.Dead || int64(d.RetryIn) != c.Expect.RetryInNS {
 			t.Errorf("%s: decision %+v, vector says %+v", c.Name, d, c.Expect)
-		}
-	}
-	var fp struct{ Cases []fingerprintCase }
-	readVector(t, "fingerprint.json", &fp)
-	for _, c := range fp.Cases {
-		if got := NormalizeMessage(c.Message); got != c.Normalized {
-			t.Errorf("NormalizeMessage(%q) = %q, vector says %q", c.Message, got, c.Normalized)
-		}
-		if got := Fingerprint(c.Type, c.Message); got != c.Fingerprint {
-			t.Errorf("Fingerprint(%q, %q) = %s, vector says %s", c.Type, c.Message, got, c.Fingerprint)
 		}
 	}
 }

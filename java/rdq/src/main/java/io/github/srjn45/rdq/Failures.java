@@ -206,82 +206,108 @@ public final class Failures {
         }
     }
 
-    // Go's regexp \b is an ASCII word boundary; Java 17's is Unicode-aware,
-    // so the boundaries are spelled out with ASCII lookarounds.
-    private static final String WB_START = "(?<![0-9A-Za-z_])";
-    private static final String WB_END = "(?![0-9A-Za-z_])";
-    private static final Pattern FP_UUID = Pattern.compile(WB_START
-            + "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}" + WB_END);
-    private static final Pattern FP_HEX_0X = Pattern.compile(WB_START + "0[xX][0-9a-fA-F]+" + WB_END);
-    private static final Pattern FP_HEX = Pattern.compile(
-            WB_START + "(?:0[xX])?[0-9a-fA-F]*[0-9][0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*" + WB_END
-                    + "|" + WB_START + "(?:0[xX])?[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*[0-9][0-9a-fA-F]*" + WB_END);
-    private static final Pattern FP_NUMBER = Pattern.compile("[0-9]+(?:\\.[0-9]+)?");
-    // Go's \s is [\t\n\f\r ].
-    private static final Pattern FP_SPACE = Pattern.compile("[\\t\\n\\f\\r ]+");
+    // The regular expressions of the default normalisation, the same as Go's
+    // (outcome.go): ASCII classes, greedy quantifiers and alternation only,
+    // which match the same text in RE2 and java.util.regex.
+    private static final Pattern FP_HTTP_VERSION = Pattern.compile("http/[0-9][0-9.]*");
+    private static final Pattern FP_TOKEN = Pattern.compile("[a-z0-9_]+(?:[-.+@][a-z0-9_]+)*");
+    private static final Pattern FP_STATUS = Pattern.compile("[1-5][0-9][0-9]");
+    private static final Pattern FP_UUID = Pattern.compile("[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
+    private static final Pattern FP_NUMBER = Pattern.compile("[0-9]+(?:\\.[0-9]+)*");
+    private static final Pattern FP_HEX = Pattern.compile("0x[0-9a-f]+|[0-9a-f]{8,}");
+    private static final Pattern FP_SPACE = Pattern.compile("[\\t\\n\\x0B\\f\\r ]+");
+    private static final Set<String> STATUS_WORDS = Set.of("status", "code", "http", "statuscode", "status_code",
+            "returned", "response");
 
     /**
-     * Strips what varies between occurrences of one failure from a message:
-     * UUIDs become "&lt;id&gt;", 0x-prefixed hexadecimal and hexadecimal tokens of
-     * six or more characters mixing digits and letters "&lt;hex&gt;", numbers
-     * "&lt;n&gt;", and runs of white space one space.
+     * Strips what varies between occurrences of one failure from a message,
+     * exactly as Go's {@code rdq.NormalizeMessage} does (its doc comment states
+     * the algorithm; testdata/fingerprints.json is the golden table both
+     * implementations reproduce): ASCII case folded, "http/1.1" read as "http",
+     * then each token of letters, digits and underscores joined by - . + @
+     * masked: status codes after a status word kept, e-mails "&lt;email&gt;",
+     * UUIDs "&lt;uuid&gt;", numbers "&lt;n&gt;", hex "&lt;hex&gt;", other tokens
+     * with a digit "&lt;id&gt;"; runs of white space become one space, trimmed.
      */
     public static String normalizeMessage(String msg) {
-        msg = FP_UUID.matcher(msg).replaceAll("<id>");
-        msg = FP_HEX_0X.matcher(msg).replaceAll("<hex>");
-        Matcher m = FP_HEX.matcher(msg);
-        StringBuilder sb = new StringBuilder();
+        msg = asciiLower(msg);
+        msg = FP_HTTP_VERSION.matcher(msg).replaceAll("http");
+        StringBuilder b = new StringBuilder(msg.length());
+        Matcher m = FP_TOKEN.matcher(msg);
+        String prev = "";
+        int last = 0;
         while (m.find()) {
             String tok = m.group();
-            m.appendReplacement(sb, Matcher.quoteReplacement(tok.length() < 6 ? tok : "<hex>"));
+            b.append(msg, last, m.start());
+            b.append(maskToken(tok, prev));
+            prev = tok;
+            last = m.end();
         }
-        m.appendTail(sb);
-        msg = FP_NUMBER.matcher(sb.toString()).replaceAll("<n>");
-        return goTrimSpace(FP_SPACE.matcher(msg).replaceAll(" "));
-    }
-
-    /** Go's unicode.IsSpace. */
-    static boolean isGoSpace(int c) {
-        switch (c) {
-            case '\t', '\n', 0x0B, '\f', '\r', ' ', 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000:
-                return true;
-            default:
-                return c >= 0x2000 && c <= 0x200A;
-        }
-    }
-
-    /** Go's strings.TrimSpace. */
-    static String goTrimSpace(String s) {
+        b.append(msg, last, msg.length());
+        String out = FP_SPACE.matcher(b).replaceAll(" ");
         int start = 0;
-        int end = s.length();
-        while (start < end) {
-            int c = s.codePointAt(start);
-            if (!isGoSpace(c)) {
-                break;
-            }
-            start += Character.charCount(c);
+        int end = out.length();
+        while (start < end && out.charAt(start) == ' ') {
+            start++;
         }
-        while (end > start) {
-            int c = s.codePointBefore(end);
-            if (!isGoSpace(c)) {
-                break;
-            }
-            end -= Character.charCount(c);
+        while (end > start && out.charAt(end - 1) == ' ') {
+            end--;
         }
-        return s.substring(start, end);
+        return out.substring(start, end);
+    }
+
+    private static String maskToken(String tok, String prev) {
+        if (FP_STATUS.matcher(tok).matches() && STATUS_WORDS.contains(prev)) {
+            return tok;
+        }
+        if (tok.indexOf('@') >= 0) {
+            return "<email>";
+        }
+        if (FP_UUID.matcher(tok).matches()) {
+            return "<uuid>";
+        }
+        if (FP_NUMBER.matcher(tok).matches()) {
+            return "<n>";
+        }
+        if (FP_HEX.matcher(tok).matches()) {
+            return "<hex>";
+        }
+        for (int i = 0; i < tok.length(); i++) {
+            char c = tok.charAt(i);
+            if (c >= '0' && c <= '9') {
+                return "<id>";
+            }
+        }
+        return tok;
+    }
+
+    private static String asciiLower(String s) {
+        char[] c = null;
+        for (int i = 0; i < s.length(); i++) {
+            char ch = s.charAt(i);
+            if (ch >= 'A' && ch <= 'Z') {
+                if (c == null) {
+                    c = s.toCharArray();
+                }
+                c[i] = (char) (ch + ('a' - 'A'));
+            }
+        }
+        return c == null ? s : new String(c);
     }
 
     /**
-     * A short, stable identifier of a failure's cause: the first 8 bytes, in hex,
-     * of SHA-256 over the error type, a zero byte and the normalized message.
+     * A short, stable identifier of a failure's cause: the first 8 bytes, in
+     * lower-case hex, of the SHA-256 of the error type, a NUL byte and the
+     * normalized message, as Go's {@code rdq.Fingerprint}.
      */
     public static String fingerprint(String errorType, String message) {
+        return hashFingerprint(errorType + "\0" + normalizeMessage(message));
+    }
+
+    /** The first 8 bytes, in lower-case hex, of the SHA-256 of text's UTF-8 bytes. */
+    static String hashFingerprint(String text) {
         try {
-            MessageDigest h = MessageDigest.getInstance("SHA-256");
-            h.update(errorType.getBytes(StandardCharsets.UTF_8));
-            h.update((byte) 0);
-            h.update(normalizeMessage(message).getBytes(StandardCharsets.UTF_8));
-            byte[] sum = h.digest();
+            byte[] sum = MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8));
             StringBuilder sb = new StringBuilder(16);
             for (int i = 0; i < 8; i++) {
                 sb.append(Character.forDigit((sum[i] >> 4) & 0xF, 16)).append(Character.forDigit(sum[i] & 0xF, 16));

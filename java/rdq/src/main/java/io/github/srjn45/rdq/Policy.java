@@ -2,6 +2,7 @@ package io.github.srjn45.rdq;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 
 /**
@@ -39,6 +40,7 @@ public final class Policy {
     private final long maxNanos;
     private final double jitter;
     private final Function<Throwable, ErrorClass> classify;
+    private final BiFunction<String, String, String> fingerprint;
 
     private Policy(Builder b) {
         this.maxAttempts = b.maxAttempts;
@@ -47,6 +49,7 @@ public final class Policy {
         this.maxNanos = b.maxNanos;
         this.jitter = b.jitter;
         this.classify = b.classify;
+        this.fingerprint = b.fingerprint;
     }
 
     /** The policy with every default. */
@@ -67,6 +70,7 @@ public final class Policy {
         private long maxNanos;
         private double jitter;
         private Function<Throwable, ErrorClass> classify;
+        private BiFunction<String, String, String> fingerprint;
 
         private Builder() {}
 
@@ -107,6 +111,18 @@ public final class Policy {
         }
 
         /**
+         * Replaces the default fingerprint of this queue's failures: given the
+         * error type and the capped message, it returns the text that identifies
+         * the cause; failures with equal text share a fingerprint (the first 16
+         * hex digits of its SHA-256). Null, empty or an exception falls back to
+         * {@link Failures#fingerprint}. The same hook as Go's Policy.Fingerprint.
+         */
+        public Builder fingerprint(BiFunction<String, String, String> f) {
+            this.fingerprint = f;
+            return this;
+        }
+
+        /**
          * Validates and builds the policy.
          *
          * @throws InvalidInputException if a field is out of range
@@ -143,6 +159,27 @@ public final class Policy {
                 return d.isNegative() ? Long.MIN_VALUE : Long.MAX_VALUE;
             }
         }
+    }
+
+    /**
+     * Describes a failure as {@link Failures#describe} does, with the fingerprint
+     * computed by this policy's fingerprint function when it has one.
+     */
+    public Failure describe(Throwable t) {
+        Failure f = Failures.describe(t);
+        if (f == null || fingerprint == null) {
+            return f;
+        }
+        String text;
+        try {
+            text = fingerprint.apply(f.type(), f.message());
+        } catch (RuntimeException e) {
+            text = null;
+        }
+        if (text == null || text.isEmpty()) {
+            return f;
+        }
+        return new Failure(f.type(), f.message(), f.stack(), Failures.hashFingerprint(text));
     }
 
     /** Attempts per life after defaults; {@link #UNLIMITED} for none. */

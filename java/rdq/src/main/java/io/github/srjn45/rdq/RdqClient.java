@@ -33,11 +33,13 @@ public final class RdqClient {
     private final DataSource dataSource;
     private final PgStore store;
     private final String id;
+    private final java.util.Map<String, Policy> policies;
 
     private RdqClient(Builder b) {
         this.dataSource = b.dataSource;
         this.store = new PgStore(b.schema);
         this.id = b.id;
+        this.policies = java.util.Map.copyOf(b.policies);
     }
 
     /** A builder for a client on dataSource. */
@@ -50,6 +52,7 @@ public final class RdqClient {
         private final DataSource dataSource;
         private String schema = PgStore.DEFAULT_SCHEMA;
         private String id = DEFAULT_ID;
+        private final java.util.Map<String, Policy> policies = new java.util.HashMap<>();
 
         private Builder(DataSource ds) {
             this.dataSource = Objects.requireNonNull(ds, "dataSource");
@@ -64,6 +67,16 @@ public final class RdqClient {
         /** The ID recorded as the worker of first failures; "client" by default. */
         public Builder id(String id) {
             this.id = id == null || id.isEmpty() ? DEFAULT_ID : id;
+            return this;
+        }
+
+        /**
+         * The policy of a queue, used to fingerprint first failures submitted to
+         * it the way its workers fingerprint theirs (see
+         * {@link Policy.Builder#fingerprint}); the worker's policy, typically.
+         */
+        public Builder policy(String queue, Policy p) {
+            policies.put(Objects.requireNonNull(queue, "queue"), Objects.requireNonNull(p, "policy"));
             return this;
         }
 
@@ -180,7 +193,7 @@ public final class RdqClient {
         Failure f = null;
         if (t.firstFailure != null) {
             outcome = Failures.isPermanent(t.firstFailure) ? Outcome.PERMANENT_FAILURE : Outcome.RETRYABLE_FAILURE;
-            Failure d = Failures.describe(t.firstFailure);
+            Failure d = policies.getOrDefault(t.queue, Policy.defaults()).describe(t.firstFailure);
             f = new Failure(PgStore.clean(d.type()), PgStore.clean(d.message()), PgStore.clean(d.stack()),
                     PgStore.clean(d.fingerprint()));
         }

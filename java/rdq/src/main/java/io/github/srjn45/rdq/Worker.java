@@ -624,7 +624,7 @@ public final class Worker implements AutoCloseable {
             try {
                 Decision d = q.policy.decide(e.attempt, err, ThreadLocalRandom.current().nextDouble());
                 Status status = err == null ? Status.SUCCEEDED : d.dead() ? Status.DEAD : Status.PENDING;
-                Failure f = err == null ? null : Failures.describe(err);
+                Failure f = err == null ? null : q.policy.describe(err);
                 long retryMicros = status == Status.PENDING ? d.retryIn().toNanos() / 1000 : 0;
                 PgStore.Completion c = new PgStore.Completion(e.lease, status, retryMicros, d.outcome(), f, id,
                         durNanos / 1000);

@@ -109,16 +109,40 @@ class ConformanceTest {
     }
 
     @Test
-    void fingerprintsMatchGo() throws IOException {
+    void fingerprintsMatchGosGoldenTable() throws IOException {
+        JsonNode golden = new ObjectMapper().readTree(Files.readAllBytes(TestDb.testdata().resolve("fingerprints.json")));
+        java.util.Map<String, String> byGroup = new java.util.HashMap<>();
+        java.util.Map<String, String> groupOf = new java.util.HashMap<>();
         int cases = 0;
-        for (JsonNode c : read("fingerprint.json").get("cases")) {
-            String type = c.get("type").asText();
+        for (JsonNode c : golden.get("cases")) {
+            String type = c.get("error_type").asText();
             String msg = c.get("message").asText();
+            String group = c.get("group").asText();
             assertEquals(c.get("normalized").asText(), Failures.normalizeMessage(msg), "normalize " + msg);
-            assertEquals(c.get("fingerprint").asText(), Failures.fingerprint(type, msg), "fingerprint " + msg);
+            String fp = Failures.fingerprint(type, msg);
+            assertEquals(c.get("fingerprint").asText(), fp, "fingerprint " + msg);
+            String prev = byGroup.putIfAbsent(group, fp);
+            assertTrue(prev == null || prev.equals(fp), "group " + group + " shares a fingerprint");
+            String other = groupOf.putIfAbsent(fp, group);
+            assertTrue(other == null || other.equals(group), "groups " + other + " and " + group + " differ");
             cases++;
         }
-        assertTrue(cases >= 10);
+        assertTrue(cases >= 50, "the golden table holds " + cases + " cases");
+    }
+
+    @Test
+    void aPolicyCanFingerprintItsOwnFailures() {
+        Policy p = Policy.builder().fingerprint((type, msg) -> msg.startsWith("tenant") ? "tenant-failure" : null).build();
+        Failure a = p.describe(new RuntimeException("tenant 7 over quota"));
+        Failure b = p.describe(new IllegalStateException("tenant 9 suspended"));
+        assertEquals(a.fingerprint(), b.fingerprint());
+        assertEquals(Failures.hashFingerprint("tenant-failure"), a.fingerprint());
+        Failure other = p.describe(new RuntimeException("disk full"));
+        assertEquals(Failures.fingerprint("java.lang.RuntimeException", "disk full"), other.fingerprint());
+        Failure thrown = Policy.builder().fingerprint((t, m) -> {
+            throw new IllegalStateException("bug in the hook");
+        }).build().describe(new RuntimeException("x 1"));
+        assertEquals(Failures.fingerprint("java.lang.RuntimeException", "x 1"), thrown.fingerprint());
     }
 
     @Test
