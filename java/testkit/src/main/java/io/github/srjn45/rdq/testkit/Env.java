@@ -23,7 +23,12 @@ final class Env {
 
     /** A data source for RDQ_DATABASE_URL, a postgres:// URL. */
     static PGSimpleDataSource dataSource() {
-        URI u = URI.create(get("RDQ_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"));
+        return dataSource(get("RDQ_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"));
+    }
+
+    /** A data source for a postgres:// URL. */
+    static PGSimpleDataSource dataSource(String url) {
+        URI u = URI.create(url);
         PGSimpleDataSource ds = new PGSimpleDataSource();
         ds.setServerNames(new String[] {u.getHost() == null ? "127.0.0.1" : u.getHost()});
         ds.setPortNumbers(new int[] {u.getPort() < 0 ? 5432 : u.getPort()});
