@@ -132,9 +132,7 @@ public final class Limits {
         if (!storable(idempotencyKey)) {
             throw new InvalidInputException("rdq: invalid input: idempotency key must be UTF-8 text without NUL bytes");
         }
-        if (contentType.indexOf(0) >= 0) {
-            throw new InvalidInputException("rdq: invalid input: content type contains a NUL byte");
-        }
+        validateContentType(contentType);
         if (headers == null) {
             return;
         }
@@ -154,6 +152,119 @@ public final class Limits {
                         + " value must be at most " + MAX_HEADER_VALUE_LENGTH
                         + " bytes of UTF-8 text without NUL bytes");
             }
+        }
+    }
+
+    private static boolean isTokenChar(char c) {
+        return c > ' ' && c < 0x7f && "()<>@,;:\\\"/[]?=".indexOf(c) < 0;
+    }
+
+    private static int consumeToken(String s, int i) {
+        while (i < s.length() && isTokenChar(s.charAt(i))) {
+            i++;
+        }
+        return i;
+    }
+
+    private static boolean isSpace(char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x0B || c == '\f';
+    }
+
+    /**
+     * Accepts an empty content type or a media type ("type/subtype" with
+     * optional parameters, as Go's mime.ParseMediaType reads it) without control
+     * characters, as Go's Task.Validate does.
+     */
+    static void validateContentType(String ct) {
+        if (ct.isEmpty()) {
+            return;
+        }
+        for (int i = 0; i < ct.length(); i++) {
+            char c = ct.charAt(i);
+            if ((c < ' ' && c != '\t') || c == 0x7f) {
+                throw new InvalidInputException("rdq: invalid input: content type " + quote(forError(ct))
+                        + " contains the control character " + String.format("U+%04X", (int) c)
+                        + "; use a media type such as application/json");
+            }
+        }
+        if (!isMediaType(ct)) {
+            throw new InvalidInputException("rdq: invalid input: content type " + quote(forError(ct))
+                    + " is not a media type such as application/json or text/plain; charset=utf-8");
+        }
+    }
+
+    private static boolean isMediaType(String ct) {
+        int semi = ct.indexOf(';');
+        String base = (semi < 0 ? ct : ct.substring(0, semi)).strip();
+        int t = consumeToken(base, 0);
+        if (t == 0 || t >= base.length() || base.charAt(t) != '/') {
+            return false;
+        }
+        int st = consumeToken(base, t + 1);
+        if (st == t + 1 || st != base.length()) {
+            return false;
+        }
+        if (semi < 0) {
+            return true;
+        }
+        String v = ct.substring(semi);
+        java.util.Set<String> seen = new java.util.HashSet<>();
+        int i = 0;
+        while (true) {
+            while (i < v.length() && isSpace(v.charAt(i))) {
+                i++;
+            }
+            if (i >= v.length()) {
+                return true;
+            }
+            if (v.charAt(i) != ';') {
+                return false;
+            }
+            int j = i + 1;
+            while (j < v.length() && isSpace(v.charAt(j))) {
+                j++;
+            }
+            int k = consumeToken(v, j);
+            if (k == j) {
+                // A trailing ";" (with white space) is allowed, as Go allows it.
+                return v.substring(i).strip().equals(";");
+            }
+            String key = v.substring(j, k).toLowerCase(java.util.Locale.ROOT);
+            while (k < v.length() && isSpace(v.charAt(k))) {
+                k++;
+            }
+            if (k >= v.length() || v.charAt(k) != '=') {
+                return v.substring(i).strip().equals(";");
+            }
+            k++;
+            while (k < v.length() && isSpace(v.charAt(k))) {
+                k++;
+            }
+            int end;
+            if (k < v.length() && v.charAt(k) == '"') {
+                end = -1;
+                for (int q = k + 1; q < v.length(); q++) {
+                    char c = v.charAt(q);
+                    if (c == '\\' && q + 1 < v.length()) {
+                        q++;
+                    } else if (c == '"') {
+                        end = q + 1;
+                        break;
+                    }
+                }
+                if (end < 0) {
+                    return false;
+                }
+            } else {
+                end = consumeToken(v, k);
+                if (end == k) {
+                    return false;
+                }
+            }
+            if (!seen.add(key)) {
+                return false;
+            }
+            i = end;
         }
     }
 }
