@@ -112,6 +112,16 @@ public final class Worker implements AutoCloseable {
     private final AtomicInteger completing = new AtomicInteger();
     private final LinkedBlockingQueue<FinishItem> finishQueue = new LinkedBlockingQueue<>();
     private volatile boolean completerClosed;
+    private final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(9);
+    private static final int C_CLAIMED = 0;
+    private static final int C_SUCCEEDED = 1;
+    private static final int C_RETRIED = 2;
+    private static final int C_DEAD = 3;
+    private static final int C_LOST = 4;
+    private static final int C_RELEASED = 5;
+    private static final int C_RECLAIMED = 6;
+    private static final int C_FINISH_STMTS = 7;
+    private static final int C_HEARTBEAT_STMTS = 8;
     private volatile boolean heartbeatStop;
 
     private Worker(Builder b) {
@@ -269,6 +279,13 @@ public final class Worker implements AutoCloseable {
             }
             return w;
         }
+    }
+
+    /** What the worker did since it started. */
+    public WorkerStats stats() {
+        return new WorkerStats(counts.get(C_CLAIMED), counts.get(C_SUCCEEDED), counts.get(C_RETRIED),
+                counts.get(C_DEAD), counts.get(C_LOST), counts.get(C_RELEASED), counts.get(C_RECLAIMED),
+                counts.get(C_FINISH_STMTS), counts.get(C_HEARTBEAT_STMTS));
     }
 
     /** The worker's ID, as recorded in leases and attempt history. */
@@ -561,6 +578,7 @@ public final class Worker implements AutoCloseable {
 
     private void startExecution(QueueRunner q, Task t) {
         Execution e = new Execution(q, t);
+        counts.incrementAndGet(C_CLAIMED);
         running.put(e, Boolean.TRUE);
         q.busy.incrementAndGet();
         executing.incrementAndGet();
@@ -685,8 +703,10 @@ public final class Worker implements AutoCloseable {
             boolean[] ok = store.release(c, leases);
             for (int i = 0; i < execs.size(); i++) {
                 if (ok[i]) {
+                    counts.incrementAndGet(C_RELEASED);
                     logTask(LOG::info, "task released", execs.get(i));
                 } else {
+                    counts.incrementAndGet(C_LOST);
                     logTask(LOG::warn, "lease lost before release", execs.get(i));
                 }
             }
@@ -895,6 +915,7 @@ public final class Worker implements AutoCloseable {
             boolean[] ok;
             try {
                 ok = store.heartbeat(conn.get(), leases, g.getKey().toNanos() / 1000);
+                counts.incrementAndGet(C_HEARTBEAT_STMTS);
             } catch (SQLException | RuntimeException e) {
                 conn.drop();
                 LOG.warn("heartbeat failed; retrying leases={} worker_id={} error={}", leases.size(), id, e.toString());
@@ -919,6 +940,7 @@ public final class Worker implements AutoCloseable {
                 }
             }
             for (Execution e : lost) {
+                counts.incrementAndGet(C_LOST);
                 logTask(LOG::warn, "lease lost; interrupting the handler", e);
                 e.cancel(TaskContext.CancelReason.LEASE_LOST);
             }
@@ -981,6 +1003,7 @@ public final class Worker implements AutoCloseable {
         while (true) {
             try {
                 ok = store.finish(conn.get(), comps);
+                counts.incrementAndGet(C_FINISH_STMTS);
                 break;
             } catch (SQLException | RuntimeException e) {
                 conn.drop();
@@ -1000,6 +1023,7 @@ public final class Worker implements AutoCloseable {
                 logTask(LOG::error, "writing the result failed; the lease will expire and the task be reclaimed", it.e(),
                         "outcome", it.d().outcome(), "error", String.valueOf(failure));
             } else if (!ok[i]) {
+                counts.incrementAndGet(C_LOST);
                 logTask(LOG::warn, "lease lost before the result was written; result discarded", it.e(), "outcome",
                         it.d().outcome());
             } else {
@@ -1028,6 +1052,11 @@ public final class Worker implements AutoCloseable {
     }
 
     private void recordFinish(FinishItem it) {
+        counts.incrementAndGet(switch (it.c().status()) {
+            case SUCCEEDED -> C_SUCCEEDED;
+            case PENDING -> C_RETRIED;
+            default -> C_DEAD;
+        });
         switch (it.c().status()) {
             case SUCCEEDED -> {
                 if (LOG.isInfoEnabled()) {
@@ -1131,6 +1160,10 @@ public final class Worker implements AutoCloseable {
             }
             for (int i = 0; i < tasks.size(); i++) {
                 Task t = tasks.get(i);
+                counts.incrementAndGet(C_RECLAIMED);
+                if (ok[i] && decisions.get(i).dead()) {
+                    counts.incrementAndGet(C_DEAD);
+                }
                 if (!ok[i]) {
                     logFields(LOG::warn, "deciding a reclaimed task failed: lease lost", t.id().toString(), t.queue(),
                             t.handler(), t.attempts());

@@ -256,6 +256,7 @@ class WorkerTest extends DbTestBase {
         assertEquals(0, t.attempts(), "released without counting an attempt");
         assertEquals(0, history(id).size());
         assertEquals(List.of(TaskContext.CancelReason.STOPPING), reasons);
+        assertEquals(1, w.stats().released());
         assertThrows(IllegalStateException.class, w::start, "a worker runs once");
     }
 
@@ -328,5 +329,34 @@ class WorkerTest extends DbTestBase {
         assertEquals(0, overlaps.get());
         assertEquals(300, runs.get(), "each task ran exactly once");
         assertEquals(300, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'SUCCESS'"));
+    }
+
+    @Test
+    void finishesAndHeartbeatsAreBatched() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger started = new AtomicInteger();
+        Worker w = started(worker().finishInterval(Duration.ofMillis(200)).queue("q", QueueConfig.builder()
+                .concurrency(50).lease(Duration.ofMillis(900)).heartbeatInterval(Duration.ofMillis(300)).build())
+                .handle("h", ctx -> {
+                    started.incrementAndGet();
+                    release.await();
+                }));
+        List<NewTask> batch = new ArrayList<>();
+        for (int i = 0; i < 50; i++) {
+            batch.add(NewTask.builder("q", "h").build());
+        }
+        client().submitAll(batch);
+        await(WAIT, "all 50 running", () -> started.get() == 50);
+        long beatsBefore = w.stats().heartbeatStatements();
+        await(WAIT, "three heartbeat rounds", () -> w.stats().heartbeatStatements() >= beatsBefore + 3);
+        release.countDown();
+        await(WAIT, "all succeeded", () -> w.stats().succeeded() == 50);
+        WorkerStats st = w.stats();
+        assertEquals(50, st.claimed());
+        assertTrue(st.finishStatements() < 10, "50 finishes written in " + st.finishStatements() + " statements");
+        // 50 leases extended per statement: far fewer statements than leases × rounds.
+        assertTrue(st.heartbeatStatements() < 40, st.heartbeatStatements() + " heartbeat statements");
+        assertEquals(50, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'SUCCESS'"));
+        assertEquals(0, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'LEASE_EXPIRED'"));
     }
 }
