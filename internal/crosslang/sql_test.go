@@ -38,6 +38,9 @@ var javaStatements = []string{
 	"sqlGetTask",
 	"sqlGetAttempts",
 	"sqlPurgeSucceeded",
+	"sqlRedriveLock",
+	"sqlRedriveIDs",
+	"sqlInsertAudit",
 	"sqlListen",
 }
 

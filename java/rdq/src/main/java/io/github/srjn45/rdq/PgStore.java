@@ -49,6 +49,9 @@ final class PgStore {
     private final Sql.Stmt getTask;
     private final Sql.Stmt getAttempts;
     private final Sql.Stmt purgeSucceeded;
+    private final Sql.Stmt redriveLock;
+    private final Sql.Stmt redriveIds;
+    private final Sql.Stmt insertAudit;
     final String listen;
 
     PgStore(String schema) {
@@ -67,6 +70,9 @@ final class PgStore {
         getTask = Sql.get("sqlGetTask", q);
         getAttempts = Sql.get("sqlGetAttempts", q);
         purgeSucceeded = Sql.get("sqlPurgeSucceeded", q);
+        redriveLock = Sql.get("sqlRedriveLock", q);
+        redriveIds = Sql.get("sqlRedriveIDs", q);
+        insertAudit = Sql.get("sqlInsertAudit", q);
         listen = Sql.raw("sqlListen").replace("{channel}", "\"" + channel + "\"");
     }
 
@@ -458,6 +464,46 @@ final class PgStore {
             rs.next();
             return rs.getLong(1);
         }
+    }
+
+    /**
+     * pgstore's Redrive of the DEAD tasks ids (no payload edit, no life cap),
+     * with its audit entry, in one transaction on c: the caller commits. Returns
+     * each ID's status before the redrive (null when there is no such task);
+     * the DEAD ones, each counted once, are now PENDING in a new life.
+     */
+    Map<UUID, Status> redrive(Connection c, List<UUID> ids, long delayMicros, long spreadMicros, String actor,
+            String reason) throws SQLException {
+        Map<UUID, Status> found = new HashMap<>();
+        try (PreparedStatement ps = redriveLock.prepare(c, c.createArrayOf("uuid", ids.toArray()));
+                ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                found.put(rs.getObject(1, UUID.class), Status.parse(rs.getString(2)));
+            }
+        }
+        List<UUID> eligible = new ArrayList<>();
+        for (UUID id : ids) {
+            if (found.get(id) == Status.DEAD && !eligible.contains(id)) {
+                eligible.add(id);
+            }
+        }
+        if (eligible.isEmpty()) {
+            return found;
+        }
+        long moved;
+        try (PreparedStatement ps = redriveIds.prepare(c, c.createArrayOf("uuid", eligible.toArray()), delayMicros,
+                spreadMicros, null, null, channel); ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            moved = rs.getLong(1);
+        }
+        if (moved != eligible.size()) {
+            throw new StoreException("rdq: redrive: redrove " + moved + " of " + eligible.size() + " locked dead tasks", null);
+        }
+        try (PreparedStatement ps = insertAudit.prepare(c, null, clean(actor), "redrive", "",
+                c.createArrayOf("uuid", eligible.toArray()), moved, clean(reason), "{}")) {
+            ps.executeUpdate();
+        }
+        return found;
     }
 
     Task get(Connection c, UUID id) throws SQLException {

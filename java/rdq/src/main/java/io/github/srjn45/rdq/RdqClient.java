@@ -147,6 +147,57 @@ public final class RdqClient {
         return out;
     }
 
+    /** What {@link #redrive} did with each task named. */
+    public enum RedriveOutcome {
+        /** The task was DEAD and is now PENDING in a new life. */
+        REDRIVEN,
+        /** There is no such task. */
+        NOT_FOUND,
+        /** The task is not DEAD (or was named twice); nothing changed. */
+        NOT_DEAD
+    }
+
+    /**
+     * Moves the named DEAD tasks back to PENDING in a new life (attempts reset,
+     * history and last error kept, attempt numbers continuing), due now, with an
+     * audit entry naming the actor and the reason: the same statements as the
+     * Go store's Redrive, in one transaction. For bulk redrives by failure group,
+     * use the rdq command ({@code rdq dlq redrive}) or Go's dlq package.
+     *
+     * @throws InvalidInputException when the actor or the reason is empty
+     */
+    public java.util.Map<UUID, RedriveOutcome> redrive(List<UUID> ids, String actor, String reason) {
+        if (actor == null || actor.isBlank()) {
+            throw new InvalidInputException("rdq: invalid input: an actor is required: say who is redriving");
+        }
+        if (reason == null || reason.isBlank()) {
+            throw new InvalidInputException("rdq: invalid input: a reason is required: say why (a ticket, an incident, the fix that was deployed)");
+        }
+        try (Connection conn = dataSource.getConnection()) {
+            boolean auto = conn.getAutoCommit();
+            conn.setAutoCommit(false);
+            try {
+                java.util.Map<UUID, Status> before = store.redrive(conn, ids, 0, 0, actor, reason);
+                conn.commit();
+                java.util.Map<UUID, RedriveOutcome> out = new java.util.LinkedHashMap<>();
+                for (UUID id : ids) {
+                    Status s = before.get(id);
+                    RedriveOutcome o = s == null ? RedriveOutcome.NOT_FOUND
+                            : s == Status.DEAD && !out.containsKey(id) ? RedriveOutcome.REDRIVEN : RedriveOutcome.NOT_DEAD;
+                    out.putIfAbsent(id, o);
+                }
+                return out;
+            } catch (SQLException | RuntimeException e) {
+                conn.rollback();
+                throw e;
+            } finally {
+                conn.setAutoCommit(auto);
+            }
+        } catch (SQLException e) {
+            throw new StoreException("rdq: client: redrive " + ids.size() + " tasks: " + e.getMessage(), e);
+        }
+    }
+
     /** The task with this ID, if it exists. */
     public Optional<Task> get(UUID id) {
         try (Connection conn = dataSource.getConnection()) {

@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.UUID;
 import org.junit.jupiter.api.Test;
 
 class ClientTest extends DbTestBase {
@@ -157,5 +158,26 @@ class ClientTest extends DbTestBase {
             TestDb.drop(ds, older);
         }
         assertNotEquals(0, SchemaVersion.KNOWN_VERSIONS.length);
+    }
+
+    @Test
+    void redriveMovesDeadTasksToANewLifeWithAnAuditEntry() throws Exception {
+        RdqClient c = client();
+        UUID dead = c.submit(NewTask.builder("q", "h").firstFailure(new PermanentException("broken")).build()).task().id();
+        UUID pending = c.submit(NewTask.builder("q", "h").build()).task().id();
+        UUID missing = Ids.newId();
+        assertEquals(1, scalar("SELECT coalesce(sum(n), 0) FROM {schema}.dead_counts"));
+        java.util.Map<UUID, RdqClient.RedriveOutcome> r = c.redrive(List.of(dead, pending, missing, dead), "ops", "fixed");
+        assertEquals(RdqClient.RedriveOutcome.REDRIVEN, r.get(dead));
+        assertEquals(RdqClient.RedriveOutcome.NOT_DEAD, r.get(pending));
+        assertEquals(RdqClient.RedriveOutcome.NOT_FOUND, r.get(missing));
+        Task t = task(dead);
+        assertEquals(Status.PENDING, t.status());
+        assertEquals(1, t.life());
+        assertEquals(0, t.attempts());
+        assertEquals(1, history(dead).size(), "history kept");
+        assertEquals(0, scalar("SELECT coalesce(sum(n), 0) FROM {schema}.dead_counts"), "counted out of the DLQ");
+        assertEquals(1, scalar("SELECT count(*) FROM {schema}.audit WHERE action = 'redrive' AND actor = 'ops' AND reason = 'fixed'"));
+        assertThrows(InvalidInputException.class, () -> c.redrive(List.of(dead), "ops", ""));
     }
 }

@@ -20,9 +20,11 @@ class QuickstartTest {
             Quickstart.run(ds, schema, new PrintStream(buf, true, StandardCharsets.UTF_8));
             String out = buf.toString(StandardCharsets.UTF_8);
             assertTrue(out.contains("1. send-receipt SUCCEEDED after 3 attempts"), out);
-            assertTrue(out.contains("attempt 1  RETRYABLE_FAILURE java.net.ConnectException: smtp dial: connection refused (attempt 1)"), out);
-            assertTrue(out.contains("attempt 3  SUCCESS"), out);
+            assertTrue(out.contains("attempt 1  life 0  RETRYABLE_FAILURE java.net.ConnectException: smtp dial: connection refused (attempt 1)"), out);
+            assertTrue(out.contains("attempt 3  life 0  SUCCESS"), out);
             assertTrue(out.contains("2. charge-card DEAD after 3 attempts; in the DLQ as gateway_error"), out);
+            assertTrue(out.contains("3. gateway fixed, task redriven: charge-card SUCCEEDED in life 1"), out);
+            assertTrue(out.contains("attempt 4  life 1  SUCCESS"), out);
             assertTrue(out.contains("rdq dlq redrive --fingerprint "), out);
         } finally {
             Schemas.drop(ds, schema);

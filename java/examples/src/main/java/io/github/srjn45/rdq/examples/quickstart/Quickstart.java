@@ -18,10 +18,10 @@ import org.postgresql.ds.PGSimpleDataSource;
 
 /**
  * rdq from Java end to end in a few seconds, mirroring the Go quickstart
- * (examples/quickstart): a task that fails twice and then succeeds, and a task
+ * (examples/quickstart): a task that fails twice and then succeeds, a task
  * that always fails and lands in the dead-letter queue with its full history,
- * ready for an operator to redrive with the rdq command once its handler is
- * fixed.
+ * and the same task succeeding in its second life once its handler is fixed
+ * and the task redriven.
  *
  * <p>It runs on the PostgreSQL schema the Go migrations created:
  *
@@ -77,6 +77,7 @@ public final class Quickstart {
     /** Runs the quickstart on ds and schema, writing what happens to out. */
     public static void run(DataSource ds, String schema, PrintStream out) throws InterruptedException {
         out.println("rdq quickstart (Java), schema " + schema);
+        java.util.concurrent.atomic.AtomicBoolean fixed = new java.util.concurrent.atomic.AtomicBoolean();
         Worker worker = Worker.builder(ds)
                 .schema(schema)
                 .id("quickstart-java-worker")
@@ -94,7 +95,9 @@ public final class Quickstart {
                 })
                 // charge-card fails until the gateway is fixed.
                 .handle("charge-card", ctx -> {
-                    throw new GatewayException(503);
+                    if (!fixed.get()) {
+                        throw new GatewayException(503);
+                    }
                 })
                 .build();
         worker.start();
@@ -113,7 +116,14 @@ public final class Quickstart {
             out.println("\n2. charge-card " + c.status() + " after " + c.attempts() + " attempts; in the DLQ as "
                     + c.lastErrorType() + " (fingerprint " + c.lastErrorFingerprint() + "):");
             print(out, client, charge);
-            out.println("\nFix the handler, then redrive the whole group in one command:");
+
+            fixed.set(true);
+            client.redrive(java.util.List.of(charge), "quickstart", "gateway configured");
+            Task again = waitFor(client, charge, Status.SUCCEEDED);
+            out.println("\n3. gateway fixed, task redriven: charge-card " + again.status() + " in life " + again.life()
+                    + ", attempt numbers continuing:");
+            print(out, client, charge);
+            out.println("\nWith the rdq command, a whole failure group is redriven at once:");
             out.println("  rdq dlq redrive --fingerprint " + c.lastErrorFingerprint() + " --reason \"gateway fixed\"");
         } finally {
             worker.stop(Duration.ofSeconds(10));
@@ -136,7 +146,7 @@ public final class Quickstart {
 
     private static void print(PrintStream out, RdqClient client, UUID id) {
         for (Attempt a : client.history(id)) {
-            out.printf("   attempt %d  %-17s %s%s%n", a.number(), a.outcome(), a.errorType(),
+            out.printf("   attempt %d  life %d  %-17s %s%s%n", a.number(), a.life(), a.outcome(), a.errorType(),
                     a.message().isEmpty() ? "" : ": " + a.message());
         }
     }
