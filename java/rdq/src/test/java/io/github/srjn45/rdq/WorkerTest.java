@@ -173,17 +173,22 @@ class WorkerTest extends DbTestBase {
 
     @Test
     void notificationsWakeTheWorkerLongBeforeItsPoll() throws Exception {
-        CountDownLatch ran = new CountDownLatch(1);
+        CountDownLatch first = new CountDownLatch(1);
+        CountDownLatch second = new CountDownLatch(1);
         Worker w = Worker.builder(ds).schema(schema).pollInterval(Duration.ofMinutes(10))
                 .reclaimInterval(Worker.DISABLED).purgeInterval(Worker.DISABLED).queue("q")
-                .handle("h", ctx -> ran.countDown()).build();
+                .handle("first", ctx -> first.countDown())
+                .handle("second", ctx -> second.countDown()).build();
         workers.add(w);
         w.start();
-        // The first poll happens at start; a task submitted after it runs only
-        // if a notification wakes the fetch loop.
-        Thread.sleep(1_000);
-        client().submit(NewTask.builder("q", "h").build());
-        assertTrue(ran.await(10, TimeUnit.SECONDS), "woken by NOTIFY, not the 10-minute poll");
+        RdqClient c = client();
+        c.submit(NewTask.builder("q", "first").build());
+        assertTrue(first.await(10, TimeUnit.SECONDS), "the first task runs");
+        await(WAIT, "the first task's result written", () -> w.stats().succeeded() == 1);
+        // The fetch loop has claimed and now waits for its 10-minute poll; only
+        // a notification can wake it for the second task.
+        c.submit(NewTask.builder("q", "second").build());
+        assertTrue(second.await(10, TimeUnit.SECONDS), "woken by NOTIFY, not the 10-minute poll");
     }
 
     @Test
