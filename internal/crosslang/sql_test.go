@@ -30,6 +30,8 @@ var javaStatements = []string{
 	"sqlCurrentVersion",
 	"sqlEnqueue",
 	"sqlEnqueueLookup",
+	"sqlKeyLookup",
+	"sqlPruneKeys",
 	"sqlClaim",
 	"sqlHeartbeat",
 	"sqlFinish",

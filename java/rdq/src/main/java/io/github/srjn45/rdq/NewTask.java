@@ -20,8 +20,10 @@ public final class NewTask {
     final Duration delay;
     final Instant runAt;
     final Throwable firstFailure;
+    final java.util.UUID id;
 
     private NewTask(Builder b) {
+        this.id = b.id;
         this.queue = b.queue;
         this.handler = b.handler;
         this.payload = b.payload;
@@ -49,10 +51,21 @@ public final class NewTask {
         private Duration delay = Duration.ZERO;
         private Instant runAt;
         private Throwable firstFailure;
+        private java.util.UUID id;
 
         private Builder(String queue, String handler) {
             this.queue = Objects.requireNonNull(queue, "queue");
             this.handler = Objects.requireNonNull(handler, "handler");
+        }
+
+        /**
+         * The task's ID, chosen by the caller (a UUID; a new UUIDv7 by default):
+         * submitting the same ID again returns the existing task as a duplicate,
+         * so a retried submission is safe.
+         */
+        public Builder id(java.util.UUID id) {
+            this.id = Objects.requireNonNull(id, "id");
+            return this;
         }
 
         /** The payload bytes, at most 1 MiB; copied. */

@@ -9,7 +9,9 @@ public enum Outcome {
     /** The handler failed in a way retrying cannot fix. */
     PERMANENT_FAILURE,
     /** The worker died or lost the lease; the execution was lost. */
-    LEASE_EXPIRED;
+    LEASE_EXPIRED,
+    /** An operator cancelled the waiting task into the dead-letter queue. */
+    CANCELLED;
 
     static Outcome parse(String s) {
         try {

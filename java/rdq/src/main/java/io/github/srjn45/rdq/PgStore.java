@@ -36,11 +36,17 @@ final class PgStore {
     private static final int MAX_ENQUEUE_ROUNDS = 5;
     private static final ObjectMapper JSON = new ObjectMapper();
 
+    /** How long an idempotency key outlives its purged task, as pgstore's DefaultKeyRetention. */
+    static final java.time.Duration DEFAULT_KEY_RETENTION = java.time.Duration.ofDays(7);
+
     final String schema;
     final String channel;
+    final long keyRetentionMicros;
     private final Sql.Stmt currentVersion;
     private final Sql.Stmt enqueue;
     private final Sql.Stmt enqueueLookup;
+    private final Sql.Stmt keyLookup;
+    private final Sql.Stmt pruneKeys;
     private final Sql.Stmt claim;
     private final Sql.Stmt heartbeat;
     private final Sql.Stmt finish;
@@ -55,13 +61,24 @@ final class PgStore {
     final String listen;
 
     PgStore(String schema) {
+        this(schema, DEFAULT_KEY_RETENTION);
+    }
+
+    PgStore(String schema, java.time.Duration keyRetention) {
         this.schema = schema == null || schema.isEmpty() ? DEFAULT_SCHEMA : schema;
+        if (keyRetention.isNegative()) {
+            throw new InvalidInputException("rdq: invalid input: key retention " + GoDurations.format(keyRetention)
+                    + " is negative; use zero for the default (" + GoDurations.format(DEFAULT_KEY_RETENTION) + ")");
+        }
+        this.keyRetentionMicros = (keyRetention.isZero() ? DEFAULT_KEY_RETENTION : keyRetention).toNanos() / 1000;
         validateSchema(this.schema);
         this.channel = channelName(this.schema);
         String q = "\"" + this.schema + "\"";
         currentVersion = Sql.get("sqlCurrentVersion", q);
         enqueue = Sql.get("sqlEnqueue", q);
         enqueueLookup = Sql.get("sqlEnqueueLookup", q);
+        keyLookup = Sql.get("sqlKeyLookup", q);
+        pruneKeys = Sql.get("sqlPruneKeys", q);
         claim = Sql.get("sqlClaim", q);
         heartbeat = Sql.get("sqlHeartbeat", q);
         finish = Sql.get("sqlFinish", q);
@@ -143,7 +160,7 @@ final class PgStore {
             Failure ff, String ffWorker, long ffDurationMicros) {}
 
     /** One enqueue result: the task, new or the one it duplicates. */
-    record Enqueued(Task task, boolean duplicate) {}
+    record Enqueued(Task task, boolean duplicate, boolean purged) {}
 
     List<Enqueued> enqueue(Connection c, List<NewRow> tasks) throws SQLException {
         int n = tasks.size();
@@ -187,7 +204,7 @@ final class PgStore {
             for (int i : pending) {
                 Task t = inserted.get(tasks.get(i).id());
                 if (t != null) {
-                    results[i] = new Enqueued(t, false);
+                    results[i] = new Enqueued(t, false, false);
                 } else {
                     conflicted.add(i);
                 }
@@ -197,10 +214,23 @@ final class PgStore {
             }
             Lookup found = lookup(c, tasks, conflicted);
             List<Integer> again = new ArrayList<>();
+            List<Integer> unseen = new ArrayList<>();
             for (int i : conflicted) {
                 Task t = found.find(tasks.get(i));
                 if (t != null) {
-                    results[i] = new Enqueued(t, true);
+                    results[i] = new Enqueued(t, true, false);
+                } else if (!tasks.get(i).idempotencyKey().isEmpty()) {
+                    unseen.add(i);
+                } else {
+                    again.add(i);
+                }
+            }
+            // A key without its task: the task was purged, the key kept.
+            Map<List<String>, Task> purged = lookupKeys(c, tasks, unseen);
+            for (int i : unseen) {
+                Task t = purged.get(List.of(tasks.get(i).queue(), tasks.get(i).idempotencyKey()));
+                if (t != null) {
+                    results[i] = new Enqueued(t, true, true);
                 } else {
                     again.add(i);
                 }
@@ -209,7 +239,7 @@ final class PgStore {
         }
         for (int i = 0; i < n; i++) {
             if (firstOf[i] != i) {
-                results[i] = new Enqueued(results[firstOf[i]].task(), true);
+                results[i] = new Enqueued(results[firstOf[i]].task(), true, results[firstOf[i]].purged());
             }
         }
         return List.of(results);
@@ -260,7 +290,8 @@ final class PgStore {
                 c.createArrayOf("bigint", delays), c.createArrayOf("text", outcomes), c.createArrayOf("text", errTypes),
                 c.createArrayOf("text", messages), c.createArrayOf("text", stacks),
                 c.createArrayOf("text", fingerprints), c.createArrayOf("text", workers),
-                c.createArrayOf("bigint", durations), null, channel); ResultSet rs = ps.executeQuery()) {
+                c.createArrayOf("bigint", durations), null, channel, keyRetentionMicros);
+                ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 Task t = scanTask(rs);
                 out.put(t.id(), t);
@@ -308,6 +339,32 @@ final class PgStore {
             }
             return null;
         };
+    }
+
+    /** The stubs of purged tasks holding the keys of tasks[idx], by (queue, key). */
+    private Map<List<String>, Task> lookupKeys(Connection c, List<NewRow> tasks, List<Integer> idx)
+            throws SQLException {
+        Map<List<String>, Task> out = new HashMap<>();
+        if (idx.isEmpty()) {
+            return out;
+        }
+        String[] queues = new String[idx.size()];
+        String[] keys = new String[idx.size()];
+        for (int k = 0; k < idx.size(); k++) {
+            queues[k] = tasks.get(idx.get(k)).queue();
+            keys[k] = tasks.get(idx.get(k)).idempotencyKey();
+        }
+        try (PreparedStatement ps = keyLookup.prepare(c, c.createArrayOf("text", queues), c.createArrayOf("text", keys));
+                ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                String queue = rs.getString(1);
+                String key = rs.getString(2);
+                Task stub = new Task(rs.getObject(3, UUID.class), queue, "", new byte[0], "", Map.of(), key, null, 0,
+                        0, null, 0, null, "", instant(rs, 4), null, null, "", "", "");
+                out.put(List.of(queue, key), stub);
+            }
+        }
+        return out;
     }
 
     private static String headersJson(Map<String, String> h) {
@@ -457,13 +514,23 @@ final class PgStore {
         return out;
     }
 
+    /**
+     * pgstore's PurgeSucceeded: deletes up to limit old SUCCEEDED tasks (their
+     * idempotency keys kept for the key retention), then deletes up to limit
+     * keys whose retention has passed.
+     */
     long purgeSucceeded(Connection c, long olderThanMicros, int limit, String actor, String filterJson)
             throws SQLException {
+        long n;
         try (PreparedStatement ps = purgeSucceeded.prepare(c, olderThanMicros, limit, null, clean(actor), filterJson);
                 ResultSet rs = ps.executeQuery()) {
             rs.next();
-            return rs.getLong(1);
+            n = rs.getLong(1);
         }
+        try (PreparedStatement ps = pruneKeys.prepare(c, keyRetentionMicros, limit, null)) {
+            ps.executeUpdate();
+        }
+        return n;
     }
 
     /**

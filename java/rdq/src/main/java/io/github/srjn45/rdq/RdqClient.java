@@ -37,7 +37,7 @@ public final class RdqClient {
 
     private RdqClient(Builder b) {
         this.dataSource = b.dataSource;
-        this.store = new PgStore(b.schema);
+        this.store = new PgStore(b.schema, b.keyRetention);
         this.id = b.id;
         this.policies = java.util.Map.copyOf(b.policies);
     }
@@ -52,6 +52,7 @@ public final class RdqClient {
         private final DataSource dataSource;
         private String schema = PgStore.DEFAULT_SCHEMA;
         private String id = DEFAULT_ID;
+        private Duration keyRetention = Duration.ZERO;
         private final java.util.Map<String, Policy> policies = new java.util.HashMap<>();
 
         private Builder(DataSource ds) {
@@ -61,6 +62,17 @@ public final class RdqClient {
         /** The PostgreSQL schema holding rdq's tables; "rdq" by default. */
         public Builder schema(String s) {
             this.schema = s;
+            return this;
+        }
+
+        /**
+         * How long an idempotency key outlives its task once retention purged
+         * it (a resubmission within it returns the original ID, marked purged);
+         * 7 days by default, as pgstore's Config.KeyRetention. Give every client
+         * and worker of a schema the same value.
+         */
+        public Builder keyRetention(Duration d) {
+            this.keyRetention = Objects.requireNonNull(d, "keyRetention");
             return this;
         }
 
@@ -142,7 +154,7 @@ public final class RdqClient {
         List<PgStore.Enqueued> res = store.enqueue(conn, rows);
         List<SubmitResult> out = new ArrayList<>(res.size());
         for (PgStore.Enqueued e : res) {
-            out.add(new SubmitResult(e.task(), e.duplicate()));
+            out.add(new SubmitResult(e.task(), e.duplicate(), e.purged()));
         }
         return out;
     }
@@ -256,7 +268,7 @@ public final class RdqClient {
         } catch (ArithmeticException e) {
             delayMicros = Long.MAX_VALUE / 1000;
         }
-        return new PgStore.NewRow(Ids.newId(), t.queue, t.handler, t.payload, PgStore.clean(t.contentType), headers,
+        return new PgStore.NewRow(t.id != null ? t.id : Ids.newId(), t.queue, t.handler, t.payload, PgStore.clean(t.contentType), headers,
                 PgStore.clean(t.idempotencyKey), delayMicros, outcome, f, id, 0L);
     }
 }

@@ -126,7 +126,7 @@ public final class Worker implements AutoCloseable {
 
     private Worker(Builder b) {
         this.dataSource = b.dataSource;
-        this.store = new PgStore(b.schema);
+        this.store = new PgStore(b.schema, b.keyRetention);
         this.id = b.id == null || b.id.isEmpty() ? defaultId() : b.id;
         this.pollInterval = positiveOr("PollInterval", b.pollInterval, DEFAULT_POLL_INTERVAL, false);
         this.reclaimInterval = positiveOr("ReclaimInterval", b.reclaimInterval, DEFAULT_RECLAIM_INTERVAL, true);
@@ -192,6 +192,7 @@ public final class Worker implements AutoCloseable {
         private Duration succeededTtl = Duration.ZERO;
         private int finishBatch;
         private Duration finishInterval = Duration.ZERO;
+        private Duration keyRetention = Duration.ZERO;
 
         private Builder(DataSource ds) {
             this.dataSource = Objects.requireNonNull(ds, "dataSource");
@@ -249,6 +250,16 @@ public final class Worker implements AutoCloseable {
         /** How long succeeded tasks are kept; 24h by default. */
         public Builder succeededTtl(Duration d) {
             this.succeededTtl = d;
+            return this;
+        }
+
+        /**
+         * How long the idempotency keys of purged tasks are kept before this
+         * worker's purges delete them; 7 days by default, as pgstore's
+         * Config.KeyRetention. Give every client and worker of a schema the same value.
+         */
+        public Builder keyRetention(Duration d) {
+            this.keyRetention = Objects.requireNonNull(d, "keyRetention");
             return this;
         }
 

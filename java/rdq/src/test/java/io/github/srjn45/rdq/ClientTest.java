@@ -180,4 +180,33 @@ class ClientTest extends DbTestBase {
         assertEquals(1, scalar("SELECT count(*) FROM {schema}.audit WHERE action = 'redrive' AND actor = 'ops' AND reason = 'fixed'"));
         assertThrows(InvalidInputException.class, () -> c.redrive(List.of(dead), "ops", ""));
     }
+
+    @Test
+    void idempotencyKeysOutliveTheirPurgedTasks() throws Exception {
+        RdqClient c = client();
+        UUID chosen = Ids.newId();
+        SubmitResult first = c.submit(NewTask.builder("q", "h").id(chosen).idempotencyKey("pay-9").build());
+        assertEquals(chosen, first.task().id(), "the caller's ID");
+        SubmitResult sameId = c.submit(NewTask.builder("q", "h").id(chosen).build());
+        assertTrue(sameId.duplicate());
+        // The task succeeds and retention purges it, keeping its key.
+        try (Connection conn = ds.getConnection(); Statement st = conn.createStatement()) {
+            st.execute("UPDATE \"" + schema + "\".tasks SET status = 'SUCCEEDED', finished_at = now() - interval '2 days'");
+            assertEquals(1, store.purgeSucceeded(conn, Duration.ofDays(1).toNanos() / 1000, 100, "test", "{}"));
+        }
+        assertEquals(0, scalar("SELECT count(*) FROM {schema}.tasks"));
+        SubmitResult again = c.submit(NewTask.builder("q", "h").idempotencyKey("pay-9").build());
+        assertTrue(again.duplicate());
+        assertTrue(again.purged(), "a duplicate of a purged task");
+        assertEquals(chosen, again.task().id());
+        assertEquals(0, scalar("SELECT count(*) FROM {schema}.tasks"), "the work is not run again");
+        // Past the key retention the key is pruned and may be used again.
+        RdqClient shortKeys = RdqClient.builder(ds).schema(schema).keyRetention(Duration.ofMillis(1)).build();
+        try (Connection conn = ds.getConnection()) {
+            new PgStore(schema, Duration.ofMillis(1)).purgeSucceeded(conn, 0, 100, "test", "{}");
+        }
+        SubmitResult fresh = shortKeys.submit(NewTask.builder("q", "h").idempotencyKey("pay-9").build());
+        assertFalse(fresh.duplicate());
+        assertNotEquals(chosen, fresh.task().id());
+    }
 }
