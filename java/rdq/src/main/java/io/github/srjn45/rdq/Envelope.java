@@ -48,7 +48,8 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
     private static final long MAX_DELAY_MS = Long.MAX_VALUE / 1_000_000L;
 
     private static final ObjectMapper MAPPER = new ObjectMapper()
-            .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+            .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+            .enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
 
     /** Normalizes: history and delay never null. */
     public Envelope {
@@ -348,6 +349,10 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
         try {
             root = MAPPER.readTree(data);
         } catch (JsonParseException e) {
+            InvalidInputException dup = duplicateKey(e);
+            if (dup != null) {
+                throw dup;
+            }
             throw invalid("envelope is not valid JSON: " + e.getOriginalMessage() + " (at byte "
                     + e.getLocation().getByteOffset() + ")");
         } catch (JsonProcessingException e) {
@@ -473,6 +478,38 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
         Envelope e = new Envelope(t, history, delay);
         e.validate();
         return e;
+    }
+
+    /**
+     * Go's error for a key repeated within an object (the envelope, headers,
+     * last_error or a history item), or null when e is another syntax error.
+     */
+    private static InvalidInputException duplicateKey(JsonParseException e) {
+        com.fasterxml.jackson.core.JsonParser p = e.getProcessor();
+        if (e.getOriginalMessage() == null || !e.getOriginalMessage().startsWith("Duplicate field") || p == null) {
+            return null;
+        }
+        com.fasterxml.jackson.core.JsonStreamContext ctx = p.getParsingContext();
+        String key = ctx.getCurrentName();
+        if (key == null) {
+            String m = e.getOriginalMessage();
+            int a = m.indexOf('\'');
+            int b = m.lastIndexOf('\'');
+            key = a >= 0 && b > a ? m.substring(a + 1, b) : "";
+        }
+        String where = "the envelope";
+        com.fasterxml.jackson.core.JsonStreamContext parent = ctx.getParent();
+        if (parent != null && parent.inObject() && parent.getParent() != null && parent.getParent().inRoot()) {
+            String name = parent.getCurrentName();
+            if ("headers".equals(name) || "last_error".equals(name)) {
+                where = name;
+            }
+        } else if (parent != null && parent.inArray() && parent.getParent() != null
+                && "history".equals(parent.getParent().getCurrentName())) {
+            where = "history[" + parent.getCurrentIndex() + "]";
+        }
+        return invalid("key " + Limits.quote(Limits.forError(key)) + " appears twice in " + where
+                + "; an envelope must not repeat a key within an object");
     }
 
     private static final Pattern UUID_PATTERN = Pattern.compile(
