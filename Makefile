@@ -8,10 +8,11 @@ quickstart:
 	go run ./examples/quickstart
 
 # Runs the whole test suite: vet and staticcheck (pinned by the tool
-# directive in go.mod), then every package's tests with the race detector;
-# then the same for the Kafka example, a module of its own.
-# Needs PostgreSQL (RDQ_TEST_DATABASE_URL, default
-# postgres://postgres@127.0.0.1:5432/test).
+# directive in go.mod), then every package's tests with the race detector
+# (the cross-language tests in internal/crosslang included); then the same
+# for the Kafka example, a module of its own; then the Java SDK's build and
+# tests. Needs PostgreSQL (RDQ_TEST_DATABASE_URL, default
+# postgres://postgres@127.0.0.1:5432/test), a JDK 17+ and Maven.
 test:
 	go vet ./...
 	go tool staticcheck ./...
@@ -19,10 +20,12 @@ test:
 	# -mod=mod: the example follows rdq through a replace directive, so a
 	# dependency change in rdq's go.mod must not break its build.
 	cd examples/kafka-consumer && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go test -race -count=1 ./...
+	cd java && mvn -q verify
 
 # Runs the benchmarks of the end-to-end path on both stores.
 bench:
 	go test -run '^$$' -bench . -benchtime 20000x ./worker/ ./sqlitestore/
+	go test -run '^$$' -bench JavaEndToEnd -benchtime 20000x ./internal/crosslang/
 
 # Fuzzes the envelope decoder for a minute.
 fuzz:

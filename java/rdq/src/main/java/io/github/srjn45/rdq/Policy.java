@@ -1,0 +1,286 @@
+package io.github.srjn45.rdq;
+
+import java.time.Duration;
+import java.util.Objects;
+import java.util.function.BiFunction;
+import java.util.function.Function;
+
+/**
+ * Decides what happens to a task after a failed attempt: a retry after a
+ * backoff, or the dead-letter queue. It is the same policy, with the same
+ * formula and defaults, as Go's {@code rdq.Policy}; the shared vectors in
+ * {@code testdata/conformance/backoff.json} hold both to it.
+ *
+ * <p>The backoff for attempt n (1-based, counted in the task's current life) is
+ * {@code delay(n) = min(initialBackoff × multiplier^(n-1), max(maxBackoff, initialBackoff))},
+ * and the delay applied is spread downwards by jitter: {@code delay(n) - delay(n)×jitter×u}
+ * for u drawn uniformly in [0, 1).
+ */
+public final class Policy {
+    /** As maxAttempts: retry until the task succeeds or fails permanently. */
+    public static final int UNLIMITED = -1;
+    /** As jitter: no jitter (a zero jitter means the default). */
+    public static final double NO_JITTER = -1.0;
+    /** Default attempts per life. */
+    public static final int DEFAULT_MAX_ATTEMPTS = 20;
+    /** Default delay after the first failed attempt. */
+    public static final Duration DEFAULT_INITIAL_BACKOFF = Duration.ofSeconds(1);
+    /** Default growth of the delay per attempt. */
+    public static final double DEFAULT_MULTIPLIER = 2.0;
+    /** Default cap of the delay. */
+    public static final Duration DEFAULT_MAX_BACKOFF = Duration.ofHours(1);
+    /** Default jitter fraction. */
+    public static final double DEFAULT_JITTER = 0.2;
+
+    private static final Policy DEFAULTS = builder().build();
+
+    private final int maxAttempts;
+    private final long initialNanos;
+    private final double multiplier;
+    private final long maxNanos;
+    private final double jitter;
+    private final Function<Throwable, ErrorClass> classify;
+    private final BiFunction<String, String, String> fingerprint;
+
+    private Policy(Builder b) {
+        this.maxAttempts = b.maxAttempts;
+        this.initialNanos = b.initialNanos;
+        this.multiplier = b.multiplier;
+        this.maxNanos = b.maxNanos;
+        this.jitter = b.jitter;
+        this.classify = b.classify;
+        this.fingerprint = b.fingerprint;
+    }
+
+    /** The policy with every default. */
+    public static Policy defaults() {
+        return DEFAULTS;
+    }
+
+    /** A builder whose zero fields take the defaults. */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** Builds a {@link Policy}; zero values mean the defaults, as in Go. */
+    public static final class Builder {
+        private int maxAttempts;
+        private long initialNanos;
+        private double multiplier;
+        private long maxNanos;
+        private double jitter;
+        private Function<Throwable, ErrorClass> classify;
+        private BiFunction<String, String, String> fingerprint;
+
+        private Builder() {}
+
+        /** Attempts per life, the first included; {@link #UNLIMITED} for no limit; 0 for the default. */
+        public Builder maxAttempts(int n) {
+            this.maxAttempts = n;
+            return this;
+        }
+
+        /** The delay after the first failed attempt; zero for the default. */
+        public Builder initialBackoff(Duration d) {
+            this.initialNanos = nanos(d);
+            return this;
+        }
+
+        /** The growth of the delay per attempt, at least 1; zero for the default. */
+        public Builder multiplier(double m) {
+            this.multiplier = m;
+            return this;
+        }
+
+        /** The cap of the delay; zero for the default. */
+        public Builder maxBackoff(Duration d) {
+            this.maxNanos = nanos(d);
+            return this;
+        }
+
+        /** The fraction in [0, 1] by which a delay may be shortened; 0 for the default, {@link #NO_JITTER} for none. */
+        public Builder jitter(double j) {
+            this.jitter = j;
+            return this;
+        }
+
+        /** A classifier asked about every failure before the defaults. */
+        public Builder classify(Function<Throwable, ErrorClass> c) {
+            this.classify = c;
+            return this;
+        }
+
+        /**
+         * Replaces the default fingerprint of this queue's failures: given the
+         * error type and the capped message, it returns the text that identifies
+         * the cause; failures with equal text share a fingerprint (the first 16
+         * hex digits of its SHA-256). Null, empty or an exception falls back to
+         * {@link Failures#fingerprint}. The same hook as Go's Policy.Fingerprint.
+         */
+        public Builder fingerprint(BiFunction<String, String, String> f) {
+            this.fingerprint = f;
+            return this;
+        }
+
+        /**
+         * Validates and builds the policy.
+         *
+         * @throws InvalidInputException if a field is out of range
+         */
+        public Policy build() {
+            if (maxAttempts < UNLIMITED) {
+                throw new InvalidInputException("rdq: invalid input: policy MaxAttempts " + maxAttempts
+                        + ": use a positive number, 0 for the default or Policy.UNLIMITED");
+            }
+            if (initialNanos < 0) {
+                throw new InvalidInputException("rdq: invalid input: policy InitialBackoff "
+                        + GoDurations.format(initialNanos) + " is negative");
+            }
+            if (maxNanos < 0) {
+                throw new InvalidInputException("rdq: invalid input: policy MaxBackoff "
+                        + GoDurations.format(maxNanos) + " is negative");
+            }
+            if (multiplier != 0 && (multiplier < 1 || Double.isNaN(multiplier) || Double.isInfinite(multiplier))) {
+                throw new InvalidInputException("rdq: invalid input: policy Multiplier " + multiplier
+                        + ": use a finite number >= 1");
+            }
+            if (jitter != NO_JITTER && (jitter < 0 || jitter > 1 || Double.isNaN(jitter))) {
+                throw new InvalidInputException("rdq: invalid input: policy Jitter " + jitter
+                        + ": use a fraction in [0, 1] or Policy.NO_JITTER");
+            }
+            return new Policy(this);
+        }
+
+        private static long nanos(Duration d) {
+            Objects.requireNonNull(d);
+            try {
+                return d.toNanos();
+            } catch (ArithmeticException e) {
+                return d.isNegative() ? Long.MIN_VALUE : Long.MAX_VALUE;
+            }
+        }
+    }
+
+    /**
+     * Describes a failure as {@link Failures#describe} does, with the fingerprint
+     * computed by this policy's fingerprint function when it has one.
+     */
+    public Failure describe(Throwable t) {
+        Failure f = Failures.describe(t);
+        if (f == null || fingerprint == null) {
+            return f;
+        }
+        String text;
+        try {
+            text = fingerprint.apply(f.type(), f.message());
+        } catch (RuntimeException e) {
+            text = null;
+        }
+        if (text == null || text.isEmpty()) {
+            return f;
+        }
+        return new Failure(f.type(), f.message(), f.stack(), Failures.hashFingerprint(text));
+    }
+
+    /** Attempts per life after defaults; {@link #UNLIMITED} for none. */
+    public int maxAttempts() {
+        return maxAttempts == 0 ? DEFAULT_MAX_ATTEMPTS : maxAttempts;
+    }
+
+    double effectiveJitter() {
+        if (jitter == NO_JITTER) {
+            return 0;
+        }
+        return jitter == 0 ? DEFAULT_JITTER : jitter;
+    }
+
+    /** The backoff after failed attempt n, before jitter, in nanoseconds. */
+    public long delayNanos(int n) {
+        long initial = initialNanos == 0 ? DEFAULT_INITIAL_BACKOFF.toNanos() : initialNanos;
+        double mult = multiplier == 0 ? DEFAULT_MULTIPLIER : multiplier;
+        long ceiling = maxNanos == 0 ? DEFAULT_MAX_BACKOFF.toNanos() : maxNanos;
+        if (n < 1) {
+            n = 1;
+        }
+        double d = (double) initial * Math.pow(mult, (double) (n - 1));
+        if (d >= (double) ceiling || Double.isInfinite(d) || Double.isNaN(d)) {
+            return Math.max(ceiling, initial);
+        }
+        return (long) d;
+    }
+
+    /** The backoff after failed attempt n, before jitter. */
+    public Duration delay(int n) {
+        return Duration.ofNanos(delayNanos(n));
+    }
+
+    /**
+     * {@code delay(n)} shortened by the fraction jitter×u, for u in [0, 1); pure:
+     * the same n and u always give the same delay, in nanoseconds.
+     */
+    public long jitteredDelayNanos(int n, double u) {
+        long d = delayNanos(n);
+        if (u < 0 || Double.isNaN(u)) {
+            u = 0;
+        }
+        if (u >= 1) {
+            u = Math.nextDown(1.0);
+        }
+        return d - (long) ((double) d * effectiveJitter() * u);
+    }
+
+    /** {@code delay(n)} shortened by the fraction jitter×u. */
+    public Duration jitteredDelay(int n, double u) {
+        return Duration.ofNanos(jitteredDelayNanos(n, u));
+    }
+
+    /**
+     * Applies the policy to the result of attempt n (1-based in the current
+     * life; n counts this attempt): null is success; the classifier's verdict,
+     * else a {@link PermanentException} in the cause chain, dead-letters at once;
+     * attempts exhausted dead-letters; a {@link RetryAfterException} retries after
+     * its delay; anything else retries after {@code jitteredDelay(n, u)}.
+     */
+    public Decision decide(int n, Throwable err, double u) {
+        if (err == null) {
+            return new Decision(Outcome.SUCCESS, false, Duration.ZERO);
+        }
+        ErrorClass c = ErrorClass.DEFAULT;
+        if (classify != null) {
+            ErrorClass v = classify.apply(err);
+            if (v != null) {
+                c = v;
+            }
+        }
+        if (c == ErrorClass.DEFAULT && Failures.isPermanent(err)) {
+            c = ErrorClass.PERMANENT;
+        }
+        if (c == ErrorClass.PERMANENT) {
+            return new Decision(Outcome.PERMANENT_FAILURE, true, Duration.ZERO);
+        }
+        return retryOrDie(n, err, u, Outcome.RETRYABLE_FAILURE);
+    }
+
+    /** Applies the policy after attempt n was lost to an expired lease. */
+    public Decision decideLeaseExpired(int n, double u) {
+        return retryOrDie(n, null, u, Outcome.LEASE_EXPIRED);
+    }
+
+    private Decision retryOrDie(int n, Throwable err, double u, Outcome outcome) {
+        int limit = maxAttempts();
+        if (limit != UNLIMITED && n >= limit) {
+            return new Decision(outcome, true, Duration.ZERO);
+        }
+        Duration after = Failures.retryAfterOf(err);
+        if (after != null) {
+            return new Decision(outcome, false, after);
+        }
+        return new Decision(outcome, false, jitteredDelay(n, u));
+    }
+
+    /** Whether a task that made n attempts in its current life may not be attempted again. */
+    public boolean exhausted(int n) {
+        int limit = maxAttempts();
+        return limit != UNLIMITED && n >= limit;
+    }
+}

@@ -1,0 +1,274 @@
+package io.github.srjn45.rdq;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.UUID;
+import javax.sql.DataSource;
+
+/**
+ * Submits tasks to rdq on PostgreSQL, on the schema the Go migrations created,
+ * with the same statements as Go's client on pgstore. It is thread-safe.
+ *
+ * <pre>{@code
+ * RdqClient client = RdqClient.builder(dataSource).schema("rdq").build();
+ * SubmitResult r = client.submit(NewTask.builder("emails", "send-welcome")
+ *         .payload("{\"user\":42}").contentType("application/json")
+ *         .idempotencyKey("signup-42").build());
+ * }</pre>
+ *
+ * Every submission of one call is one statement: all of its tasks are stored or
+ * none. Inside a transaction of the caller's, use the methods taking a
+ * {@link Connection}: the tasks commit or roll back with the caller's work.
+ */
+public final class RdqClient {
+    /** The worker ID recorded on first failures when none is configured. */
+    public static final String DEFAULT_ID = "client";
+
+    private final DataSource dataSource;
+    private final PgStore store;
+    private final String id;
+    private final java.util.Map<String, Policy> policies;
+
+    private RdqClient(Builder b) {
+        this.dataSource = b.dataSource;
+        this.store = new PgStore(b.schema, b.keyRetention);
+        this.id = b.id;
+        this.policies = java.util.Map.copyOf(b.policies);
+    }
+
+    /** A builder for a client on dataSource. */
+    public static Builder builder(DataSource dataSource) {
+        return new Builder(dataSource);
+    }
+
+    /** Configures an {@link RdqClient}. */
+    public static final class Builder {
+        private final DataSource dataSource;
+        private String schema = PgStore.DEFAULT_SCHEMA;
+        private String id = DEFAULT_ID;
+        private Duration keyRetention = Duration.ZERO;
+        private final java.util.Map<String, Policy> policies = new java.util.HashMap<>();
+
+        private Builder(DataSource ds) {
+            this.dataSource = Objects.requireNonNull(ds, "dataSource");
+        }
+
+        /** The PostgreSQL schema holding rdq's tables; "rdq" by default. */
+        public Builder schema(String s) {
+            this.schema = s;
+            return this;
+        }
+
+        /**
+         * How long an idempotency key outlives its task once retention purged
+         * it (a resubmission within it returns the original ID, marked purged);
+         * 7 days by default, as pgstore's Config.KeyRetention. Give every client
+         * and worker of a schema the same value.
+         */
+        public Builder keyRetention(Duration d) {
+            this.keyRetention = Objects.requireNonNull(d, "keyRetention");
+            return this;
+        }
+
+        /** The ID recorded as the worker of first failures; "client" by default. */
+        public Builder id(String id) {
+            this.id = id == null || id.isEmpty() ? DEFAULT_ID : id;
+            return this;
+        }
+
+        /**
+         * The policy of a queue, used to fingerprint first failures submitted to
+         * it the way its workers fingerprint theirs (see
+         * {@link Policy.Builder#fingerprint}); the worker's policy, typically.
+         */
+        public Builder policy(String queue, Policy p) {
+            policies.put(Objects.requireNonNull(queue, "queue"), Objects.requireNonNull(p, "policy"));
+            return this;
+        }
+
+        /**
+         * Checks the schema version and returns the client.
+         *
+         * @throws SchemaVersionException when the schema is at a version this SDK does not know
+         * @throws StoreException when the database cannot be reached
+         */
+        public RdqClient build() {
+            RdqClient c = new RdqClient(this);
+            try (Connection conn = dataSource.getConnection()) {
+                c.store.checkVersion(conn);
+            } catch (SQLException e) {
+                throw new StoreException("rdq: client: checking the schema version of " + c.store.schema, e);
+            }
+            return c;
+        }
+    }
+
+    /** Submits one task in its own transaction. */
+    public SubmitResult submit(NewTask task) {
+        return submitAll(List.of(task)).get(0);
+    }
+
+    /**
+     * Submits tasks in one statement (one round trip when none conflicts) and
+     * returns their results in order. A later task repeating an earlier one's
+     * idempotency key is a duplicate of it.
+     *
+     * @throws InvalidInputException naming the first invalid task; nothing is stored
+     */
+    public List<SubmitResult> submitAll(List<NewTask> tasks) {
+        List<PgStore.NewRow> rows = prepare(tasks);
+        try (Connection conn = dataSource.getConnection()) {
+            return run(conn, rows);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: client: submit " + tasks.size() + " tasks: " + e.getMessage(), e);
+        }
+    }
+
+    /** Submits one task on the caller's connection, inside its transaction if one is open. */
+    public SubmitResult submit(Connection conn, NewTask task) {
+        return submitAll(conn, List.of(task)).get(0);
+    }
+
+    /**
+     * Submits tasks on the caller's connection, inside its transaction if one is
+     * open: they become visible, and due tasks wake workers, when it commits.
+     * Nothing here commits, rolls back or changes the connection's auto-commit.
+     */
+    public List<SubmitResult> submitAll(Connection conn, List<NewTask> tasks) {
+        Objects.requireNonNull(conn, "conn");
+        List<PgStore.NewRow> rows = prepare(tasks);
+        try {
+            return run(conn, rows);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: client: submit " + tasks.size() + " tasks: " + e.getMessage(), e);
+        }
+    }
+
+    private List<SubmitResult> run(Connection conn, List<PgStore.NewRow> rows) throws SQLException {
+        List<PgStore.Enqueued> res = store.enqueue(conn, rows);
+        List<SubmitResult> out = new ArrayList<>(res.size());
+        for (PgStore.Enqueued e : res) {
+            out.add(new SubmitResult(e.task(), e.duplicate(), e.purged()));
+        }
+        return out;
+    }
+
+    /** What {@link #redrive} did with each task named. */
+    public enum RedriveOutcome {
+        /** The task was DEAD and is now PENDING in a new life. */
+        REDRIVEN,
+        /** There is no such task. */
+        NOT_FOUND,
+        /** The task is not DEAD (or was named twice); nothing changed. */
+        NOT_DEAD
+    }
+
+    /**
+     * Moves the named DEAD tasks back to PENDING in a new life (attempts reset,
+     * history and last error kept, attempt numbers continuing), due now, with an
+     * audit entry naming the actor and the reason: the same statements as the
+     * Go store's Redrive, in one transaction. For bulk redrives by failure group,
+     * use the rdq command ({@code rdq dlq redrive}) or Go's dlq package.
+     *
+     * @throws InvalidInputException when the actor or the reason is empty
+     */
+    public java.util.Map<UUID, RedriveOutcome> redrive(List<UUID> ids, String actor, String reason) {
+        if (actor == null || actor.isBlank()) {
+            throw new InvalidInputException("rdq: invalid input: an actor is required: say who is redriving");
+        }
+        if (reason == null || reason.isBlank()) {
+            throw new InvalidInputException("rdq: invalid input: a reason is required: say why (a ticket, an incident, the fix that was deployed)");
+        }
+        try (Connection conn = dataSource.getConnection()) {
+            boolean auto = conn.getAutoCommit();
+            conn.setAutoCommit(false);
+            try {
+                java.util.Map<UUID, Status> before = store.redrive(conn, ids, 0, 0, actor, reason);
+                conn.commit();
+                java.util.Map<UUID, RedriveOutcome> out = new java.util.LinkedHashMap<>();
+                for (UUID id : ids) {
+                    Status s = before.get(id);
+                    RedriveOutcome o = s == null ? RedriveOutcome.NOT_FOUND
+                            : s == Status.DEAD && !out.containsKey(id) ? RedriveOutcome.REDRIVEN : RedriveOutcome.NOT_DEAD;
+                    out.putIfAbsent(id, o);
+                }
+                return out;
+            } catch (SQLException | RuntimeException e) {
+                conn.rollback();
+                throw e;
+            } finally {
+                conn.setAutoCommit(auto);
+            }
+        } catch (SQLException e) {
+            throw new StoreException("rdq: client: redrive " + ids.size() + " tasks: " + e.getMessage(), e);
+        }
+    }
+
+    /** The task with this ID, if it exists. */
+    public Optional<Task> get(UUID id) {
+        try (Connection conn = dataSource.getConnection()) {
+            return Optional.ofNullable(store.get(conn, id));
+        } catch (SQLException e) {
+            throw new StoreException("rdq: client: get " + id + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** The attempt history of a task across its lives, in number order. */
+    public List<Attempt> history(UUID id) {
+        try (Connection conn = dataSource.getConnection()) {
+            return store.attempts(conn, id);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: client: history of " + id + ": " + e.getMessage(), e);
+        }
+    }
+
+    private List<PgStore.NewRow> prepare(List<NewTask> tasks) {
+        List<PgStore.NewRow> rows = new ArrayList<>(tasks.size());
+        for (int i = 0; i < tasks.size(); i++) {
+            try {
+                rows.add(prepare(tasks.get(i)));
+            } catch (InvalidInputException e) {
+                throw tasks.size() == 1 ? e : new InvalidInputException("rdq: client: task " + i + ": " + e.getMessage());
+            }
+        }
+        return rows;
+    }
+
+    private PgStore.NewRow prepare(NewTask t) {
+        Duration delay = t.delay;
+        if (t.runAt != null) {
+            delay = Duration.between(Instant.now(), t.runAt);
+            if (delay.isNegative()) {
+                delay = Duration.ZERO;
+            }
+        }
+        if (delay.isNegative()) {
+            throw new InvalidInputException("rdq: invalid input: delay " + GoDurations.format(delay) + " is negative");
+        }
+        Limits.validateTask(t.queue, t.handler, t.payload, t.contentType, t.headers, t.idempotencyKey);
+        Outcome outcome = null;
+        Failure f = null;
+        if (t.firstFailure != null) {
+            outcome = Failures.isPermanent(t.firstFailure) ? Outcome.PERMANENT_FAILURE : Outcome.RETRYABLE_FAILURE;
+            Failure d = policies.getOrDefault(t.queue, Policy.defaults()).describe(t.firstFailure);
+            f = new Failure(PgStore.clean(d.type()), PgStore.clean(d.message()), PgStore.clean(d.stack()),
+                    PgStore.clean(d.fingerprint()));
+        }
+        java.util.Map<String, String> headers = new java.util.LinkedHashMap<>();
+        t.headers.forEach((k, v) -> headers.put(PgStore.clean(k), PgStore.clean(v)));
+        long delayMicros;
+        try {
+            delayMicros = delay.toNanos() / 1000;
+        } catch (ArithmeticException e) {
+            delayMicros = Long.MAX_VALUE / 1000;
+        }
+        return new PgStore.NewRow(t.id != null ? t.id : Ids.newId(), t.queue, t.handler, t.payload, PgStore.clean(t.contentType), headers,
+                PgStore.clean(t.idempotencyKey), delayMicros, outcome, f, id, 0L);
+    }
+}

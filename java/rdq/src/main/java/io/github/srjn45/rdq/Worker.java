@@ -1,0 +1,1218 @@
+package io.github.srjn45.rdq;
+
+import java.net.InetAddress;
+import java.security.SecureRandom;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
+import org.postgresql.PGConnection;
+import org.postgresql.PGNotification;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Claims and executes rdq tasks from PostgreSQL with the same rules as Go's
+ * {@code worker.Worker}: per queue, a fetch loop claims up to its free slots
+ * and runs each task's handler on a bounded pool; one heartbeat loop extends
+ * all running leases in one statement per lease length; one completer writes
+ * finished attempts in batches; maintenance reclaims expired leases (recording
+ * a LEASE_EXPIRED attempt numbered past the task's highest) and purges old
+ * succeeded tasks. It wakes on LISTEN/NOTIFY and polls as a fallback.
+ *
+ * <pre>{@code
+ * Worker w = Worker.builder(dataSource)
+ *         .queue("emails", QueueConfig.builder().concurrency(20).build())
+ *         .handle("send-welcome", ctx -> mailer.send(ctx.payloadText()))
+ *         .build();
+ * w.start();
+ * ...
+ * w.stop(Duration.ofSeconds(30)); // stop claiming, let handlers finish, release the rest
+ * }</pre>
+ *
+ * <p>Connections: the worker holds one connection per queue (claims), one each
+ * for heartbeats, finishes, maintenance and notifications, taken from the
+ * DataSource and given back at stop. Logs go through SLF4J with the task ID,
+ * queue, handler, attempt and worker ID, never payloads.
+ */
+public final class Worker implements AutoCloseable {
+    /** Default poll interval when no notification arrives. */
+    public static final Duration DEFAULT_POLL_INTERVAL = Duration.ofSeconds(1);
+    /** Default interval between reclaims of expired leases. */
+    public static final Duration DEFAULT_RECLAIM_INTERVAL = Duration.ofSeconds(10);
+    /** Default interval between purges of old succeeded tasks. */
+    public static final Duration DEFAULT_PURGE_INTERVAL = Duration.ofMinutes(1);
+    /** Default retention of succeeded tasks. */
+    public static final Duration DEFAULT_SUCCEEDED_TTL = Duration.ofHours(24);
+    /** Default most finishes written in one statement. */
+    public static final int DEFAULT_FINISH_BATCH_SIZE = 200;
+    /** Default longest wait of a finish for its batch. */
+    public static final Duration DEFAULT_FINISH_INTERVAL = Duration.ofMillis(10);
+    /** As a reclaim or purge interval: that job is off on this worker. */
+    public static final Duration DISABLED = Duration.ofNanos(-1);
+    /** The actor named in the audit entries of purges. */
+    public static final String PURGE_ACTOR = "rdq-worker";
+
+    private static final Logger LOG = LoggerFactory.getLogger(Worker.class);
+    private static final int RECLAIM_BATCH = 100;
+    private static final int PURGE_BATCH = 1000;
+    private static final int MAINTENANCE_ROUNDS = 10;
+    private static final long FINISH_RETRY_FOR_MS = 15_000;
+    private static final long ABANDON_AFTER_MS = 1_000;
+
+    private final DataSource dataSource;
+    private final PgStore store;
+    private final String id;
+    private final Duration pollInterval;
+    private final Duration reclaimInterval;
+    private final Duration purgeInterval;
+    private final Duration succeededTtl;
+    private final int finishBatch;
+    private final Duration finishInterval;
+    private final Map<String, QueueRunner> queues = new TreeMap<>();
+    private final Map<String, Handler> handlers = new ConcurrentHashMap<>();
+
+    private final Object lock = new Object();
+    private State state = State.NEW;
+
+    private enum State { NEW, RUNNING, STOPPING, STOPPED }
+
+    // Running state.
+    private volatile boolean stopClaiming;
+    private volatile boolean loopsStopped;
+    private final List<Thread> loops = new ArrayList<>();
+    private Thread heartbeatThread;
+    private Thread completerThread;
+    private ScheduledExecutorService timers;
+    private final Map<Execution, Boolean> running = Collections.synchronizedMap(new IdentityHashMap<>());
+    private final List<Execution> interrupted = new ArrayList<>(); // guarded by running
+    private final AtomicInteger executing = new AtomicInteger();
+    private final AtomicInteger completing = new AtomicInteger();
+    private final LinkedBlockingQueue<FinishItem> finishQueue = new LinkedBlockingQueue<>();
+    private volatile boolean completerClosed;
+    private final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(9);
+    private static final int C_CLAIMED = 0;
+    private static final int C_SUCCEEDED = 1;
+    private static final int C_RETRIED = 2;
+    private static final int C_DEAD = 3;
+    private static final int C_LOST = 4;
+    private static final int C_RELEASED = 5;
+    private static final int C_RECLAIMED = 6;
+    private static final int C_FINISH_STMTS = 7;
+    private static final int C_HEARTBEAT_STMTS = 8;
+    private volatile boolean heartbeatStop;
+
+    private Worker(Builder b) {
+        this.dataSource = b.dataSource;
+        this.store = new PgStore(b.schema, b.keyRetention);
+        this.id = b.id == null || b.id.isEmpty() ? defaultId() : b.id;
+        this.pollInterval = positiveOr("PollInterval", b.pollInterval, DEFAULT_POLL_INTERVAL, false);
+        this.reclaimInterval = positiveOr("ReclaimInterval", b.reclaimInterval, DEFAULT_RECLAIM_INTERVAL, true);
+        this.purgeInterval = positiveOr("PurgeInterval", b.purgeInterval, DEFAULT_PURGE_INTERVAL, true);
+        this.succeededTtl = positiveOr("SucceededTTL", b.succeededTtl, DEFAULT_SUCCEEDED_TTL, false);
+        this.finishInterval = positiveOr("FinishInterval", b.finishInterval, DEFAULT_FINISH_INTERVAL, false);
+        if (b.finishBatch < 0) {
+            throw new InvalidInputException("rdq: invalid input: worker: FinishBatchSize " + b.finishBatch + " is negative");
+        }
+        this.finishBatch = b.finishBatch == 0 ? DEFAULT_FINISH_BATCH_SIZE : b.finishBatch;
+        if (b.queues.isEmpty()) {
+            throw new InvalidInputException("rdq: invalid input: worker: no queues; configure at least one");
+        }
+        for (Map.Entry<String, QueueConfig> e : b.queues.entrySet()) {
+            Limits.validateName("queue", e.getKey());
+            queues.put(e.getKey(), new QueueRunner(e.getKey(), e.getValue()));
+        }
+        for (Map.Entry<String, Handler> e : b.handlers.entrySet()) {
+            handle(e.getKey(), e.getValue());
+        }
+    }
+
+    private static Duration positiveOr(String field, Duration d, Duration def, boolean allowDisabled) {
+        if (d == null || d.isZero()) {
+            return def;
+        }
+        if (allowDisabled && d.equals(DISABLED)) {
+            return DISABLED;
+        }
+        if (d.isNegative()) {
+            throw new InvalidInputException("rdq: invalid input: worker: " + field + " " + GoDurations.format(d) + " is negative");
+        }
+        return d;
+    }
+
+    private static String defaultId() {
+        String host;
+        try {
+            host = InetAddress.getLocalHost().getHostName();
+        } catch (Exception e) {
+            host = "worker";
+        }
+        byte[] b = new byte[4];
+        new SecureRandom().nextBytes(b);
+        return host + "-" + ProcessHandle.current().pid() + "-" + HexFormat.of().formatHex(b);
+    }
+
+    /** A builder for a worker claiming from dataSource. */
+    public static Builder builder(DataSource dataSource) {
+        return new Builder(dataSource);
+    }
+
+    /** Configures a {@link Worker}; unset fields take the same defaults as Go. */
+    public static final class Builder {
+        private final DataSource dataSource;
+        private String schema = PgStore.DEFAULT_SCHEMA;
+        private String id;
+        private final Map<String, QueueConfig> queues = new LinkedHashMap<>();
+        private final Map<String, Handler> handlers = new LinkedHashMap<>();
+        private Duration pollInterval = Duration.ZERO;
+        private Duration reclaimInterval = Duration.ZERO;
+        private Duration purgeInterval = Duration.ZERO;
+        private Duration succeededTtl = Duration.ZERO;
+        private int finishBatch;
+        private Duration finishInterval = Duration.ZERO;
+        private Duration keyRetention = Duration.ZERO;
+
+        private Builder(DataSource ds) {
+            this.dataSource = Objects.requireNonNull(ds, "dataSource");
+        }
+
+        /** The PostgreSQL schema holding rdq's tables; "rdq" by default. */
+        public Builder schema(String s) {
+            this.schema = s;
+            return this;
+        }
+
+        /** The worker's ID in leases, history and logs; hostname-pid-random by default. */
+        public Builder id(String id) {
+            this.id = id;
+            return this;
+        }
+
+        /** Runs a queue with the given configuration. */
+        public Builder queue(String name, QueueConfig cfg) {
+            queues.put(Objects.requireNonNull(name, "name"), Objects.requireNonNull(cfg, "cfg"));
+            return this;
+        }
+
+        /** Runs a queue with the default configuration. */
+        public Builder queue(String name) {
+            return queue(name, QueueConfig.defaults());
+        }
+
+        /** Registers a handler by name; see {@link Worker#handle}. */
+        public Builder handle(String name, Handler h) {
+            if (handlers.putIfAbsent(Objects.requireNonNull(name, "name"), Objects.requireNonNull(h, "handler")) != null) {
+                throw new IllegalArgumentException("rdq: worker: a handler is already registered under \"" + name + "\"");
+            }
+            return this;
+        }
+
+        /** How often each queue is polled when no notification arrives; 1s by default. */
+        public Builder pollInterval(Duration d) {
+            this.pollInterval = d;
+            return this;
+        }
+
+        /** How often expired leases are reclaimed; 10s by default, {@link Worker#DISABLED} for never. */
+        public Builder reclaimInterval(Duration d) {
+            this.reclaimInterval = d;
+            return this;
+        }
+
+        /** How often old succeeded tasks are purged; 1m by default, {@link Worker#DISABLED} for never. */
+        public Builder purgeInterval(Duration d) {
+            this.purgeInterval = d;
+            return this;
+        }
+
+        /** How long succeeded tasks are kept; 24h by default. */
+        public Builder succeededTtl(Duration d) {
+            this.succeededTtl = d;
+            return this;
+        }
+
+        /**
+         * How long the idempotency keys of purged tasks are kept before this
+         * worker's purges delete them; 7 days by default, as pgstore's
+         * Config.KeyRetention. Give every client and worker of a schema the same value.
+         */
+        public Builder keyRetention(Duration d) {
+            this.keyRetention = Objects.requireNonNull(d, "keyRetention");
+            return this;
+        }
+
+        /** Most finishes written in one statement; 200 by default. */
+        public Builder finishBatchSize(int n) {
+            this.finishBatch = n;
+            return this;
+        }
+
+        /** Longest wait of a finish for its batch; 10ms by default. */
+        public Builder finishInterval(Duration d) {
+            this.finishInterval = d;
+            return this;
+        }
+
+        /**
+         * Validates the configuration, checks the schema version and returns the worker.
+         *
+         * @throws InvalidInputException for invalid configuration
+         * @throws SchemaVersionException when the schema is at a version this SDK does not know
+         */
+        public Worker build() {
+            Worker w = new Worker(this);
+            try (Connection c = dataSource.getConnection()) {
+                w.store.checkVersion(c);
+            } catch (SQLException e) {
+                throw new StoreException("rdq: worker: checking the schema version of " + w.store.schema, e);
+            }
+            return w;
+        }
+    }
+
+    /** What the worker did since it started. */
+    public WorkerStats stats() {
+        return new WorkerStats(counts.get(C_CLAIMED), counts.get(C_SUCCEEDED), counts.get(C_RETRIED),
+                counts.get(C_DEAD), counts.get(C_LOST), counts.get(C_RELEASED), counts.get(C_RECLAIMED),
+                counts.get(C_FINISH_STMTS), counts.get(C_HEARTBEAT_STMTS));
+    }
+
+    /** The worker's ID, as recorded in leases and attempt history. */
+    public String id() {
+        return id;
+    }
+
+    /**
+     * Registers h as the handler of tasks whose handler name is name. Tasks naming
+     * a handler not registered fail permanently ({@link UnknownHandlerException}).
+     *
+     * @throws InvalidInputException if name is not a valid name
+     * @throws IllegalStateException after start, or if name is taken
+     */
+    public void handle(String name, Handler h) {
+        Limits.validateName("handler", name);
+        Objects.requireNonNull(h, "handler");
+        synchronized (lock) {
+            if (state != State.NEW) {
+                throw new IllegalStateException("rdq: worker: handle(\"" + name + "\") after start");
+            }
+            if (handlers.putIfAbsent(name, h) != null) {
+                throw new IllegalStateException("rdq: worker: a handler is already registered under \"" + name + "\"");
+            }
+        }
+    }
+
+    // --- Connections --------------------------------------------------------
+
+    /** One loop's connection: taken lazily, dropped after an error, closed at the end. */
+    private final class Conn implements AutoCloseable {
+        private Connection c;
+
+        Connection get() throws SQLException {
+            if (c == null) {
+                c = dataSource.getConnection();
+                if (!c.getAutoCommit()) {
+                    c.setAutoCommit(true);
+                }
+            }
+            return c;
+        }
+
+        void drop() {
+            close();
+        }
+
+        @Override
+        public void close() {
+            if (c != null) {
+                try {
+                    c.close();
+                } catch (SQLException e) {
+                    LOG.debug("closing a connection failed: {}", e.toString());
+                }
+                c = null;
+            }
+        }
+    }
+
+    // --- Lifecycle ----------------------------------------------------------
+
+    /**
+     * Starts the worker's threads and returns.
+     *
+     * @throws IllegalStateException if the worker was already started; a worker runs once
+     */
+    public void start() {
+        synchronized (lock) {
+            if (state != State.NEW) {
+                throw new IllegalStateException("rdq: worker: start on a worker already started or stopped; a Worker runs once");
+            }
+            state = State.RUNNING;
+        }
+        timers = Executors.newSingleThreadScheduledExecutor(daemon("rdq-timeouts-" + id));
+        completerThread = thread("rdq-completer", this::completerLoop);
+        heartbeatThread = thread("rdq-heartbeat", this::heartbeatLoop);
+        for (QueueRunner q : queues.values()) {
+            q.start();
+            loops.add(thread("rdq-fetch-" + q.name, q::fetchLoop));
+        }
+        loops.add(thread("rdq-notify", this::notificationLoop));
+        if (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED)) {
+            loops.add(thread("rdq-maintenance", this::maintenanceLoop));
+        }
+        LOG.info("worker started worker_id={} queues={}", id, queues.keySet());
+    }
+
+    private static ThreadFactory daemon(String name) {
+        return r -> {
+            Thread t = new Thread(r, name);
+            t.setDaemon(true);
+            return t;
+        };
+    }
+
+    private Thread thread(String name, Runnable r) {
+        Thread t = new Thread(r, name + "-" + id);
+        t.setDaemon(true);
+        t.start();
+        return t;
+    }
+
+    /**
+     * Shuts the worker down gracefully: stops claiming, waits up to grace for
+     * running handlers, then interrupts those still running (reason
+     * {@link TaskContext.CancelReason#STOPPING}) and releases their tasks, due
+     * again at once, without counting an attempt. Finished results are written
+     * before it returns. Handlers ignoring interruption for more than a second
+     * are abandoned: whatever they return later is discarded.
+     *
+     * @return true when every handler finished within the grace period
+     */
+    public boolean stop(Duration grace) {
+        synchronized (lock) {
+            if (state == State.NEW) {
+                state = State.STOPPED;
+                return true;
+            }
+            if (state != State.RUNNING) {
+                return true;
+            }
+            state = State.STOPPING;
+        }
+        LOG.info("worker stopping worker_id={}", id);
+        stopClaiming = true;
+        loopsStopped = true;
+        for (QueueRunner q : queues.values()) {
+            q.signal(true);
+        }
+        for (Thread t : loops) {
+            t.interrupt();
+        }
+        for (Thread t : loops) {
+            joinQuietly(t, 60_000);
+        }
+        long deadline = System.nanoTime() + grace.toNanos();
+        boolean clean = waitExecutions(deadline);
+        if (!clean) {
+            List<Execution> still = new ArrayList<>();
+            synchronized (running) {
+                still.addAll(running.keySet());
+            }
+            for (Execution e : still) {
+                e.cancel(TaskContext.CancelReason.STOPPING);
+            }
+            waitExecutions(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ABANDON_AFTER_MS));
+            List<Execution> toRelease = takeForRelease();
+            if (!toRelease.isEmpty()) {
+                release(toRelease);
+            }
+            LOG.warn("worker grace period over worker_id={} released={}", id, toRelease.size());
+        }
+        while (completing.get() > 0) {
+            sleepQuietly(5);
+        }
+        completerClosed = true;
+        completerThread.interrupt();
+        joinQuietly(completerThread, 60_000);
+        heartbeatStop = true;
+        heartbeatThread.interrupt();
+        joinQuietly(heartbeatThread, 60_000);
+        timers.shutdownNow();
+        for (QueueRunner q : queues.values()) {
+            q.pool.shutdown();
+        }
+        synchronized (lock) {
+            state = State.STOPPED;
+        }
+        LOG.info("worker stopped worker_id={}", id);
+        return clean;
+    }
+
+    /** Stops the worker with a 30-second grace period. */
+    @Override
+    public void close() {
+        stop(Duration.ofSeconds(30));
+    }
+
+    private boolean waitExecutions(long deadlineNanos) {
+        synchronized (executing) {
+            while (executing.get() > 0) {
+                long left = deadlineNanos - System.nanoTime();
+                if (left <= 0) {
+                    return false;
+                }
+                try {
+                    executing.wait(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+
+    private static void joinQuietly(Thread t, long ms) {
+        try {
+            t.join(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static void sleepQuietly(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    // --- Executions ---------------------------------------------------------
+
+    /** One run of a handler on one claimed task. */
+    private final class Execution {
+        final QueueRunner q;
+        final PgStore.Lease lease;
+        final String handler;
+        final int attempt;
+        final TaskContext ctx;
+        volatile long nextBeatNanos;
+        Thread thread; // guarded by this
+        boolean returned; // guarded by running
+        boolean lost; // guarded by running
+        boolean abandoned; // guarded by running
+        ScheduledFuture<?> timeoutTimer;
+
+        Execution(QueueRunner q, Task t) {
+            this.q = q;
+            this.lease = new PgStore.Lease(t.id(), t.leaseToken());
+            this.handler = t.handler();
+            this.attempt = t.nextAttempt();
+            this.ctx = new TaskContext(t, id);
+            this.nextBeatNanos = System.nanoTime() + q.heartbeat.toNanos();
+        }
+
+        /** Interrupts the handler, once, for the first reason given. */
+        synchronized void cancel(TaskContext.CancelReason reason) {
+            if (ctx.reason == null) {
+                ctx.reason = reason;
+                if (thread != null) {
+                    thread.interrupt();
+                }
+            }
+        }
+
+        synchronized void bind(Thread t) {
+            this.thread = t;
+        }
+
+        /** Detaches the handler's thread and clears an interrupt meant for this execution. */
+        synchronized void unbind() {
+            this.thread = null;
+            Thread.interrupted();
+        }
+
+        void log(String msg, Object... extra) {
+            logTask(LOG::info, msg, this, extra);
+        }
+    }
+
+    private interface LogFn {
+        void log(String format, Object... args);
+    }
+
+    private void logTask(LogFn fn, String msg, Execution e, Object... extra) {
+        logFields(fn, msg, e.lease.id().toString(), e.q.name, e.handler, e.attempt, extra);
+    }
+
+    private void logFields(LogFn fn, String msg, String taskId, String queue, String handler, int attempt,
+            Object... extra) {
+        StringBuilder fmt = new StringBuilder(msg).append(" task_id={} queue={} handler={} attempt={} worker_id={}");
+        Object[] args = new Object[5 + extra.length];
+        args[0] = taskId;
+        args[1] = queue;
+        args[2] = handler;
+        args[3] = attempt;
+        args[4] = id;
+        for (int i = 0; i + 1 < extra.length; i += 2) {
+            fmt.append(' ').append(extra[i]).append("={}");
+        }
+        int k = 5;
+        for (int i = 1; i < extra.length; i += 2) {
+            args[k++] = extra[i];
+        }
+        fn.log(fmt.toString(), java.util.Arrays.copyOf(args, k));
+    }
+
+    private void startExecution(QueueRunner q, Task t) {
+        Execution e = new Execution(q, t);
+        counts.incrementAndGet(C_CLAIMED);
+        running.put(e, Boolean.TRUE);
+        q.busy.incrementAndGet();
+        executing.incrementAndGet();
+        if (LOG.isDebugEnabled()) {
+            logTask(LOG::debug, "task claimed", e, "life", t.life());
+        }
+        q.pool.execute(() -> execute(e, t));
+    }
+
+    private void execute(Execution e, Task t) {
+        QueueRunner q = e.q;
+        try {
+            Throwable err = null;
+            long start = System.nanoTime();
+            e.bind(Thread.currentThread());
+            if (!q.timeout.isZero()) {
+                e.timeoutTimer = timers.schedule(() -> e.cancel(TaskContext.CancelReason.TIMEOUT),
+                        q.timeout.toNanos(), TimeUnit.NANOSECONDS);
+            }
+            try {
+                Handler h = handlers.get(t.handler());
+                if (h == null) {
+                    throw new PermanentException(new UnknownHandlerException(t.handler(), q.name));
+                }
+                if (e.ctx.reason == null) {
+                    h.handle(e.ctx);
+                } else {
+                    throw new InterruptedException("rdq: execution interrupted before it started");
+                }
+            } catch (Throwable x) {
+                err = x;
+            } finally {
+                if (e.timeoutTimer != null) {
+                    e.timeoutTimer.cancel(false);
+                }
+                e.unbind();
+            }
+            long durNanos = System.nanoTime() - start;
+            TaskContext.CancelReason reason = e.ctx.reason;
+            if (err != null && reason == TaskContext.CancelReason.TIMEOUT && isInterruption(err)) {
+                err = new HandlerTimeoutException(q.timeout);
+            }
+            boolean wasInterrupted = err != null && reason == TaskContext.CancelReason.STOPPING;
+            synchronized (running) {
+                e.returned = true;
+                if (e.abandoned) {
+                    logTask(LOG::warn, "handler returned after its task was released at shutdown; result discarded", e);
+                    return;
+                }
+                if (e.lost) {
+                    logTask(LOG::debug, "handler returned after its lease was lost; result discarded", e);
+                    return;
+                }
+                if (wasInterrupted) {
+                    running.remove(e);
+                    interrupted.add(e);
+                    return;
+                }
+                completing.incrementAndGet();
+            }
+            try {
+                Decision d = q.policy.decide(e.attempt, err, ThreadLocalRandom.current().nextDouble());
+                Status status = err == null ? Status.SUCCEEDED : d.dead() ? Status.DEAD : Status.PENDING;
+                Failure f = err == null ? null : q.policy.describe(err);
+                long retryMicros = status == Status.PENDING ? d.retryIn().toNanos() / 1000 : 0;
+                PgStore.Completion c = new PgStore.Completion(e.lease, status, retryMicros, d.outcome(), f, id,
+                        durNanos / 1000);
+                if (completerClosed) {
+                    running.remove(e);
+                    logTask(LOG::error, "worker stopped before the result could be written; the lease will expire and the task be reclaimed", e);
+                } else {
+                    finishQueue.add(new FinishItem(e, c, d, f, durNanos));
+                }
+            } finally {
+                completing.decrementAndGet();
+            }
+        } finally {
+            q.busy.decrementAndGet();
+            q.signal(false);
+            synchronized (executing) {
+                executing.decrementAndGet();
+                executing.notifyAll();
+            }
+        }
+    }
+
+    /** Whether err is how a handler reports being interrupted. */
+    private static boolean isInterruption(Throwable err) {
+        Set<Throwable> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+        for (Throwable t = err; t != null && seen.add(t); t = t.getCause()) {
+            if (t instanceof InterruptedException || t instanceof java.io.InterruptedIOException
+                    || t instanceof java.nio.channels.ClosedByInterruptException
+                    || t instanceof java.util.concurrent.CancellationException) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private List<Execution> takeForRelease() {
+        synchronized (running) {
+            List<Execution> out = new ArrayList<>(interrupted);
+            interrupted.clear();
+            for (Execution e : new ArrayList<>(running.keySet())) {
+                if (!e.returned) {
+                    e.abandoned = true;
+                    running.remove(e);
+                    out.add(e);
+                }
+            }
+            return out;
+        }
+    }
+
+    private void release(List<Execution> execs) {
+        List<PgStore.Lease> leases = new ArrayList<>();
+        for (Execution e : execs) {
+            leases.add(e.lease);
+        }
+        try (Connection c = dataSource.getConnection()) {
+            c.setAutoCommit(true);
+            boolean[] ok = store.release(c, leases);
+            for (int i = 0; i < execs.size(); i++) {
+                if (ok[i]) {
+                    counts.incrementAndGet(C_RELEASED);
+                    logTask(LOG::info, "task released", execs.get(i));
+                } else {
+                    counts.incrementAndGet(C_LOST);
+                    logTask(LOG::warn, "lease lost before release", execs.get(i));
+                }
+            }
+        } catch (SQLException | RuntimeException ex) {
+            for (Execution e : execs) {
+                logTask(LOG::error, "release failed; the lease will expire and the task be reclaimed", e, "error", ex.toString());
+            }
+        }
+    }
+
+    // --- Queues and fetching ------------------------------------------------
+
+    private final class QueueRunner {
+        final String name;
+        final Policy policy;
+        final int concurrency;
+        final Duration lease;
+        final Duration heartbeat;
+        final Duration timeout;
+        final AtomicInteger busy = new AtomicInteger();
+        ExecutorService pool;
+        private boolean wake; // guarded by this
+        private boolean slotFreed; // guarded by this
+
+        QueueRunner(String name, QueueConfig c) {
+            this.name = name;
+            this.policy = c.policy;
+            this.concurrency = c.concurrency;
+            this.lease = c.lease;
+            this.heartbeat = c.heartbeat;
+            this.timeout = c.timeout;
+        }
+
+        void start() {
+            AtomicInteger n = new AtomicInteger();
+            pool = Executors.newFixedThreadPool(concurrency, r -> {
+                Thread t = new Thread(r, "rdq-exec-" + name + "-" + n.incrementAndGet() + "-" + id);
+                t.setDaemon(true);
+                return t;
+            });
+        }
+
+        synchronized void signal(boolean notification) {
+            if (notification) {
+                wake = true;
+            } else {
+                slotFreed = true;
+            }
+            notifyAll();
+        }
+
+        void fetchLoop() {
+            try (Conn conn = new Conn()) {
+                boolean mayHaveMore;
+                while (!stopClaiming) {
+                    int free = concurrency - busy.get();
+                    if (free > 0) {
+                        try {
+                            List<Task> tasks = store.claim(conn.get(), name, free, lease.toNanos() / 1000, id);
+                            if (stopClaiming) {
+                                releaseUnstarted(tasks);
+                                return;
+                            }
+                            for (Task t : tasks) {
+                                startExecution(this, t);
+                            }
+                            mayHaveMore = tasks.size() == free;
+                        } catch (SQLException | RuntimeException e) {
+                            conn.drop();
+                            if (stopClaiming) {
+                                return;
+                            }
+                            LOG.error("claim failed queue={} worker_id={} error={}", name, id, e.toString());
+                            mayHaveMore = false;
+                        }
+                    } else {
+                        mayHaveMore = true;
+                    }
+                    long deadline = System.nanoTime() + pollInterval.toNanos();
+                    synchronized (this) {
+                        while (!stopClaiming && !wake && !(mayHaveMore && slotFreed)) {
+                            long left = deadline - System.nanoTime();
+                            if (left <= 0) {
+                                break;
+                            }
+                            try {
+                                wait(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+                            } catch (InterruptedException e) {
+                                if (stopClaiming) {
+                                    return;
+                                }
+                            }
+                        }
+                        wake = false;
+                        slotFreed = false;
+                    }
+                }
+            }
+        }
+
+        private void releaseUnstarted(List<Task> tasks) {
+            if (tasks.isEmpty()) {
+                return;
+            }
+            List<Execution> execs = new ArrayList<>();
+            for (Task t : tasks) {
+                execs.add(new Execution(this, t));
+            }
+            release(execs);
+        }
+    }
+
+    // --- Notifications ------------------------------------------------------
+
+    private void notificationLoop() {
+        long backoffMs = 100;
+        while (!loopsStopped) {
+            Connection c = null;
+            try {
+                c = dataSource.getConnection();
+                c.setAutoCommit(true);
+                PGConnection pg = c.unwrap(PGConnection.class);
+                try (Statement st = c.createStatement()) {
+                    st.execute(store.listen);
+                }
+                // Anything made due before LISTEN took effect is found by the first poll.
+                for (QueueRunner q : queues.values()) {
+                    q.signal(true);
+                }
+                boolean received = false;
+                while (!loopsStopped) {
+                    PGNotification[] ns = pg.getNotifications(250);
+                    if (ns == null) {
+                        continue;
+                    }
+                    if (!received) {
+                        backoffMs = 100;
+                        received = true;
+                    }
+                    for (PGNotification n : ns) {
+                        QueueRunner q = queues.get(n.getParameter());
+                        if (q != null) {
+                            q.signal(true);
+                        }
+                    }
+                }
+            } catch (SQLException | RuntimeException e) {
+                if (loopsStopped) {
+                    break;
+                }
+                LOG.warn("notifications failed; polling meanwhile worker_id={} error={}", id, e.toString());
+            } finally {
+                if (c != null) {
+                    try {
+                        c.close();
+                    } catch (SQLException e) {
+                        LOG.debug("closing the notification connection failed: {}", e.toString());
+                    }
+                }
+            }
+            long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(backoffMs);
+            while (!loopsStopped && System.nanoTime() < until) {
+                sleepQuietly(Math.min(50, backoffMs));
+            }
+            backoffMs = Math.min(backoffMs * 2, 30_000);
+        }
+    }
+
+    // --- Heartbeats ---------------------------------------------------------
+
+    private void heartbeatLoop() {
+        long tick = Long.MAX_VALUE;
+        for (QueueRunner q : queues.values()) {
+            tick = Math.min(tick, q.heartbeat.toMillis());
+        }
+        tick = Math.max(tick / 4, 1);
+        try (Conn conn = new Conn()) {
+            while (!heartbeatStop) {
+                try {
+                    Thread.sleep(tick);
+                } catch (InterruptedException e) {
+                    continue;
+                }
+                beat(conn);
+            }
+        }
+    }
+
+    private void beat(Conn conn) {
+        long now = System.nanoTime();
+        Map<Duration, List<Execution>> groups = new TreeMap<>();
+        synchronized (running) {
+            for (Execution e : running.keySet()) {
+                if (e.nextBeatNanos - now > 0) {
+                    continue;
+                }
+                groups.computeIfAbsent(e.q.lease, k -> new ArrayList<>()).add(e);
+            }
+        }
+        for (Map.Entry<Duration, List<Execution>> g : groups.entrySet()) {
+            List<Execution> execs = g.getValue();
+            List<PgStore.Lease> leases = new ArrayList<>();
+            for (Execution e : execs) {
+                leases.add(e.lease);
+            }
+            boolean[] ok;
+            try {
+                ok = store.heartbeat(conn.get(), leases, g.getKey().toNanos() / 1000);
+                counts.incrementAndGet(C_HEARTBEAT_STMTS);
+            } catch (SQLException | RuntimeException e) {
+                conn.drop();
+                LOG.warn("heartbeat failed; retrying leases={} worker_id={} error={}", leases.size(), id, e.toString());
+                continue;
+            }
+            List<Execution> lost = new ArrayList<>();
+            synchronized (running) {
+                for (int i = 0; i < execs.size(); i++) {
+                    Execution e = execs.get(i);
+                    if (!running.containsKey(e)) {
+                        continue;
+                    }
+                    if (ok[i]) {
+                        e.nextBeatNanos = now + e.q.heartbeat.toNanos();
+                        continue;
+                    }
+                    e.lost = true;
+                    running.remove(e);
+                    if (!e.returned) {
+                        lost.add(e);
+                    }
+                }
+            }
+            for (Execution e : lost) {
+                counts.incrementAndGet(C_LOST);
+                logTask(LOG::warn, "lease lost; interrupting the handler", e);
+                e.cancel(TaskContext.CancelReason.LEASE_LOST);
+            }
+        }
+    }
+
+    // --- Completer ----------------------------------------------------------
+
+    private record FinishItem(Execution e, PgStore.Completion c, Decision d, Failure f, long durNanos) {}
+
+    private void completerLoop() {
+        try (Conn conn = new Conn()) {
+            List<FinishItem> buf = new ArrayList<>(finishBatch);
+            while (true) {
+                FinishItem first;
+                try {
+                    first = completerClosed ? finishQueue.poll() : finishQueue.poll(100, TimeUnit.MILLISECONDS);
+                } catch (InterruptedException e) {
+                    continue;
+                }
+                if (first == null) {
+                    if (completerClosed) {
+                        return;
+                    }
+                    continue;
+                }
+                buf.clear();
+                buf.add(first);
+                long deadline = System.nanoTime() + finishInterval.toNanos();
+                while (buf.size() < finishBatch) {
+                    long left = deadline - System.nanoTime();
+                    FinishItem it;
+                    try {
+                        it = left <= 0 ? finishQueue.poll() : finishQueue.poll(left, TimeUnit.NANOSECONDS);
+                    } catch (InterruptedException e) {
+                        it = finishQueue.poll();
+                    }
+                    if (it == null) {
+                        if (left <= 0 || completerClosed) {
+                            break;
+                        }
+                        continue;
+                    }
+                    buf.add(it);
+                }
+                flush(conn, buf);
+            }
+        }
+    }
+
+    private void flush(Conn conn, List<FinishItem> items) {
+        List<PgStore.Completion> comps = new ArrayList<>(items.size());
+        for (FinishItem it : items) {
+            comps.add(it.c());
+        }
+        boolean[] ok = null;
+        Exception failure = null;
+        long started = System.nanoTime();
+        long wait = 50;
+        while (true) {
+            try {
+                ok = store.finish(conn.get(), comps);
+                counts.incrementAndGet(C_FINISH_STMTS);
+                break;
+            } catch (SQLException | RuntimeException e) {
+                conn.drop();
+                failure = e;
+                if (TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started) + wait > FINISH_RETRY_FOR_MS) {
+                    break;
+                }
+                LOG.warn("finish failed; retrying tasks={} retry_in_ms={} worker_id={} error={}", comps.size(), wait, id, e.toString());
+                sleepUninterruptibly(wait);
+                wait = Math.min(wait * 2, 2_000);
+            }
+        }
+        for (int i = 0; i < items.size(); i++) {
+            FinishItem it = items.get(i);
+            running.remove(it.e());
+            if (ok == null) {
+                logTask(LOG::error, "writing the result failed; the lease will expire and the task be reclaimed", it.e(),
+                        "outcome", it.d().outcome(), "error", String.valueOf(failure));
+            } else if (!ok[i]) {
+                counts.incrementAndGet(C_LOST);
+                logTask(LOG::warn, "lease lost before the result was written; result discarded", it.e(), "outcome",
+                        it.d().outcome());
+            } else {
+                recordFinish(it);
+            }
+        }
+    }
+
+    private static void sleepUninterruptibly(long ms) {
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
+        boolean interrupted = false;
+        while (true) {
+            long left = until - System.nanoTime();
+            if (left <= 0) {
+                break;
+            }
+            try {
+                TimeUnit.NANOSECONDS.sleep(left);
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void recordFinish(FinishItem it) {
+        counts.incrementAndGet(switch (it.c().status()) {
+            case SUCCEEDED -> C_SUCCEEDED;
+            case PENDING -> C_RETRIED;
+            default -> C_DEAD;
+        });
+        switch (it.c().status()) {
+            case SUCCEEDED -> {
+                if (LOG.isInfoEnabled()) {
+                    logTask(LOG::info, "task succeeded", it.e(), "duration_ms", it.durNanos() / 1_000_000);
+                }
+            }
+            case PENDING -> logTask(LOG::warn, "attempt failed; retry scheduled", it.e(), "outcome", it.d().outcome(),
+                    "retry_in_ms", it.d().retryIn().toMillis(), "error_type", it.f().type(), "error", it.f().message());
+            case DEAD -> logTask(LOG::error, "task dead-lettered", it.e(), "reason",
+                    it.d().outcome() == Outcome.PERMANENT_FAILURE ? "permanent failure" : "attempts exhausted", "outcome",
+                    it.d().outcome(), "error_type", it.f().type(), "error", it.f().message());
+            default -> { }
+        }
+    }
+
+    // --- Maintenance --------------------------------------------------------
+
+    private void maintenanceLoop() {
+        long now = System.nanoTime();
+        long nextReclaim = reclaimInterval.equals(DISABLED) ? Long.MAX_VALUE
+                : now + 1 + ThreadLocalRandom.current().nextLong(reclaimInterval.toNanos());
+        long nextPurge = purgeInterval.equals(DISABLED) ? Long.MAX_VALUE
+                : now + 1 + ThreadLocalRandom.current().nextLong(purgeInterval.toNanos());
+        try (Conn conn = new Conn()) {
+            while (!loopsStopped) {
+                long wake = Math.min(nextReclaim, nextPurge);
+                long left = wake - System.nanoTime();
+                if (left > 0) {
+                    try {
+                        TimeUnit.NANOSECONDS.sleep(left);
+                    } catch (InterruptedException e) {
+                        continue;
+                    }
+                }
+                if (loopsStopped) {
+                    return;
+                }
+                now = System.nanoTime();
+                if (now - nextReclaim >= 0) {
+                    reclaimExpired(conn);
+                    nextReclaim = System.nanoTime() + reclaimInterval.toNanos();
+                }
+                if (now - nextPurge >= 0) {
+                    purgeSucceeded(conn);
+                    nextPurge = System.nanoTime() + purgeInterval.toNanos();
+                }
+            }
+        }
+    }
+
+    private Duration reclaimLease() {
+        Duration lease = null;
+        for (QueueRunner q : queues.values()) {
+            if (lease == null || q.lease.compareTo(lease) < 0) {
+                lease = q.lease;
+            }
+        }
+        return lease == null ? QueueConfig.DEFAULT_LEASE : lease;
+    }
+
+    /**
+     * Takes over tasks of this worker's queues whose lease expired (the store
+     * records the lost execution as a LEASE_EXPIRED attempt numbered past the
+     * task's highest) and retries or dead-letters each per its queue's policy.
+     */
+    private void reclaimExpired(Conn conn) {
+        List<String> names = new ArrayList<>(queues.keySet());
+        for (int round = 0; round < MAINTENANCE_ROUNDS && !loopsStopped; round++) {
+            List<Task> tasks;
+            try {
+                tasks = store.reclaimExpired(conn.get(), names, RECLAIM_BATCH, reclaimLease().toNanos() / 1000, id);
+            } catch (SQLException | RuntimeException e) {
+                conn.drop();
+                LOG.error("reclaiming expired leases failed worker_id={} error={}", id, e.toString());
+                return;
+            }
+            if (tasks.isEmpty()) {
+                return;
+            }
+            List<PgStore.Completion> comps = new ArrayList<>();
+            List<Decision> decisions = new ArrayList<>();
+            for (Task t : tasks) {
+                QueueRunner q = queues.get(t.queue());
+                Policy p = q == null ? Policy.defaults() : q.policy;
+                Decision d = p.decideLeaseExpired(t.attempts(), ThreadLocalRandom.current().nextDouble());
+                decisions.add(d);
+                comps.add(new PgStore.Completion(new PgStore.Lease(t.id(), t.leaseToken()),
+                        d.dead() ? Status.DEAD : Status.PENDING, d.dead() ? 0 : d.retryIn().toNanos() / 1000, null,
+                        null, null, 0));
+                logFields(LOG::warn, "lease expired; the execution was lost and the task reclaimed", t.id().toString(),
+                        t.queue(), t.handler(), t.attempts());
+            }
+            boolean[] ok;
+            try {
+                ok = store.finish(conn.get(), comps);
+            } catch (SQLException | RuntimeException e) {
+                conn.drop();
+                LOG.error("deciding reclaimed tasks failed; they will be reclaimed again tasks={} worker_id={} error={}",
+                        tasks.size(), id, e.toString());
+                return;
+            }
+            for (int i = 0; i < tasks.size(); i++) {
+                Task t = tasks.get(i);
+                counts.incrementAndGet(C_RECLAIMED);
+                if (ok[i] && decisions.get(i).dead()) {
+                    counts.incrementAndGet(C_DEAD);
+                }
+                if (!ok[i]) {
+                    logFields(LOG::warn, "deciding a reclaimed task failed: lease lost", t.id().toString(), t.queue(),
+                            t.handler(), t.attempts());
+                } else if (decisions.get(i).dead()) {
+                    logFields(LOG::error, "task dead-lettered", t.id().toString(), t.queue(), t.handler(), t.attempts(),
+                            "reason", "attempts exhausted", "outcome", Outcome.LEASE_EXPIRED);
+                } else {
+                    logFields(LOG::warn, "retry scheduled after lost execution", t.id().toString(), t.queue(),
+                            t.handler(), t.attempts(), "outcome", Outcome.LEASE_EXPIRED, "retry_in_ms",
+                            decisions.get(i).retryIn().toMillis());
+                }
+            }
+            if (tasks.size() < RECLAIM_BATCH) {
+                return;
+            }
+        }
+    }
+
+    private void purgeSucceeded(Conn conn) {
+        String filter = "{\"older_than\":\"" + GoDurations.format(succeededTtl) + "\",\"status\":\"SUCCEEDED\"}";
+        for (int round = 0; round < MAINTENANCE_ROUNDS && !loopsStopped; round++) {
+            long n;
+            try {
+                n = store.purgeSucceeded(conn.get(), succeededTtl.toNanos() / 1000, PURGE_BATCH, PURGE_ACTOR, filter);
+            } catch (SQLException | RuntimeException e) {
+                conn.drop();
+                if (!loopsStopped) {
+                    LOG.error("purging succeeded tasks failed worker_id={} error={}", id, e.toString());
+                }
+                return;
+            }
+            if (n > 0) {
+                LOG.info("purged succeeded tasks count={} older_than={} worker_id={}", n, GoDurations.format(succeededTtl), id);
+            }
+            if (n < PURGE_BATCH) {
+                return;
+            }
+        }
+    }
+
+}

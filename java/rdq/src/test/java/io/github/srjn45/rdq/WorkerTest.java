@@ -1,0 +1,367 @@
+package io.github.srjn45.rdq;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+class WorkerTest extends DbTestBase {
+    static final Duration WAIT = Duration.ofSeconds(20);
+
+    static QueueConfig fast(int maxAttempts) {
+        return QueueConfig.builder().concurrency(4).policy(Policy.builder().maxAttempts(maxAttempts)
+                .initialBackoff(Duration.ofMillis(10)).maxBackoff(Duration.ofMillis(50)).build()).build();
+    }
+
+    @Test
+    void executesAndRecordsSuccess() throws Exception {
+        AtomicInteger ran = new AtomicInteger();
+        Worker w = started(worker().id("w-ok").queue("q", fast(3)).handle("h", ctx -> {
+            assertEquals("payload", ctx.payloadText());
+            assertEquals(1, ctx.attempt());
+            ran.incrementAndGet();
+        }));
+        UUID id = client().submit(NewTask.builder("q", "h").payload("payload").build()).task().id();
+        await(WAIT, "success", statusIs(id, Status.SUCCEEDED));
+        List<Attempt> h = history(id);
+        assertEquals(1, h.size());
+        assertEquals(Outcome.SUCCESS, h.get(0).outcome());
+        assertEquals("w-ok", h.get(0).workerId());
+        assertEquals(1, h.get(0).leaseToken());
+        assertEquals(1, ran.get());
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+    }
+
+    @Test
+    void retriesThenSucceedsWithAttemptsNumberedInOrder() throws Exception {
+        started(worker().queue("q", fast(5)).handle("flaky", ctx -> {
+            if (ctx.attempt() < 3) {
+                throw new java.io.IOException("temporary failure " + ctx.attempt());
+            }
+        }));
+        UUID id = client().submit(NewTask.builder("q", "flaky").build()).task().id();
+        await(WAIT, "success after retries", statusIs(id, Status.SUCCEEDED));
+        List<Attempt> h = history(id);
+        assertEquals(3, h.size());
+        for (int i = 0; i < 3; i++) {
+            assertEquals(i + 1, h.get(i).number());
+            assertEquals(i + 1, h.get(i).leaseToken(), "fencing tokens strictly increase");
+        }
+        assertEquals("java.io.IOException", h.get(0).errorType());
+        assertEquals("temporary failure 1", h.get(0).message());
+        assertTrue(h.get(0).stack().contains("WorkerTest"), "the stack trace is recorded");
+        assertEquals(Outcome.SUCCESS, h.get(2).outcome());
+    }
+
+    /** An exception naming its own type. */
+    static final class QuotaException extends RuntimeException implements ErrorTyped {
+        private static final long serialVersionUID = 1L;
+
+        QuotaException(String m) {
+            super(m);
+        }
+
+        @Override
+        public String errorType() {
+            return "quota_exceeded";
+        }
+    }
+
+    @Test
+    void outcomesFollowThePolicy() throws Exception {
+        started(worker().queue("q", fast(2))
+                .handle("perm", ctx -> {
+                    throw new PermanentException(new IllegalArgumentException("invalid order 42"));
+                })
+                .handle("always", ctx -> {
+                    throw new QuotaException("quota exceeded for tenant 7");
+                })
+                .handle("error", ctx -> {
+                    throw new StackOverflowError("deep");
+                }));
+        RdqClient c = client();
+        UUID perm = c.submit(NewTask.builder("q", "perm").build()).task().id();
+        UUID always = c.submit(NewTask.builder("q", "always").build()).task().id();
+        UUID unknown = c.submit(NewTask.builder("q", "nobody").build()).task().id();
+        UUID error = c.submit(NewTask.builder("q", "error").build()).task().id();
+        for (UUID id : List.of(perm, always, unknown, error)) {
+            await(WAIT, "dead", statusIs(id, Status.DEAD));
+        }
+        Task p = task(perm);
+        assertEquals(1, p.attempts(), "a permanent failure dead-letters at once");
+        assertEquals("java.lang.IllegalArgumentException", p.lastErrorType());
+        assertEquals(Outcome.PERMANENT_FAILURE, history(perm).get(0).outcome());
+        Task a = task(always);
+        assertEquals(2, a.attempts(), "exhausted after max attempts");
+        assertEquals("quota_exceeded", a.lastErrorType());
+        assertEquals(Outcome.RETRYABLE_FAILURE, history(always).get(1).outcome());
+        assertEquals("unknown_handler", task(unknown).lastErrorType());
+        assertEquals("java.lang.StackOverflowError", task(error).lastErrorType());
+        assertEquals(4, scalar("SELECT sum(n) FROM {schema}.dead_counts"), "dead_counts maintained by finish");
+    }
+
+    @Test
+    void retryAfterOverridesTheBackoff() throws Exception {
+        started(worker().queue("q", fast(3)).handle("limited", ctx -> {
+            if (ctx.attempt() == 1) {
+                throw new RetryAfterException(Duration.ofSeconds(30), "rate limited");
+            }
+        }));
+        UUID id = client().submit(NewTask.builder("q", "limited").build()).task().id();
+        await(WAIT, "first attempt recorded", () -> {
+            try {
+                return task(id).attempts() == 1 && task(id).status() == Status.PENDING;
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        Task t = task(id);
+        long in = Duration.between(history(id).get(0).finishedAt(), t.nextAttemptAt()).toMillis();
+        assertTrue(in >= 29_900 && in <= 30_100, "retry due 30s after the failure, got " + in + "ms");
+    }
+
+    @Test
+    void timeoutFailsTheAttemptWithTypeTimeout() throws Exception {
+        started(worker().queue("q", QueueConfig.builder().timeout(Duration.ofMillis(200))
+                .policy(Policy.builder().maxAttempts(1).build()).build()).handle("slow", ctx -> Thread.sleep(60_000)));
+        UUID id = client().submit(NewTask.builder("q", "slow").build()).task().id();
+        await(WAIT, "dead by timeout", statusIs(id, Status.DEAD));
+        Attempt a = history(id).get(0);
+        assertEquals("timeout", a.errorType());
+        assertEquals("handler timed out after 200ms", a.message());
+    }
+
+    @Test
+    void concurrencyIsBoundedAndClaimsFillFreeSlots() throws Exception {
+        AtomicInteger now = new AtomicInteger();
+        AtomicInteger peak = new AtomicInteger();
+        started(worker().queue("q", QueueConfig.builder().concurrency(3).build()).handle("h", ctx -> {
+            int n = now.incrementAndGet();
+            peak.accumulateAndGet(n, Math::max);
+            Thread.sleep(30);
+            now.decrementAndGet();
+        }));
+        List<NewTask> batch = new ArrayList<>();
+        for (int i = 0; i < 60; i++) {
+            batch.add(NewTask.builder("q", "h").build());
+        }
+        client().submitAll(batch);
+        await(WAIT, "all succeeded", () -> {
+            try {
+                return scalar("SELECT count(*) FROM {schema}.tasks WHERE status = 'SUCCEEDED'") == 60;
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        assertTrue(peak.get() <= 3, "at most 3 handlers at once, saw " + peak.get());
+        assertEquals(3, peak.get(), "the slots were used");
+    }
+
+    @Test
+    void notificationsWakeTheWorkerLongBeforeItsPoll() throws Exception {
+        CountDownLatch first = new CountDownLatch(1);
+        CountDownLatch second = new CountDownLatch(1);
+        Worker w = Worker.builder(ds).schema(schema).pollInterval(Duration.ofMinutes(10))
+                .reclaimInterval(Worker.DISABLED).purgeInterval(Worker.DISABLED).queue("q")
+                .handle("first", ctx -> first.countDown())
+                .handle("second", ctx -> second.countDown()).build();
+        workers.add(w);
+        w.start();
+        RdqClient c = client();
+        c.submit(NewTask.builder("q", "first").build());
+        assertTrue(first.await(10, TimeUnit.SECONDS), "the first task runs");
+        await(WAIT, "the first task's result written", () -> w.stats().succeeded() == 1);
+        // The fetch loop has claimed and now waits for its 10-minute poll; only
+        // a notification can wake it for the second task.
+        c.submit(NewTask.builder("q", "second").build());
+        assertTrue(second.await(10, TimeUnit.SECONDS), "woken by NOTIFY, not the 10-minute poll");
+    }
+
+    @Test
+    void pollingFindsRetriesThatNoNotificationAnnounces() throws Exception {
+        UUID id = client().submit(NewTask.builder("q", "h").delay(Duration.ofMillis(500)).build()).task().id();
+        started(worker().queue("q").handle("h", ctx -> { }));
+        await(WAIT, "delayed task run by polling", statusIs(id, Status.SUCCEEDED));
+    }
+
+    @Test
+    void heartbeatsKeepALongExecutionsLease() throws Exception {
+        started(worker().reclaimInterval(Duration.ofMillis(100)).queue("q", QueueConfig.builder()
+                .lease(Duration.ofMillis(600)).heartbeatInterval(Duration.ofMillis(100)).build())
+                .handle("long", ctx -> Thread.sleep(2_500)));
+        UUID id = client().submit(NewTask.builder("q", "long").build()).task().id();
+        await(WAIT, "success", statusIs(id, Status.SUCCEEDED));
+        List<Attempt> h = history(id);
+        assertEquals(1, h.size(), "no LEASE_EXPIRED: the lease was extended: " + h);
+        assertEquals(Outcome.SUCCESS, h.get(0).outcome());
+    }
+
+    @Test
+    void expiredLeasesAreReclaimedWithLeaseExpiredNumberedPastTheHistory() throws Exception {
+        RdqClient c = client();
+        UUID id = c.submit(NewTask.builder("q", "h").firstFailure(new RuntimeException("at submit")).build())
+                .task().id();
+        // A worker that claims the task and dies: its lease expires.
+        try (Connection conn = ds.getConnection()) {
+            conn.setAutoCommit(true);
+            try (var st = conn.createStatement()) {
+                st.execute("UPDATE \"" + schema + "\".tasks SET next_attempt_at = now()");
+            }
+            List<Task> claimed = store.claim(conn, "q", 1, 50_000, "ghost");
+            assertEquals(1, claimed.size());
+        }
+        AtomicInteger token = new AtomicInteger();
+        started(worker().id("rescuer").reclaimInterval(Duration.ofMillis(100)).queue("q", fast(5))
+                .handle("h", ctx -> token.set((int) ctx.leaseToken())));
+        await(WAIT, "reclaimed and run", statusIs(id, Status.SUCCEEDED));
+        List<Attempt> h = history(id);
+        assertEquals(3, h.size(), h.toString());
+        assertEquals(Outcome.RETRYABLE_FAILURE, h.get(0).outcome());
+        assertEquals(2, h.get(1).number());
+        assertEquals(Outcome.LEASE_EXPIRED, h.get(1).outcome());
+        assertEquals("ghost", h.get(1).workerId(), "the lost execution's worker");
+        assertEquals(1, h.get(1).leaseToken(), "the lost execution's token");
+        assertEquals("lease_expired", h.get(1).errorType());
+        assertEquals(3, h.get(2).number());
+        assertEquals(Outcome.SUCCESS, h.get(2).outcome());
+        assertEquals(3, token.get(), "claim 1, reclaim 2, execution 3");
+    }
+
+    @Test
+    void gracefulStopReleasesUnfinishedTasksWithoutAnAttempt() throws Exception {
+        CountDownLatch started = new CountDownLatch(1);
+        List<TaskContext.CancelReason> reasons = new ArrayList<>();
+        Worker w = started(worker().queue("q").handle("stuck", ctx -> {
+            started.countDown();
+            try {
+                Thread.sleep(60_000);
+            } finally {
+                reasons.add(ctx.cancelReason());
+            }
+        }));
+        UUID id = client().submit(NewTask.builder("q", "stuck").build()).task().id();
+        assertTrue(started.await(10, TimeUnit.SECONDS));
+        assertFalse(w.stop(Duration.ofMillis(200)), "the handler did not finish within the grace period");
+        Task t = task(id);
+        assertEquals(Status.PENDING, t.status());
+        assertEquals(0, t.attempts(), "released without counting an attempt");
+        assertEquals(0, history(id).size());
+        assertEquals(List.of(TaskContext.CancelReason.STOPPING), reasons);
+        assertEquals(1, w.stats().released());
+        assertThrows(IllegalStateException.class, w::start, "a worker runs once");
+    }
+
+    @Test
+    void logsNameTasksButNeverPayloads() throws Exception {
+        PrintStream old = System.err;
+        ByteArrayOutputStream buf = new ByteArrayOutputStream();
+        System.setErr(new PrintStream(buf, true, StandardCharsets.UTF_8));
+        UUID id;
+        try {
+            started(worker().queue("q", fast(1)).handle("h", ctx -> {
+                throw new IllegalStateException("cannot process");
+            }));
+            id = client().submit(NewTask.builder("q", "h").payload("SECRET-CARD-4242").build()).task().id();
+            await(WAIT, "dead", statusIs(id, Status.DEAD));
+            workers.get(0).stop(Duration.ofSeconds(5));
+        } finally {
+            System.setErr(old);
+        }
+        String logs = buf.toString(StandardCharsets.UTF_8);
+        assertTrue(logs.contains("task dead-lettered task_id=" + id), logs);
+        assertFalse(logs.contains("SECRET-CARD-4242"), logs);
+    }
+
+    @Test
+    void invalidConfigurationIsRejected() {
+        assertThrows(InvalidInputException.class, () -> QueueConfig.builder().concurrency(-1).build());
+        InvalidInputException e = assertThrows(InvalidInputException.class,
+                () -> QueueConfig.builder().lease(Duration.ofSeconds(1)).heartbeatInterval(Duration.ofSeconds(2)).build());
+        assertTrue(e.getMessage().contains("must be shorter than Lease 1s"), e.getMessage());
+        assertThrows(InvalidInputException.class, () -> Worker.builder(ds).schema(schema).build());
+        assertThrows(InvalidInputException.class, () -> Worker.builder(ds).schema(schema).queue("bad queue").build());
+        assertThrows(InvalidInputException.class, () -> Policy.builder().multiplier(0.5).build());
+        Worker w = Worker.builder(ds).schema(schema).queue("q").build();
+        assertThrows(InvalidInputException.class, () -> w.handle("_bad", ctx -> { }));
+        w.handle("ok", ctx -> { });
+        assertThrows(IllegalStateException.class, () -> w.handle("ok", ctx -> { }));
+        assertTrue(w.stop(Duration.ZERO));
+    }
+
+    @Test
+    void concurrentWorkersNeverRunATaskTwiceAtOnce() throws Exception {
+        ConcurrentHashMap<UUID, AtomicInteger> active = new ConcurrentHashMap<>();
+        AtomicInteger overlaps = new AtomicInteger();
+        AtomicInteger runs = new AtomicInteger();
+        Handler h = ctx -> {
+            AtomicInteger a = active.computeIfAbsent(ctx.id(), k -> new AtomicInteger());
+            if (a.incrementAndGet() > 1) {
+                overlaps.incrementAndGet();
+            }
+            runs.incrementAndGet();
+            Thread.sleep(2);
+            a.decrementAndGet();
+        };
+        for (int i = 0; i < 3; i++) {
+            started(worker().queue("q", QueueConfig.builder().concurrency(8).build()).handle("h", h));
+        }
+        List<NewTask> batch = new ArrayList<>();
+        for (int i = 0; i < 300; i++) {
+            batch.add(NewTask.builder("q", "h").build());
+        }
+        client().submitAll(batch);
+        await(WAIT, "all succeeded", () -> {
+            try {
+                return scalar("SELECT count(*) FROM {schema}.tasks WHERE status = 'SUCCEEDED'") == 300;
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        assertEquals(0, overlaps.get());
+        assertEquals(300, runs.get(), "each task ran exactly once");
+        assertEquals(300, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'SUCCESS'"));
+    }
+
+    @Test
+    void finishesAndHeartbeatsAreBatched() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        AtomicInteger started = new AtomicInteger();
+        Worker w = started(worker().finishInterval(Duration.ofMillis(200)).queue("q", QueueConfig.builder()
+                .concurrency(50).lease(Duration.ofMillis(900)).heartbeatInterval(Duration.ofMillis(300)).build())
+                .handle("h", ctx -> {
+                    started.incrementAndGet();
+                    release.await();
+                }));
+        List<NewTask> batch = new ArrayList<>();
+        for (int i = 0; i < 50; i++) {
+            batch.add(NewTask.builder("q", "h").build());
+        }
+        client().submitAll(batch);
+        await(WAIT, "all 50 running", () -> started.get() == 50);
+        long beatsBefore = w.stats().heartbeatStatements();
+        await(WAIT, "three heartbeat rounds", () -> w.stats().heartbeatStatements() >= beatsBefore + 3);
+        release.countDown();
+        await(WAIT, "all succeeded", () -> w.stats().succeeded() == 50);
+        WorkerStats st = w.stats();
+        assertEquals(50, st.claimed());
+        assertTrue(st.finishStatements() < 10, "50 finishes written in " + st.finishStatements() + " statements");
+        // 50 leases extended per statement: far fewer statements than leases × rounds.
+        assertTrue(st.heartbeatStatements() < 40, st.heartbeatStatements() + " heartbeat statements");
+        assertEquals(50, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'SUCCESS'"));
+        assertEquals(0, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'LEASE_EXPIRED'"));
+    }
+}
