@@ -17,6 +17,7 @@ import (
 // stores must have them.
 type consoleReads interface {
 	store.Store
+	store.Admin
 	NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error)
 	DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error)
 	DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error)
