@@ -304,16 +304,7 @@ func (e *env) dlqShow(args []string) error {
 		return notFoundHint(err)
 	}
 	if *payloadOnly {
-		// Raw bytes to a file or pipe; escaped on a terminal, where they
-		// are for reading.
-		w := e.rawStdout
-		if isTerminal(e.rawStdout) {
-			w = e.stdout
-		}
-		if _, err := w.Write(d.Task.Payload); err != nil {
-			return fmt.Errorf("writing payload: %w", err)
-		}
-		return nil
+		return e.writePayload(d.Task.Payload)
 	}
 	if e.g.json {
 		attempts := make([]jsonAttempt, 0, len(d.Attempts))
@@ -323,6 +314,19 @@ func (e *env) dlqShow(args []string) error {
 		return writeJSON(e.stdout, map[string]any{"task": toJSONTask(d.Task, true), "attempts": attempts})
 	}
 	return writeDetail(e.stdout, d)
+}
+
+// writePayload writes a task's payload: the raw bytes to a file or pipe,
+// escaped on a terminal, where they are for reading.
+func (e *env) writePayload(p []byte) error {
+	w := e.rawStdout
+	if isTerminal(e.rawStdout) {
+		w = e.stdout
+	}
+	if _, err := w.Write(p); err != nil {
+		return fmt.Errorf("writing payload: %w", err)
+	}
+	return nil
 }
 
 func notFoundHint(err error) error {

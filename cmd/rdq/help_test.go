@@ -18,6 +18,7 @@ func TestGroupHelp(t *testing.T) {
 		"dlq":   {"dlq ls", "dlq count", "dlq show ID", "dlq groups", "dlq redrive", "dlq purge", "dlq retention"},
 		"queue": {"queue ls", "queue pause QUEUE", "queue resume QUEUE"},
 		"audit": {"audit ls"},
+		"tasks": {"tasks ls", "tasks show ID", "tasks key QUEUE KEY", "tasks retry ID...", "tasks cancel ID..."},
 	}
 	for group, subs := range subcommands {
 		for _, args := range [][]string{{group, "--help"}, {group, "-h"}, {group, "help"}, {"help", group}, {"--json", group, "--help"}} {
@@ -101,7 +102,7 @@ func TestNotMigrated(t *testing.T) {
 		h := &harness{t: t, env: env}
 		for _, args := range [][]string{
 			{"dlq", "ls"}, {"dlq", "count"}, {"dlq", "groups"}, {"dlq", "show", fid(1)}, {"stats"}, {"audit", "ls"},
-			{"queue", "ls"}, {"queue", "pause", "q", "--reason", "r"}, {"dlq", "redrive", "--all", "--reason", "r", "--yes"},
+			{"queue", "ls"}, {"queue", "pause", "q", "--reason", "r"}, {"tasks", "ls"}, {"tasks", "show", fid(1)}, {"dlq", "redrive", "--all", "--reason", "r", "--yes"},
 			{"dlq", "redrive", fid(1), "--reason", "r"}, {"dlq", "purge", "--all", "--reason", "r", "--yes"},
 		} {
 			r := h.run("", args...)

@@ -232,7 +232,7 @@ func (e *env) dispatch(args []string) error {
 }
 
 // groups are the commands that have subcommands.
-var groups = []string{"dlq", "queue", "audit"}
+var groups = []string{"dlq", "queue", "tasks", "audit"}
 
 // isHelp reports whether the arguments after a group ask for its help.
 func isHelp(args []string) bool {

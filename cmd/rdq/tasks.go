@@ -49,8 +49,11 @@ Running tasks cannot be cancelled. Written to the audit log (action cancel).
 
 // liveTasks dispatches 'rdq tasks ls|show|key|retry|cancel'.
 func (e *env) liveTasks(args []string) error {
+	if isHelp(args) {
+		return e.groupHelp("tasks")
+	}
 	if len(args) == 0 {
-		return usageErrorf("tasks needs a command: ls, show, key, retry or cancel")
+		return usageErrorf("tasks needs a command: ls, show, key, retry or cancel (see 'rdq help tasks')")
 	}
 	switch args[0] {
 	case "ls", "list":
@@ -200,10 +203,7 @@ func (e *env) tasksShow(name string, args []string) error {
 		return notFoundHint(err)
 	}
 	if *payloadOnly {
-		if _, err := e.stdout.Write(d.Task.Payload); err != nil {
-			return fmt.Errorf("writing payload: %w", err)
-		}
-		return nil
+		return e.writePayload(d.Task.Payload)
 	}
 	if e.g.json {
 		attempts := make([]jsonAttempt, 0, len(d.Attempts))

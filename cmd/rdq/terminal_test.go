@@ -112,6 +112,25 @@ func TestHostileTextIsEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.ok("queue", "pause", "orders", "--reason", "INC-1")
+	// A live task that failed once with hostile text and waits to retry.
+	live := rdq.MustParseID("01954a1e-c000-7000-8000-0000000000fe")
+	liveAt := base.Add(30 * time.Minute)
+	ctx := context.Background()
+	if _, err := h.s.Enqueue(ctx, store.EnqueueParams{Now: &liveAt, Tasks: []store.NewTask{{
+		ID: live, Queue: "retries", Handler: "h", Payload: []byte(hostile), IdempotencyKey: "live" + hostile,
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := h.s.Claim(ctx, store.ClaimParams{Queues: []string{"retries"}, Limit: 1, Lease: time.Minute, WorkerID: "w", Now: &liveAt})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	if errs, err := h.s.Finish(ctx, store.FinishParams{Now: &liveAt, Completions: []store.Completion{{
+		Lease: store.Lease{ID: live, Token: claimed[0].LeaseToken}, Status: rdq.StatusPending, RetryIn: time.Hour,
+		Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeRetryableFailure, WorkerID: "w", Failure: rdq.Failure{Type: "t", Message: "live" + hostile}},
+	}}}); err != nil || errs[0] != nil {
+		t.Fatalf("finish: %v %v", errs, err)
+	}
 	escaped := `\x1b]0;owned\a\x1b[2J\x1b[31mred\rfake\x7f\u009b1m\u202eevil\u2066x\bz`
 	// Message cells squeeze whitespace, the CR included, onto one line.
 	squeezed := `\x1b]0;owned\a\x1b[2J\x1b[31mred fake\x7f\u009b1m\u202eevil\u2066x\bz`
@@ -132,6 +151,9 @@ func TestHostileTextIsEscaped(t *testing.T) {
 		{[]string{"audit", "ls"}, "reason" + squeezed},
 		{[]string{"audit", "ls"}, "note" + escaped + "=" + escaped},
 		{[]string{"queue", "ls"}, "orders"},
+		{[]string{"tasks", "ls", "--state", "retrying"}, "t: live" + squeezed},
+		{[]string{"tasks", "show", live.String()}, "live" + escaped},
+		{[]string{"tasks", "key", "retries", "live" + hostile}, "live" + escaped},
 		{[]string{"stats"}, "emails"},
 	} {
 		name := strings.Join(c.args, " ")
