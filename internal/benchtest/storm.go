@@ -20,6 +20,10 @@ type OutageConfig struct {
 	Tasks int
 	// Down is how long the downstream fails every call, from the start.
 	Down time.Duration
+	// UntilDead keeps the downstream down after Down until every task is
+	// dead: the outage then lasts as long as retrying without a breaker
+	// takes to spend every budget, however fast the machine is.
+	UntilDead bool
 	// Policy is the queue's retry policy.
 	Policy rdq.Policy
 	// Breaker, if set, turns the queue's circuit breaker on.
@@ -38,13 +42,15 @@ type OutageResult struct {
 	// OutageAttempts counts the handler calls while the downstream was
 	// down; Attempts counts them all.
 	OutageAttempts, Attempts int64
+	// Down is how long the outage lasted.
+	Down time.Duration
 	// Elapsed is from the first submit until every task finished.
 	Elapsed time.Duration
 }
 
 // Outage runs a downstream outage on st: Tasks tasks are submitted at
-// once; their handler fails (a retryable error) for every call during Down
-// and succeeds afterwards; workers retry them on Policy. It waits until
+// once; their handler fails (a retryable error) for every call during the
+// outage (Down, or longer with UntilDead) and succeeds afterwards; workers retry them on Policy. It waits until
 // every task has succeeded or is dead, and reports the outcome. st must
 // implement store.Admin (to count the outcome).
 func Outage(tb testing.TB, st store.Store, cfg OutageConfig) OutageResult {
@@ -98,8 +104,7 @@ func Outage(tb testing.TB, st store.Store, cfg OutageConfig) OutageResult {
 		ws[i] = w
 	}
 	start := time.Now()
-	recovery := time.AfterFunc(cfg.Down, func() { up.Store(true) })
-	defer recovery.Stop()
+	var down time.Duration
 	batch := make([]client.Task, 0, 500)
 	for i := range cfg.Tasks {
 		batch = append(batch, client.Task{Queue: "storm", Handler: "call", Payload: []byte(`{"n":1}`)})
@@ -139,14 +144,18 @@ func Outage(tb testing.TB, st store.Store, cfg OutageConfig) OutageResult {
 				res.Succeeded, res.Dead = s.Succeeded, s.Dead
 			}
 		}
+		if !up.Load() && time.Since(start) >= cfg.Down && (!cfg.UntilDead || res.Dead == int64(cfg.Tasks)) {
+			down = time.Since(start)
+			up.Store(true)
+		}
 		if up.Load() && open == 0 && res.Succeeded+res.Dead == int64(cfg.Tasks) {
-			res.Elapsed = time.Since(start)
+			res.Elapsed, res.Down = time.Since(start), down
 			res.OutageAttempts, res.Attempts = outageCalls.Load(), calls.Load()
 			return res
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("tasks still open after the outage and 5 minutes: %d open, %d succeeded, %d dead", open, res.Succeeded, res.Dead)
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval of the condition above
+		time.Sleep(10 * time.Millisecond) // polling interval of the conditions above
 	}
 }
