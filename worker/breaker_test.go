@@ -54,11 +54,12 @@ var stormPolicy = rdq.Policy{MaxAttempts: 5, InitialBackoff: 20 * time.Milliseco
 // bounded by what the workers had in flight when it tripped plus one probe
 // per cool-off, not by the number of tasks. RDQ_OUTAGE_TASKS and
 // RDQ_OUTAGE_SECONDS make it the full-size run the README reports, with a
-// fixed outage (10000 tasks, 30 s):
+// fixed outage (10000 tasks, 30 s, 100 slots per worker):
 //
 //	RDQ_OUTAGE_TASKS=10000 RDQ_OUTAGE_SECONDS=30 go test -run TestBreakerOutageProof -v ./worker/
 func TestBreakerOutageProof(t *testing.T) {
 	tasks, down, untilDead := 300, 2*time.Second, true
+	workers, concurrency := 2, 10
 	if v := os.Getenv("RDQ_OUTAGE_TASKS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -72,8 +73,8 @@ func TestBreakerOutageProof(t *testing.T) {
 			t.Fatalf("RDQ_OUTAGE_SECONDS=%q: %v", v, err)
 		}
 		down, untilDead = time.Duration(n)*time.Second, false
+		concurrency = 100 // enough slots for blind retries to keep up with a fixed outage
 	}
-	const workers, concurrency = 2, 10
 	breaker := &worker.Breaker{Window: 10 * time.Second, MinFailedTasks: 10, FailureRatio: 0.5,
 		CoolOff: 250 * time.Millisecond, MaxCoolOff: time.Second}
 	for _, s := range outageStores {
