@@ -56,7 +56,8 @@ Commands:
   queue close Q HANDLER force it closed: its waiting tasks run again
   audit ls             list audit entries: who changed what, when and why
   console              serve the DLQ console in a browser, for the local user
-  bench                end-to-end throughput on this database (scratch databases only)
+  bench                no-op, fail-once and storm throughput next to the database's ceiling
+                       (scratch databases only)
   help [command]       show help for a command
 
 Global flags (accepted before or after the command):
