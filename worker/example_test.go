@@ -201,12 +201,14 @@ func ExampleBreaker() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w.Handle("charge", func(ctx context.Context, t *rdq.Task) error {
+	if err := w.Handle("charge", func(ctx context.Context, t *rdq.Task) error {
 		if down.Load() {
 			return errors.New("payment provider unavailable")
 		}
 		return nil
-	})
+	}); err != nil {
+		log.Fatal(err)
+	}
 	c, err := client.New(client.Config{Store: st})
 	if err != nil {
 		log.Fatal(err)

@@ -52,7 +52,9 @@ func TestSoak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Handle("noop", func(context.Context, *rdq.Task) error { executed.Add(1); return nil })
+		if err := w.Handle("noop", func(context.Context, *rdq.Task) error { executed.Add(1); return nil }); err != nil {
+			t.Fatal(err)
+		}
 		if err := w.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}

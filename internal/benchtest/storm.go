@@ -100,7 +100,9 @@ func Outage(tb testing.TB, st store.Store, cfg OutageConfig) OutageResult {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		w.Handle("call", call)
+		if err := w.Handle("call", call); err != nil {
+			tb.Fatal(err)
+		}
 		ws[i] = w
 	}
 	start := time.Now()
