@@ -108,14 +108,21 @@ type breakerState struct {
 	policy Breaker
 
 	mu        sync.Mutex
-	windows   map[string][]attemptEvent // by handler
+	windows   map[string]*window // by handler
 	tripping  map[string]bool
 	lastProbe time.Time       // when this worker last asked for probes
 	known     map[string]bool // handlers last seen paused by the breaker
 }
 
 func newBreakerState(p Breaker) *breakerState {
-	return &breakerState{policy: p, windows: map[string][]attemptEvent{}, tripping: map[string]bool{}, known: map[string]bool{}}
+	return &breakerState{policy: p, windows: map[string]*window{}, tripping: map[string]bool{}, known: map[string]bool{}}
+}
+
+// window is one handler's recent attempts, oldest first, and how many of
+// them failed.
+type window struct {
+	events []attemptEvent
+	failed int
 }
 
 // trip describes a decision to trip.
@@ -133,34 +140,41 @@ type trip struct {
 func (b *breakerState) observe(now time.Time, handler string, task rdq.ID, failed bool, fingerprint string) (trip, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	events := b.windows[handler]
+	win := b.windows[handler]
+	if win == nil {
+		win = &window{}
+		b.windows[handler] = win
+	}
 	cut := 0
-	for cut < len(events) && now.Sub(events[cut].at) > b.policy.Window {
+	for cut < len(win.events) && (now.Sub(win.events[cut].at) > b.policy.Window || len(win.events)-cut >= maxWindowEvents) {
+		if win.events[cut].failed {
+			win.failed--
+		}
 		cut++
 	}
-	if len(events)-cut >= maxWindowEvents {
-		cut = len(events) - maxWindowEvents + 1
+	win.events = append(win.events[cut:], attemptEvent{at: now, task: task, failed: failed, fingerprint: fingerprint})
+	if failed {
+		win.failed++
 	}
-	events = append(events[cut:], attemptEvent{at: now, task: task, failed: failed, fingerprint: fingerprint})
-	b.windows[handler] = events
 	if !failed || b.tripping[handler] {
 		return trip{}, false
 	}
-	failedN := 0
+	// The ratio first, from the counts; the distinct tasks (a pass over
+	// the window) only when the ratio is reached.
+	events := win.events
+	ratio := float64(win.failed) / float64(len(events))
+	if ratio < b.policy.FailureRatio {
+		return trip{}, false
+	}
 	tasksBy := map[string]map[rdq.ID]bool{}
 	for _, ev := range events {
 		if !ev.failed {
 			continue
 		}
-		failedN++
 		if tasksBy[ev.fingerprint] == nil {
 			tasksBy[ev.fingerprint] = map[rdq.ID]bool{}
 		}
 		tasksBy[ev.fingerprint][ev.task] = true
-	}
-	ratio := float64(failedN) / float64(len(events))
-	if ratio < b.policy.FailureRatio {
-		return trip{}, false
 	}
 	var dominant string
 	distinct := 0
@@ -173,7 +187,7 @@ func (b *breakerState) observe(now time.Time, handler string, task rdq.ID, faile
 		return trip{}, false
 	}
 	b.tripping[handler] = true
-	return trip{handler: handler, fingerprint: dominant, ratio: ratio, failed: failedN, total: len(events), tasks: distinct}, true
+	return trip{handler: handler, fingerprint: dominant, ratio: ratio, failed: win.failed, total: len(events), tasks: distinct}, true
 }
 
 // tripped ends a trip: the window starts afresh.

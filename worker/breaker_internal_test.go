@@ -68,6 +68,25 @@ func TestBreakerTripsOnDistinctTasksOnly(t *testing.T) {
 		t.Fatal("failures outside the window counted")
 	}
 
+	// The window holds at most maxWindowEvents attempts, and forgets the
+	// failures it evicts: after a poison task's 5,000 failures and 5,000
+	// successes, ten distinct failures are a small share of the window.
+	b = newBreakerState(p)
+	for range 5000 {
+		b.observe(now, "h", poison, true, "fp")
+	}
+	for range 5000 {
+		b.observe(now, "h", rdq.NewID(), false, "")
+	}
+	for i := range 10 {
+		if _, ok := b.observe(now, "h", rdq.NewID(), true, "fp"); ok {
+			t.Fatalf("tripped at the %d-th distinct failure among %d successes", i+1, maxWindowEvents-10)
+		}
+	}
+	if n := len(b.windows["h"].events); n != maxWindowEvents {
+		t.Fatalf("window holds %d attempts, want %d", n, maxWindowEvents)
+	}
+
 	// Handlers are judged apart.
 	b = newBreakerState(p)
 	for i := range 8 {
