@@ -118,11 +118,31 @@ func newBreakerState(p Breaker) *breakerState {
 	return &breakerState{policy: p, windows: map[string]*window{}, tripping: map[string]bool{}, known: map[string]bool{}}
 }
 
-// window is one handler's recent attempts, oldest first, and how many of
-// them failed.
+// window is one handler's recent attempts, oldest first, how many of them
+// failed, and the failed attempts per fingerprint and task.
 type window struct {
 	events []attemptEvent
 	failed int
+	byFP   map[string]map[rdq.ID]int
+}
+
+func (w *window) count(ev attemptEvent, delta int) {
+	if !ev.failed {
+		return
+	}
+	w.failed += delta
+	tasks := w.byFP[ev.fingerprint]
+	if tasks == nil {
+		tasks = map[rdq.ID]int{}
+		w.byFP[ev.fingerprint] = tasks
+	}
+	tasks[ev.task] += delta
+	if tasks[ev.task] <= 0 {
+		delete(tasks, ev.task)
+		if len(tasks) == 0 {
+			delete(w.byFP, ev.fingerprint)
+		}
+	}
 }
 
 // trip describes a decision to trip.
@@ -142,43 +162,27 @@ func (b *breakerState) observe(now time.Time, handler string, task rdq.ID, faile
 	defer b.mu.Unlock()
 	win := b.windows[handler]
 	if win == nil {
-		win = &window{}
+		win = &window{byFP: map[string]map[rdq.ID]int{}}
 		b.windows[handler] = win
 	}
 	cut := 0
 	for cut < len(win.events) && (now.Sub(win.events[cut].at) > b.policy.Window || len(win.events)-cut >= maxWindowEvents) {
-		if win.events[cut].failed {
-			win.failed--
-		}
+		win.count(win.events[cut], -1)
 		cut++
 	}
-	win.events = append(win.events[cut:], attemptEvent{at: now, task: task, failed: failed, fingerprint: fingerprint})
-	if failed {
-		win.failed++
-	}
+	ev := attemptEvent{at: now, task: task, failed: failed, fingerprint: fingerprint}
+	win.events = append(win.events[cut:], ev)
+	win.count(ev, +1)
 	if !failed || b.tripping[handler] {
 		return trip{}, false
 	}
-	// The ratio first, from the counts; the distinct tasks (a pass over
-	// the window) only when the ratio is reached.
-	events := win.events
-	ratio := float64(win.failed) / float64(len(events))
+	ratio := float64(win.failed) / float64(len(win.events))
 	if ratio < b.policy.FailureRatio {
 		return trip{}, false
 	}
-	tasksBy := map[string]map[rdq.ID]bool{}
-	for _, ev := range events {
-		if !ev.failed {
-			continue
-		}
-		if tasksBy[ev.fingerprint] == nil {
-			tasksBy[ev.fingerprint] = map[rdq.ID]bool{}
-		}
-		tasksBy[ev.fingerprint][ev.task] = true
-	}
 	var dominant string
 	distinct := 0
-	for fp, ts := range tasksBy {
+	for fp, ts := range win.byFP {
 		if len(ts) > distinct || len(ts) == distinct && fp < dominant {
 			dominant, distinct = fp, len(ts)
 		}
@@ -187,7 +191,7 @@ func (b *breakerState) observe(now time.Time, handler string, task rdq.ID, faile
 		return trip{}, false
 	}
 	b.tripping[handler] = true
-	return trip{handler: handler, fingerprint: dominant, ratio: ratio, failed: win.failed, total: len(events), tasks: distinct}, true
+	return trip{handler: handler, fingerprint: dominant, ratio: ratio, failed: win.failed, total: len(win.events), tasks: distinct}, true
 }
 
 // tripped ends a trip: the window starts afresh.
