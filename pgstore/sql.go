@@ -957,6 +957,32 @@ WHERE {state}{filter}{after}
 ORDER BY {order}
 LIMIT {limit}`
 
+// sqlListTasksHeld is sqlListTasks for the waiting states (pending,
+// retrying) with a Queue filter: the queue's tasks that are not held and
+// those that are (their handler is paused) live in two indexes, each read
+// in order up to {limit} rows, then merged.
+//
+// Indexes: tasks_claim_idx (queue, next_attempt_at, id) for the tasks not
+// held; tasks_held_idx (queue, handler, attempts, next_attempt_at) for the
+// held ones, which are few but for a paused handler's backlog.
+const sqlListTasksHeld = `
+SELECT t.*
+FROM (
+    (SELECT ` + taskColumns + `
+     FROM {schema}.tasks AS t
+     WHERE {state} AND NOT t.held{filter}{after}
+     ORDER BY {order}
+     LIMIT {limit})
+    UNION ALL
+    (SELECT ` + taskColumns + `
+     FROM {schema}.tasks AS t
+     WHERE {state} AND t.held{filter}{after}
+     ORDER BY {order}
+     LIMIT {limit})
+) AS t
+ORDER BY {order}
+LIMIT {limit}`
+
 // sqlTaskByKey reads the task holding an idempotency key. $1 queue, $2 key.
 // Index: tasks_idempotency_key_idx.
 const sqlTaskByKey = `

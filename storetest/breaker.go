@@ -112,6 +112,26 @@ func testHandlerPause(t *testing.T, h Harness) {
 		eq(t, "history of a waiting task", len(atts), 0)
 	}
 
+	// The waiting tasks stay visible to operators as pending, whether the
+	// listing is by queue or not.
+	if lt, ok := e.s.(store.LiveTasks); ok {
+		for _, f := range []store.TaskFilter{{Queue: q}, {Handler: "down"}} {
+			listed, err := lt.ListTasks(e.ctx, store.ListTasksParams{State: store.StatePending, Filter: f, Limit: 100})
+			if err != nil {
+				t.Fatalf("ListTasks(pending, %+v): %v", f, err)
+			}
+			seen := map[rdq.ID]bool{}
+			for _, tk := range listed {
+				seen[tk.ID] = true
+			}
+			for _, nt := range append(down[2:], late) {
+				if !seen[nt.ID] {
+					t.Errorf("ListTasks(pending, %+v) lacks waiting task %s of the paused handler", f, nt.ID)
+				}
+			}
+		}
+	}
+
 	// Before the cool-off, no probe.
 	if got := probe("w1"); len(got) != 0 {
 		t.Fatalf("ClaimProbe before the cool-off returned %d probes", len(got))

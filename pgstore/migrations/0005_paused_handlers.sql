@@ -31,7 +31,7 @@ ALTER TABLE {schema}.tasks ADD COLUMN held boolean NOT NULL DEFAULT false;
 DROP INDEX {schema}.tasks_claim_idx;
 
 -- Claim: due PENDING tasks of a queue that are not held, oldest due first.
-CREATE INDEX tasks_claim_idx ON {schema}.tasks (queue, next_attempt_at)
+CREATE INDEX tasks_claim_idx ON {schema}.tasks (queue, next_attempt_at, id)
     WHERE status = 'PENDING' AND NOT held;
 
 -- ClaimProbe (fewest attempts first) and ResumeHandler: the held tasks of
