@@ -118,3 +118,18 @@ func KeyQueries(s *Store) (lookup string, lookupArgs []any, prune string, pruneA
 	return render(s.q, sqlKeyLookup), []any{[]string{"q3"}, []string{"k1"}},
 		render(s.q, sqlPruneKeys), []any{micros(time.Hour), 100, nil}
 }
+
+// ClaimProbeQuery returns the ClaimProbe statement and its arguments.
+func ClaimProbeQuery(s *Store, queues []string) (string, []any) {
+	return s.q.claimProbe, []any{queues, micros(time.Minute), nil, "explain"}
+}
+
+// MigrationCount is how many migrations are embedded (versions may skip
+// numbers reserved by changes not merged yet).
+func MigrationCount() int {
+	ms, err := loadMigrations()
+	if err != nil {
+		panic(err)
+	}
+	return len(ms)
+}

@@ -24,7 +24,9 @@ type migration struct {
 }
 
 // loadMigrations returns the embedded migrations in version order. File
-// names are NNNN_description.sql; versions start at 1 and have no gaps.
+// names are NNNN_description.sql; versions are positive and distinct.
+// Versions are reserved ahead of time by the changes that add them, so a
+// build may skip one that another change has not landed yet.
 func loadMigrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrationFiles, "migrations")
 	if err != nil {
@@ -51,9 +53,9 @@ func loadMigrations() ([]migration, error) {
 		ms = append(ms, migration{version: v, name: name, sql: string(body)})
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("pgstore: migration %q: expected version %d", m.name, i+1)
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("pgstore: migrations %q and %q have the same version", ms[i-1].name, ms[i].name)
 		}
 	}
 	return ms, nil
@@ -110,10 +112,13 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := tx.QueryRow(ctx, s.q.currentVersion).Scan(&current); err != nil {
 			return fmt.Errorf("reading the schema version: %w", err)
 		}
-		if current > len(ms) {
-			return fmt.Errorf("schema is at version %d, newer than this build of rdq knows (%d): upgrade rdq", current, len(ms))
+		if latest := ms[len(ms)-1].version; current > latest {
+			return fmt.Errorf("schema is at version %d, newer than this build of rdq knows (%d): upgrade rdq", current, latest)
 		}
-		for _, m := range ms[current:] {
+		for _, m := range ms {
+			if m.version <= current {
+				continue
+			}
 			body := strings.ReplaceAll(m.sql, "{schema}", s.quotedSchema())
 			if _, err := tx.Exec(ctx, body); err != nil {
 				return fmt.Errorf("applying migration %s: %w", m.name, err)

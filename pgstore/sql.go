@@ -88,7 +88,8 @@ const sqlRecordVersion = `INSERT INTO {schema}.schema_migrations (version, name)
 //
 // Indexes: idempotency_keys_pkey (conflict arbiter), tasks_pkey and
 // tasks_idempotency_key_idx (conflict arbiters), tasks_claim_idx
-// (maintained), dead_counts_pkey (conflict arbiter).
+// (maintained), dead_counts_pkey (conflict arbiter),
+// paused_handlers_pkey (held: see the paused handlers section).
 //
 // $1..$15 parallel arrays, one element per task: id, queue, handler,
 // payload, content type, headers (JSON text), idempotency key (NULL for
@@ -124,14 +125,16 @@ inserted AS (
     INSERT INTO {schema}.tasks AS t (
         id, queue, handler, payload, content_type, headers, idempotency_key,
         status, attempts, last_attempt_number, next_attempt_at, created_at, updated_at, finished_at,
-        last_error_type, last_error_message, last_error_fingerprint)
+        last_error_type, last_error_message, last_error_fingerprint, held)
     SELECT i.id, i.queue, i.handler, i.payload, i.content_type, i.headers::jsonb, i.idempotency_key,
            CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN 'DEAD' ELSE 'PENDING' END,
            CASE WHEN i.ff_outcome IS NULL THEN 0 ELSE 1 END,
            CASE WHEN i.ff_outcome IS NULL THEN 0 ELSE 1 END,
            c.now + i.delay_us * interval '1 microsecond', c.now, c.now,
            CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN c.now END,
-           coalesce(i.ff_error_type, ''), coalesce(i.ff_message, ''), coalesce(i.ff_fingerprint, '')
+           coalesce(i.ff_error_type, ''), coalesce(i.ff_message, ''), coalesce(i.ff_fingerprint, ''),
+           i.ff_outcome IS DISTINCT FROM 'PERMANENT_FAILURE' AND EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                   WHERE h.queue = i.queue AND h.handler = i.handler FOR KEY SHARE)
     FROM input i CROSS JOIN clock c
     WHERE i.idempotency_key IS NULL OR i.id IN (SELECT k.task_id FROM keyed k)
     ORDER BY i.queue, i.idempotency_key, i.id
@@ -188,7 +191,9 @@ JOIN unnest($2::text[], $3::text[]) AS k(queue, idempotency_key)
 // after $2 rows; so a claim costs the same with a million due tasks as with
 // ten (a queue = ANY(...) condition would read and sort every due task).
 // Paused queues are skipped through paused_queues_pkey before any task is
-// read.
+// read. The tasks of paused handlers are held, outside the index; the
+// paused_handlers_pkey check on each candidate catches the few a pause
+// could not hold because they were written concurrently with it.
 //
 // $4 Now override.
 const sqlClaim = `
@@ -205,10 +210,12 @@ WHERE t.id IN (
     CROSS JOIN LATERAL (
         SELECT d.id, d.next_attempt_at
         FROM {schema}.tasks AS d
-        WHERE d.status = 'PENDING'
+        WHERE d.status = 'PENDING' AND NOT d.held
           AND d.queue = q.queue
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = q.queue)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                          WHERE h.queue = q.queue AND h.handler = d.handler)
         ORDER BY d.next_attempt_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -288,6 +295,8 @@ finished AS (
             ELSE t.next_attempt_at END,
         finished_at = CASE WHEN w.status IN ('SUCCEEDED', 'DEAD') THEN c.now END,
         lease_expires_at = NULL,
+        held = w.status = 'PENDING' AND EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                   WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         last_error_type = CASE WHEN w.outcome IS NULL OR w.outcome = 'SUCCESS'
             THEN t.last_error_type ELSE w.error_type END,
         last_error_message = CASE WHEN w.outcome IS NULL OR w.outcome = 'SUCCESS'
@@ -349,6 +358,8 @@ released AS (
     SET status = 'PENDING',
         next_attempt_at = coalesce($3::timestamptz, now()),
         lease_expires_at = NULL,
+        held = EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                       WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = coalesce($3::timestamptz, now())
     FROM leases l
     WHERE t.id = l.id AND t.lease_token = l.token AND t.status = 'IN_FLIGHT'
@@ -457,6 +468,8 @@ WITH redriven AS (
         finished_at = NULL,
         lease_expires_at = NULL,
         payload = coalesce($4::bytea, t.payload),
+        held = EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                       WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = coalesce($5::timestamptz, now())
     WHERE t.id = ANY($1::uuid[]) AND t.status = 'DEAD'
     RETURNING t.queue, t.handler, t.last_error_type, t.last_error_fingerprint, t.next_attempt_at
@@ -680,6 +693,8 @@ redriven AS (
             + ({delay}::bigint + floor(random() * {spread}::bigint)::bigint) * interval '1 microsecond',
         finished_at = NULL,
         lease_expires_at = NULL,
+        held = EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                       WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = c.now
     FROM clock c
     WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
@@ -815,7 +830,8 @@ LIMIT {limit}`
 // sqlStats counts tasks per queue and status; each branch reads the partial
 // index of its status (index-only where the visibility map allows).
 //
-// Indexes: tasks_claim_idx (PENDING, with the oldest due time),
+// Indexes: tasks_claim_idx and tasks_held_idx (PENDING, with the oldest
+// due time),
 // tasks_lease_expiry_idx (IN_FLIGHT), tasks_succeeded_idx (SUCCEEDED
 // within the window). DEAD is summed from dead_counts (read whole: a few
 // rows per failure kind), not counted from the tasks.
@@ -827,11 +843,19 @@ WITH clock AS (
 )
 SELECT s.queue, s.status, s.n, s.oldest_due, (SELECT now FROM clock)
 FROM (
-    SELECT t.queue, 'PENDING' AS status, count(*) AS n,
-           min(t.next_attempt_at) AS oldest_due
-    FROM {schema}.tasks AS t
-    WHERE t.status = 'PENDING'
-    GROUP BY t.queue
+    SELECT p.queue, 'PENDING' AS status, sum(p.n)::bigint AS n, min(p.oldest_due) AS oldest_due
+    FROM (
+        SELECT t.queue, count(*) AS n, min(t.next_attempt_at) AS oldest_due
+        FROM {schema}.tasks AS t
+        WHERE t.status = 'PENDING' AND NOT t.held
+        GROUP BY t.queue
+        UNION ALL
+        SELECT t.queue, count(*), min(t.next_attempt_at)
+        FROM {schema}.tasks AS t
+        WHERE t.status = 'PENDING' AND t.held
+        GROUP BY t.queue
+    ) p
+    GROUP BY p.queue
     UNION ALL
     SELECT t.queue, 'IN_FLIGHT', count(*), NULL
     FROM {schema}.tasks AS t
@@ -933,6 +957,32 @@ WHERE {state}{filter}{after}
 ORDER BY {order}
 LIMIT {limit}`
 
+// sqlListTasksHeld is sqlListTasks for the waiting states (pending,
+// retrying) with a Queue filter: the queue's tasks that are not held and
+// those that are (their handler is paused) live in two indexes, each read
+// in order up to {limit} rows, then merged.
+//
+// Indexes: tasks_claim_idx (queue, next_attempt_at, id) for the tasks not
+// held; tasks_held_idx (queue, handler, attempts, next_attempt_at) for the
+// held ones, which are few but for a paused handler's backlog.
+const sqlListTasksHeld = `
+SELECT t.*
+FROM (
+    (SELECT ` + taskColumns + `
+     FROM {schema}.tasks AS t
+     WHERE {state} AND NOT t.held{filter}{after}
+     ORDER BY {order}
+     LIMIT {limit})
+    UNION ALL
+    (SELECT ` + taskColumns + `
+     FROM {schema}.tasks AS t
+     WHERE {state} AND t.held{filter}{after}
+     ORDER BY {order}
+     LIMIT {limit})
+) AS t
+ORDER BY {order}
+LIMIT {limit}`
+
 // sqlTaskByKey reads the task holding an idempotency key. $1 queue, $2 key.
 // Index: tasks_idempotency_key_idx.
 const sqlTaskByKey = `
@@ -1015,6 +1065,170 @@ counted AS (
 )
 SELECT count(*) FROM cancelled`
 
+// --- Paused handlers (store.HandlerPauser) --------------------------------
+//
+// Held tasks. A PENDING task whose (queue, handler) has a paused_handlers
+// row is held: tasks.held is true, which takes it out of tasks_claim_idx
+// (claims never read it) and into tasks_held_idx. Every statement that makes
+// a task PENDING (enqueue, finish with a retry, release, redrive) sets held
+// from paused_handlers, reading the row FOR KEY SHARE; ResumeHandler
+// deletes the row first (waiting for those readers to commit) and releases
+// the held tasks in a later statement of its transaction, so no task stays
+// held after its handler resumed. A task written concurrently with a pause
+// may miss being held; claims skip it through paused_handlers_pkey.
+
+// pauseColumns are the paused_handlers columns scanPause reads, in order.
+const pauseColumns = `p.queue, p.handler, p.state, p.since, p.probe_at, p.trips, p.probe_id,
+    p.probe_token, p.actor, p.reason, p.fingerprint, p.ratio`
+
+// sqlPauseHandler pauses ($1, $2) unless it is paused already: open, a
+// probe due after $3 µs (never when NULL). Returns the trips count.
+// Index: paused_handlers_pkey.
+//
+// $4 actor, $5 reason, $6 fingerprint, $7 ratio, $8 Now override.
+const sqlPauseHandler = `
+INSERT INTO {schema}.paused_handlers AS p (queue, handler, state, since, probe_at, trips,
+                                           actor, reason, fingerprint, ratio)
+SELECT $1, $2, 'open', c.now, c.now + $3::bigint * interval '1 microsecond', 1, $4, $5, $6, $7
+FROM (SELECT coalesce($8::timestamptz, now()) AS now) c
+ON CONFLICT (queue, handler) DO NOTHING
+RETURNING p.trips`
+
+// sqlReopenHandler answers a failed probe: if ($1, $2) is half-open with
+// the probe (task $9, token $10), it opens again with a probe due after $3
+// µs and one more trip. Returns the trips count. Index:
+// paused_handlers_pkey.
+//
+// $4..$8 as in sqlPauseHandler.
+const sqlReopenHandler = `
+UPDATE {schema}.paused_handlers AS p
+SET state = 'open',
+    probe_at = c.now + $3::bigint * interval '1 microsecond',
+    trips = p.trips + 1,
+    probe_id = NULL,
+    probe_token = 0,
+    probe_expires_at = NULL,
+    actor = $4, reason = $5, fingerprint = $6, ratio = $7
+FROM (SELECT coalesce($8::timestamptz, now()) AS now) c
+WHERE p.queue = $1 AND p.handler = $2 AND p.state = 'half_open'
+  AND p.probe_id = $9 AND p.probe_token = $10
+RETURNING p.trips`
+
+// sqlHoldTasks holds the PENDING tasks of ($1, $2) that are not held yet.
+// Returns how many. Index: tasks_claim_idx (the queue's range).
+const sqlHoldTasks = `
+WITH held AS (
+    UPDATE {schema}.tasks AS t
+    SET held = true
+    WHERE t.status = 'PENDING' AND NOT t.held AND t.queue = $1 AND t.handler = $2
+    RETURNING 1
+)
+SELECT count(*) FROM held`
+
+// sqlResumeHandler deletes the pause of ($1, $2); with a probe (task $3,
+// token $4, or NULL for none) only if that probe is the current one.
+// Returns the trips count. Index: paused_handlers_pkey.
+const sqlResumeHandler = `
+DELETE FROM {schema}.paused_handlers AS p
+WHERE p.queue = $1 AND p.handler = $2
+  AND ($3::uuid IS NULL OR (p.state = 'half_open' AND p.probe_id = $3 AND p.probe_token = $4))
+RETURNING p.trips`
+
+// sqlUnholdTasks releases the held tasks of ($1, $2) once its pause is
+// gone, and notifies the queue when there were any. Returns how many.
+// Index: tasks_held_idx.
+//
+// $3 notification channel.
+const sqlUnholdTasks = `
+WITH released AS (
+    UPDATE {schema}.tasks AS t
+    SET held = false
+    WHERE t.status = 'PENDING' AND t.held AND t.queue = $1 AND t.handler = $2
+      AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                      WHERE h.queue = t.queue AND h.handler = t.handler)
+    RETURNING 1
+), notified AS (
+    SELECT count(pg_notify($3, $1)) AS n FROM (SELECT 1 FROM released LIMIT 1) r
+)
+SELECT count(*) FROM released CROSS JOIN notified`
+
+// sqlClaimProbe leases one probe per paused handler of the queues $1 whose
+// cool-off has passed (open, probe_at reached) or whose probe is gone
+// (half-open, probe_expires_at reached and the probe task no longer under
+// a live lease): the held task with the fewest attempts, oldest due among
+// those. The handler turns half-open with that task as its probe. The
+// pause row is locked SKIP LOCKED, so concurrent callers never both probe
+// one handler, and a caller that waited sees the new probe_expires_at.
+//
+// Indexes: paused_handlers_pkey; tasks_held_idx (queue, handler,
+// attempts, next_attempt_at), an ordered range that stops at the first due
+// task; tasks_pkey.
+//
+// $2 lease (µs), $3 Now override, $4 worker id.
+const sqlClaimProbe = `
+WITH clock AS (
+    SELECT coalesce($3::timestamptz, now()) AS now
+),
+due AS (
+    SELECT p.queue, p.handler
+    FROM {schema}.paused_handlers AS p
+    WHERE p.queue = ANY($1::text[])
+      AND p.probe_at IS NOT NULL
+      AND ((p.state = 'open' AND p.probe_at <= (SELECT now FROM clock))
+        OR (p.state = 'half_open' AND p.probe_expires_at <= (SELECT now FROM clock)
+            AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS x
+                            WHERE x.id = p.probe_id AND x.status = 'IN_FLIGHT'
+                              AND x.lease_token = p.probe_token
+                              AND x.lease_expires_at > (SELECT now FROM clock))))
+    FOR UPDATE OF p SKIP LOCKED
+),
+picked AS (
+    SELECT k.id
+    FROM due d
+    CROSS JOIN LATERAL (
+        SELECT t.id
+        FROM {schema}.tasks AS t
+        WHERE t.status = 'PENDING' AND t.held
+          AND t.queue = d.queue AND t.handler = d.handler
+          AND t.next_attempt_at <= (SELECT now FROM clock)
+        ORDER BY t.attempts, t.next_attempt_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS k
+),
+claimed AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'IN_FLIGHT',
+        lease_token = t.lease_token + 1,
+        lease_expires_at = c.now + $2::bigint * interval '1 microsecond',
+        lease_owner = $4,
+        claimed_at = c.now,
+        updated_at = c.now
+    FROM clock c
+    WHERE t.id = ANY (ARRAY(SELECT k.id FROM picked k))
+    RETURNING ` + taskColumns + `
+),
+probing AS (
+    UPDATE {schema}.paused_handlers AS p
+    SET state = 'half_open',
+        probe_id = t.id,
+        probe_token = t.lease_token,
+        probe_expires_at = c.now + $2::bigint * interval '1 microsecond'
+    FROM claimed t CROSS JOIN clock c
+    WHERE p.queue = t.queue AND p.handler = t.handler
+    RETURNING ` + pauseColumns + `
+)
+SELECT ` + taskColumns + `, ` + pauseColumns + `
+FROM claimed t JOIN probing p ON p.queue = t.queue AND p.handler = t.handler`
+
+// sqlPausedHandlers lists the paused handlers of queue $1 (all when
+// empty). Index: paused_handlers_pkey.
+const sqlPausedHandlers = `
+SELECT ` + pauseColumns + `
+FROM {schema}.paused_handlers AS p
+WHERE $1 = '' OR p.queue = $1
+ORDER BY p.queue, p.handler`
+
 // queries are the static statements with the schema filled in.
 type queries struct {
 	schema string
@@ -1042,6 +1256,14 @@ type queries struct {
 	pauseQueue     string
 	resumeQueue    string
 	pausedQueues   string
+
+	pauseHandler   string
+	reopenHandler  string
+	holdTasks      string
+	resumeHandler  string
+	unholdTasks    string
+	claimProbe     string
+	pausedHandlers string
 
 	recountDeadLock  string
 	recountDeadClear string
@@ -1074,6 +1296,13 @@ func buildQueries(quotedSchema string) queries {
 		pauseQueue:            r.Replace(sqlPauseQueue),
 		resumeQueue:           r.Replace(sqlResumeQueue),
 		pausedQueues:          r.Replace(sqlPausedQueues),
+		pauseHandler:          r.Replace(sqlPauseHandler),
+		reopenHandler:         r.Replace(sqlReopenHandler),
+		holdTasks:             r.Replace(sqlHoldTasks),
+		resumeHandler:         r.Replace(sqlResumeHandler),
+		unholdTasks:           r.Replace(sqlUnholdTasks),
+		claimProbe:            r.Replace(sqlClaimProbe),
+		pausedHandlers:        r.Replace(sqlPausedHandlers),
 		recountDeadLock:       r.Replace(sqlRecountDeadLock),
 		recountDeadClear:      r.Replace(sqlRecountDeadClear),
 		recountDead:           r.Replace(sqlRecountDead),

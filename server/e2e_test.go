@@ -863,6 +863,54 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("breakers", func(t *testing.T) {
+		open := map[string]any{"queue": "flaky", "handler": "call", "state": "open", "reason": "INC-12"}
+		if _, ok := any(e.st).(store.HandlerPauser); !ok {
+			wantProblem(t, e.do("POST", "/v1/breakers:set", tokAdmin, open, nil), 501, "unimplemented")
+			return
+		}
+		// Forcing a breaker is the admin's, reading it the operator's.
+		wantProblem(t, e.do("POST", "/v1/breakers:set", tokOperator, open, nil), 403, "permission_denied")
+		wantProblem(t, e.do("POST", "/v1/breakers:set", tokAdmin, map[string]any{"queue": "flaky", "handler": "call", "state": "ajar"}, nil), 400, "invalid_argument")
+		var set struct {
+			Changed bool `json:"changed"`
+		}
+		if resp := e.do("POST", "/v1/breakers:set", tokAdmin, open, &set); resp.StatusCode != 200 || !set.Changed {
+			t.Fatalf("open: %d %+v", resp.StatusCode, set)
+		}
+		id := submitREST(e, "flaky", `{"order":"held"}`)
+		var list struct {
+			Breakers []struct {
+				Queue, Handler, State, Actor, Reason string
+			} `json:"breakers"`
+		}
+		e.do("GET", "/v1/breakers?queue=flaky", tokOperator, nil, &list)
+		if len(list.Breakers) != 1 || list.Breakers[0].State != "open" || list.Breakers[0].Handler != "call" || list.Breakers[0].Actor != "root" || list.Breakers[0].Reason != "INC-12" {
+			t.Fatalf("GET /v1/breakers: %+v", list)
+		}
+		got, err := e.grpc.ListBreakers(e.grpcCtx(tokOperator), &rdqv1.ListBreakersRequest{})
+		if err != nil || len(got.GetBreakers()) != 1 || got.GetBreakers()[0].GetQueue() != "flaky" || got.GetBreakers()[0].GetProbeAt() != nil {
+			t.Fatalf("ListBreakers over gRPC: %v, %v", got, err)
+		}
+		if task, _, err := e.st.Get(context.Background(), rdq.MustParseID(id)); err != nil || task.Status != rdq.StatusPending || task.Attempts != 0 {
+			t.Fatalf("task of an open breaker: %+v %v", task, err)
+		}
+		res, err := e.grpc.SetBreaker(e.grpcCtx(tokAdmin), &rdqv1.SetBreakerRequest{Queue: "flaky", Handler: "call", State: "closed", Reason: "fixed"})
+		if err != nil || !res.GetChanged() {
+			t.Fatalf("SetBreaker closed over gRPC: %v, %v", res, err)
+		}
+		e.wait(id, "SUCCEEDED", hasStatus(rdq.StatusSucceeded))
+		var audit struct {
+			Entries []struct {
+				Actor  string `json:"actor"`
+				Reason string `json:"reason"`
+			} `json:"entries"`
+		}
+		if e.do("GET", "/v1/audit?action=pause_handler", tokOperator, nil, &audit); len(audit.Entries) != 1 || audit.Entries[0].Actor != "root" || audit.Entries[0].Reason != "INC-12" {
+			t.Errorf("pause_handler audit: %+v", audit)
+		}
+	})
+
 	t.Run("stats, health and metrics", func(t *testing.T) {
 		var stats struct {
 			Queues []struct {

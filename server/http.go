@@ -46,6 +46,8 @@ const readyTimeout = 5 * time.Second
 //	GET  /v1/tasks:by-key       TaskByKey       query: queue, key → the task envelope with "history"
 //	POST /v1/tasks:retry        RetryTasks      body: {"ids": [...], "reason": "..."}
 //	POST /v1/tasks:cancel       CancelTasks     body: {"ids": [...], "reason": "..."}
+//	GET  /v1/breakers           ListBreakers    query: queue
+//	POST /v1/breakers:set       SetBreaker      body: {"queue", "handler", "state": "open"|"closed", "cool_off_ms", "reason"}
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
 //	GET  /metrics               Prometheus exposition of Config.Gatherer (when set)
@@ -91,6 +93,8 @@ func (s *Service) handler(api, ops bool) http.Handler {
 		{"GET", "/v1/tasks:by-key", "TaskByKey", s.restTaskByKey},
 		{"POST", "/v1/tasks:retry", "RetryTasks", s.restChange(s.RetryTasks)},
 		{"POST", "/v1/tasks:cancel", "CancelTasks", s.restChange(s.CancelTasks)},
+		{"GET", "/v1/breakers", "ListBreakers", s.restListBreakers},
+		{"POST", "/v1/breakers:set", "SetBreaker", s.restSetBreaker},
 	}
 	allowed := map[string][]string{} // path → its methods, in route order
 	for _, rt := range routes {

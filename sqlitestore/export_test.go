@@ -84,3 +84,13 @@ func PlanCases() []PlanCase {
 	}
 	return cases
 }
+
+// MigrationCount is how many migrations are embedded (versions may skip
+// numbers reserved by changes not merged yet).
+func MigrationCount() int {
+	migs, err := loadMigrations()
+	if err != nil {
+		panic(err)
+	}
+	return len(migs)
+}

@@ -26,15 +26,17 @@ const (
 	// Index rdq_tasks_idempotency (queue, idempotency_key).
 	sqlFindByKey = `SELECT ` + taskColumns + ` FROM rdq_tasks WHERE queue = ? AND idempotency_key = ?`
 
-	// Primary key; maintains every index. An existing ID inserts nothing
-	// (the caller reads that task as the duplicate). The caller builds the returned
+	// Primary key; maintains every index; rdq_paused_handlers' primary key
+	// decides whether the task is held (see sqlPauseHandler). An existing
+	// ID inserts nothing (the caller reads that task as the duplicate). The caller builds the returned
 	// task from the values it bound (RETURNING would buffer every row in a
 	// temporary b-tree).
 	sqlInsertTask = `INSERT INTO rdq_tasks (
 	id, queue, handler, payload, content_type, headers, idempotency_key, status,
 	attempts, life, next_attempt_at, lease_token, lease_owner, created_at, updated_at, finished_at,
-	last_error_type, last_error_message, last_error_fingerprint
-) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?)
+	last_error_type, last_error_message, last_error_fingerprint, held
+) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?,
+	? = 'PENDING' AND EXISTS (SELECT 1 FROM rdq_paused_handlers WHERE queue = ? AND handler = ?))
 ON CONFLICT (id) DO NOTHING`
 
 	// Primary key of rdq_attempts (task_id, number): the number is
@@ -51,9 +53,10 @@ const (
 	// Index rdq_tasks_claim (queue, next_attempt_at, id) WHERE status =
 	// 'PENDING': an ordered range scan that stops after LIMIT rows. Run
 	// once per queue; the candidates of several queues are merged. A
-	// paused queue yields none (its primary key in rdq_paused_queues).
+	// paused queue yields none (its primary key in rdq_paused_queues); the
+	// tasks of a paused handler are held, outside the index.
 	sqlClaimCandidates = `SELECT rowid, id, next_attempt_at FROM rdq_tasks
-WHERE status = 'PENDING' AND queue = ?1 AND next_attempt_at <= ?2
+WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND next_attempt_at <= ?2
   AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
 ORDER BY next_attempt_at, id LIMIT ?3`
 
@@ -67,7 +70,8 @@ RETURNING ` + taskColumns
 )
 
 // Leases: heartbeat, finish, release. All by primary key, fenced by status
-// and token.
+// and token. A task made PENDING is held when its handler is paused (the
+// primary key of rdq_paused_handlers).
 const (
 	sqlHeartbeat = `UPDATE rdq_tasks SET lease_expires_at = ?, updated_at = ?
 WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
@@ -79,13 +83,15 @@ WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
 SET status = ?1, attempts = attempts + ?2,
 	next_attempt_at = CASE WHEN ?1 = 'PENDING' THEN ?3 ELSE next_attempt_at END,
 	finished_at = ?4, lease_expires_at = NULL, updated_at = ?5,
+	held = ?1 = 'PENDING' AND EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler),
 	last_error_type = CASE WHEN ?6 THEN ?7 ELSE last_error_type END,
 	last_error_message = CASE WHEN ?6 THEN ?8 ELSE last_error_message END,
 	last_error_fingerprint = CASE WHEN ?6 THEN ?9 ELSE last_error_fingerprint END
 WHERE id = ?10 AND status = 'IN_FLIGHT' AND lease_token = ?11`
 
 	sqlRelease = `UPDATE rdq_tasks
-SET status = 'PENDING', next_attempt_at = ?, lease_expires_at = NULL, updated_at = ?
+SET status = 'PENDING', next_attempt_at = ?, lease_expires_at = NULL, updated_at = ?,
+	held = EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
 WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
 )
 
@@ -128,7 +134,8 @@ const (
 	sqlRedriveTask = `UPDATE rdq_tasks
 SET status = 'PENDING', attempts = 0, life = life + 1, next_attempt_at = ?1, finished_at = NULL,
 	lease_expires_at = NULL, updated_at = ?2,
-	payload = CASE WHEN ?3 THEN coalesce(?4, x'') ELSE payload END
+	payload = CASE WHEN ?3 THEN coalesce(?4, x'') ELSE payload END,
+	held = EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
 WHERE id = ?5 AND status = 'DEAD'`
 )
 
@@ -208,7 +215,8 @@ const (
 	sqlRedriveDeadHead = `UPDATE rdq_tasks
 SET status = 'PENDING', attempts = 0, life = life + 1,
 	next_attempt_at = ?1 + CASE WHEN ?2 > 0 THEN (random() & 9223372036854775807) % ?2 ELSE 0 END,
-	finished_at = NULL, lease_expires_at = NULL, updated_at = ?3
+	finished_at = NULL, lease_expires_at = NULL, updated_at = ?3,
+	held = EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
 WHERE rowid IN (SELECT rowid FROM rdq_tasks`
 	sqlRedriveDeadTail = ` LIMIT ?)`
 
@@ -329,4 +337,64 @@ WHERE status = 'DEAD' AND last_error_fingerprint IN (SELECT value FROM json_each
 	sqlDeadGroupKeys = `SELECT DISTINCT last_error_fingerprint, queue, handler FROM rdq_tasks
 WHERE status = 'DEAD' AND last_error_fingerprint IN (SELECT value FROM json_each(?1))
 ORDER BY 1, 2, 3`
+)
+
+// Pausing handlers (store.HandlerPauser). A PENDING task of a paused
+// (queue, handler) is held: held = 1 takes it out of rdq_tasks_claim and
+// into rdq_tasks_held. Every statement that makes a task PENDING sets held
+// from rdq_paused_handlers; writes are serialized, so held is always exact.
+const (
+	pauseColumns = `queue, handler, state, since, probe_at, trips, probe_id, probe_token, actor, reason, fingerprint, ratio`
+
+	// Primary key of rdq_paused_handlers. ?1 queue, ?2 handler, ?3 now,
+	// ?4 probe time or NULL, ?5 actor, ?6 reason, ?7 fingerprint, ?8 ratio.
+	sqlPauseHandler = `INSERT INTO rdq_paused_handlers (queue, handler, state, since, probe_at, trips, actor, reason, fingerprint, ratio)
+VALUES (?1, ?2, 'open', ?3, ?4, 1, ?5, ?6, ?7, ?8) ON CONFLICT (queue, handler) DO NOTHING RETURNING trips`
+
+	// Primary key; fenced by the probe. ?1 queue, ?2 handler, ?3 probe
+	// time, ?4 actor, ?5 reason, ?6 fingerprint, ?7 ratio, ?8 probe id,
+	// ?9 probe token.
+	sqlReopenHandler = `UPDATE rdq_paused_handlers
+SET state = 'open', probe_at = ?3, trips = trips + 1, probe_id = NULL, probe_token = 0, probe_expires_at = NULL,
+	actor = ?4, reason = ?5, fingerprint = ?6, ratio = ?7
+WHERE queue = ?1 AND handler = ?2 AND state = 'half_open' AND probe_id = ?8 AND probe_token = ?9
+RETURNING trips`
+
+	// Index rdq_tasks_claim (the queue's range).
+	sqlHoldTasks = `UPDATE rdq_tasks SET held = 1 WHERE status = 'PENDING' AND held = 0 AND queue = ? AND handler = ?`
+
+	// Primary key; with a probe (?3 id or NULL, ?4 token) only if it is
+	// the current one.
+	sqlResumeHandler = `DELETE FROM rdq_paused_handlers
+WHERE queue = ?1 AND handler = ?2 AND (?3 IS NULL OR (state = 'half_open' AND probe_id = ?3 AND probe_token = ?4))
+RETURNING trips`
+
+	// Index rdq_tasks_held.
+	sqlUnholdTasks = `UPDATE rdq_tasks SET held = 0 WHERE status = 'PENDING' AND held = 1 AND queue = ? AND handler = ?`
+
+	// The handlers of queue ?2 due a probe at ?1: open past probe_at, or
+	// half-open past probe_expires_at with the probe task no longer under
+	// a live lease. Primary keys of rdq_paused_handlers and rdq_tasks.
+	sqlProbeDue = `SELECT handler FROM rdq_paused_handlers AS p
+WHERE queue = ?2 AND probe_at IS NOT NULL
+  AND ((state = 'open' AND probe_at <= ?1)
+    OR (state = 'half_open' AND probe_expires_at <= ?1
+        AND NOT EXISTS (SELECT 1 FROM rdq_tasks AS x WHERE x.id = p.probe_id AND x.status = 'IN_FLIGHT'
+                        AND x.lease_token = p.probe_token AND x.lease_expires_at > ?1)))
+ORDER BY handler`
+
+	// Index rdq_tasks_held: the fewest attempts, then the oldest due.
+	sqlProbeTask = `SELECT rowid FROM rdq_tasks
+WHERE status = 'PENDING' AND held = 1 AND queue = ?1 AND handler = ?2 AND next_attempt_at <= ?3
+ORDER BY attempts, next_attempt_at, id LIMIT 1`
+
+	// Primary key of rdq_paused_handlers.
+	sqlProbeStart = `UPDATE rdq_paused_handlers
+SET state = 'half_open', probe_id = ?3, probe_token = ?4, probe_expires_at = ?5
+WHERE queue = ?1 AND handler = ?2
+RETURNING ` + pauseColumns
+
+	// Primary key of rdq_paused_handlers (a scan of it without a queue).
+	sqlPausedHandlers = `SELECT ` + pauseColumns + ` FROM rdq_paused_handlers
+WHERE ?1 = '' OR queue = ?1 ORDER BY queue, handler`
 )

@@ -397,8 +397,8 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*), max(version) FROM rdq_schema_migrations`).Scan(&n, &v); err != nil {
 		t.Fatal(err)
 	}
-	if want := sqlitestore.LatestVersion(); n != want || v != want {
-		t.Errorf("schema_migrations has %d rows, max version %d; want %d, %d", n, v, want, want)
+	if want := sqlitestore.LatestVersion(); n != sqlitestore.MigrationCount() || v != want {
+		t.Errorf("schema_migrations has %d rows, max version %d; want %d, %d", n, v, sqlitestore.MigrationCount(), want)
 	}
 	var mode string
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil {

@@ -195,7 +195,8 @@ func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, n
 	res, err := s.exec(ctx, tx, sqlInsertTask,
 		idArg(nt.ID), nt.Queue, nt.Handler, nt.Payload, nt.ContentType, headers, nullString(nt.IdempotencyKey),
 		string(status), attempts, now+micros(nt.Delay), now, now, finished,
-		failure.Type, failure.Message, failure.Fingerprint)
+		failure.Type, failure.Message, failure.Fingerprint,
+		string(status), nt.Queue, nt.Handler)
 	if err != nil {
 		return nil, err
 	}

@@ -196,7 +196,10 @@ type AuditEntry struct {
 	// Actor is who did it, as the caller named them.
 	Actor string
 	// Action is "redrive", "purge", "edit_payload", "retention", or
-	// "pause" and "resume" for stores that implement Pauser.
+	// "pause" and "resume" for stores that implement Pauser, or
+	// "pause_handler" and "resume_handler" for stores that implement
+	// HandlerPauser (Filter then names the queue and handler; Details hold
+	// the trips and, for a tripped breaker, the fingerprint and ratio).
 	Action string
 	// Filter is the selection as JSON, when the mutation was by filter.
 	Filter string

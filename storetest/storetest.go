@@ -28,11 +28,12 @@
 //     claims, fencing tokens, heartbeats, finish, release, reclaim of expired
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
-//   - Admin, Notifications, Pause and Live, when the Capabilities say the
-//     backend has them: every dead-letter filter against a brute-force scan,
-//     keyset paging, groups, bulk redrive and purge, the audit log and
-//     statistics; push notifications; pausing and resuming queues; listing,
-//     retrying now and cancelling live tasks.
+//   - Admin, Notifications, Pause, Live and PauseHandlers, when the
+//     Capabilities say the backend has them: every dead-letter filter
+//     against a brute-force scan, keyset paging, groups, bulk redrive and
+//     purge, the audit log and statistics; push notifications; pausing and
+//     resuming queues; listing, retrying now and cancelling live tasks;
+//     pausing one handler, probing it after a cool-off and resuming it.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
 //     reclaim, redrive and time travel, and compares the store with a
@@ -85,6 +86,9 @@ type Capabilities struct {
 	// Live: the store implements store.LiveTasks (listing, retrying now
 	// and cancelling tasks that are not dead).
 	Live bool
+	// PauseHandlers: the store implements store.HandlerPauser (pausing
+	// one handler of a queue; the circuit breaker's storage).
+	PauseHandlers bool
 }
 
 // ChaosConfig sizes the multi-process chaos test. Zero fields take the
@@ -179,6 +183,12 @@ func Run(t *testing.T, h Harness) {
 	if h.Capabilities.Live {
 		t.Run("Live", func(t *testing.T) { runLive(t, h) })
 	}
+	if h.Capabilities.PauseHandlers {
+		t.Run("PauseHandlers", func(t *testing.T) {
+			t.Parallel()
+			testHandlerPause(t, h)
+		})
+	}
 	t.Run("Property", func(t *testing.T) {
 		t.Parallel()
 		runProperty(t, h)
@@ -197,6 +207,7 @@ func checkCapabilities(t *testing.T, h Harness) {
 	_, isNotifier := s.(store.Notifier)
 	_, isPauser := s.(store.Pauser)
 	_, isLive := s.(store.LiveTasks)
+	_, isHandlerPauser := s.(store.HandlerPauser)
 	if isAdmin != h.Capabilities.Admin {
 		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
 			h.Capabilities.Admin, s, isAdmin)
@@ -212,6 +223,10 @@ func checkCapabilities(t *testing.T, h Harness) {
 	if isLive != h.Capabilities.Live {
 		t.Errorf("Capabilities.Live is %v but the store (%T) implementing store.LiveTasks is %v: declare exactly what the store implements",
 			h.Capabilities.Live, s, isLive)
+	}
+	if isHandlerPauser != h.Capabilities.PauseHandlers {
+		t.Errorf("Capabilities.PauseHandlers is %v but the store (%T) implementing store.HandlerPauser is %v: declare exactly what the store implements",
+			h.Capabilities.PauseHandlers, s, isHandlerPauser)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/srjn45/rdq/internal/benchtest"
 	"github.com/srjn45/rdq/internal/pgtest"
+	"github.com/srjn45/rdq/internal/workload"
 )
 
 // BenchmarkEndToEnd measures the whole path on PostgreSQL: submit b.N tasks
@@ -17,4 +18,25 @@ import (
 func BenchmarkEndToEnd(b *testing.B) {
 	st, _ := pgtest.NewStore(b)
 	benchtest.EndToEnd(b, st)
+}
+
+// BenchmarkFailOnce is the fail-once workload on PostgreSQL: every task
+// fails its first attempt, is retried at once and succeeds. Compare its
+// tasks/s with BenchmarkEndToEnd's:
+//
+//	go test -run '^$' -bench 'EndToEnd|FailOnce' -benchtime 20000x ./worker/
+func BenchmarkFailOnce(b *testing.B) {
+	st, _ := pgtest.NewStore(b)
+	benchtest.Workload(b, st, workload.FailOnce)
+}
+
+// BenchmarkStorm is the failure storm on PostgreSQL: every attempt fails,
+// tasks are retried at once until their 5 attempts are spent and they are
+// dead, every attempt in their history. Its attempts/s compares with the
+// no-op tasks/s (an attempt is a claim and a finish either way):
+//
+//	go test -run '^$' -bench Storm -benchtime 100000x ./worker/
+func BenchmarkStorm(b *testing.B) {
+	st, _ := pgtest.NewStore(b)
+	benchtest.Workload(b, st, workload.Storm)
 }

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -167,4 +169,94 @@ func ExampleHandler() {
 	// Output:
 	// DEAD 1 PERMANENT_FAILURE
 	// *json.SyntaxError
+}
+
+// A queue with a circuit breaker: while the payment provider is down, the
+// breaker trips after ten distinct tasks failed with the same error, and
+// pauses the handler on every worker; the other tasks wait with their
+// attempts untouched. Once the provider is back, one probe succeeds and the
+// handler resumes: no task ends in the dead-letter queue.
+func ExampleBreaker() {
+	st, cleanup := exampleStore()
+	defer cleanup()
+	ctx := context.Background()
+
+	var down atomic.Bool
+	down.Store(true)
+	w, err := worker.New(worker.Config{
+		Store: st,
+		Queues: map[string]worker.QueueConfig{
+			"payments": {
+				Policy:      rdq.Policy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
+				Concurrency: 10,
+				Breaker: &worker.Breaker{
+					MinFailedTasks: 10,                     // distinct tasks failing with one cause
+					CoolOff:        100 * time.Millisecond, // then one probe
+				},
+			},
+		},
+		PollInterval: 20 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Handle("charge", func(ctx context.Context, t *rdq.Task) error {
+		if down.Load() {
+			return errors.New("payment provider unavailable")
+		}
+		return nil
+	}); err != nil {
+		log.Fatal(err)
+	}
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var ids []rdq.ID
+	for range 50 {
+		res, err := c.Submit(ctx, client.Task{Queue: "payments", Handler: "charge", Payload: []byte(`{}`)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		ids = append(ids, res.Task.ID)
+	}
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for {
+		paused, err := st.PausedHandlers(ctx, "payments")
+		if err != nil {
+			log.Fatal(err)
+		}
+		if len(paused) == 1 {
+			fmt.Println("breaker:", paused[0].State, "by", paused[0].Actor)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	down.Store(false) // the provider is back
+
+	dead := 0
+	for _, id := range ids {
+		if task, _ := waitDone(st, id); task.Status == rdq.StatusDead {
+			dead++
+		}
+	}
+	fmt.Println("dead:", dead)
+	if err := w.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+	audit, err := st.ListAudit(ctx, store.ListAuditParams{Actor: worker.BreakerActor, Limit: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i := len(audit) - 1; i >= 0; i-- {
+		fmt.Println(audit[i].Action, audit[i].Details["handler"])
+	}
+	// Output:
+	// breaker: open by breaker
+	// dead: 0
+	// pause_handler charge
+	// resume_handler charge
 }

@@ -86,6 +86,8 @@ type execution struct {
 	// expiry cancels the handler shortly before leaseUntil, unless a
 	// heartbeat pushes leaseUntil back first; nil once the handler returned.
 	expiry *time.Timer
+	// probe is set for a circuit breaker's probe.
+	probe *store.HandlerPause
 
 	// Guarded by leaseSet.mu.
 	nextBeat time.Time
@@ -249,7 +251,14 @@ func (s *leaseSet) afterBeat(execs []*execution, errs []error, now time.Time) (l
 // startExecution runs t under a new execution of q; claimed is when the
 // claim was sent, the earliest moment the store can have started its lease.
 func (w *Worker) startExecution(q *queue, t *rdq.Task, claimed time.Time) {
+	w.startExecutionProbe(q, t, claimed, nil)
+}
+
+// startExecutionProbe is startExecution; probe is set when t is a circuit
+// breaker's probe.
+func (w *Worker) startExecutionProbe(q *queue, t *rdq.Task, claimed time.Time, probe *store.HandlerPause) {
 	e := &execution{
+		probe:      probe,
 		q:          q,
 		lease:      store.Lease{ID: t.ID, Token: t.LeaseToken},
 		handler:    t.Handler,
@@ -429,6 +438,7 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 		span.SetStatus(codes.Error, failure.Message)
 	}
 	span.SetAttributes(attribute.String("rdq.outcome", string(d.Outcome)))
+	w.breakerAfter(e, err, d, failure)
 	w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur})
 }
 

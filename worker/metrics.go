@@ -20,6 +20,9 @@ type metrics struct {
 	resultsDropped  *prometheus.CounterVec   // queue
 	inFlight        *prometheus.GaugeVec     // queue
 	purged          prometheus.Counter
+
+	breakerState       *prometheus.GaugeVec   // queue, handler
+	breakerTransitions *prometheus.CounterVec // queue, handler, to
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -66,6 +69,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "rdq", Subsystem: "worker", Name: "purged_total",
 			Help: "Succeeded tasks purged after their retention by this worker.",
 		}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "rdq", Subsystem: "worker", Name: "breaker_state",
+			Help: "Circuit breaker state by queue and handler, as this worker last saw it: 0 closed, 1 open, 2 half-open.",
+		}, []string{"queue", "handler"}),
+		breakerTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rdq", Subsystem: "worker", Name: "breaker_transitions_total",
+			Help: "Circuit breaker transitions this worker made, by queue, handler and new state (open, half_open, closed).",
+		}, []string{"queue", "handler", "to"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -99,6 +110,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.purged, err = register(reg, m.purged); err != nil {
+		return nil, err
+	}
+	if m.breakerState, err = register(reg, m.breakerState); err != nil {
+		return nil, err
+	}
+	if m.breakerTransitions, err = register(reg, m.breakerTransitions); err != nil {
 		return nil, err
 	}
 	return m, nil

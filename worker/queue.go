@@ -24,6 +24,7 @@ type queue struct {
 	// leaseMargin is how long before a lease that could not be renewed
 	// expires the handler is cancelled.
 	leaseMargin time.Duration
+	breaker     *breakerState // nil: no breaker
 
 	running   atomic.Int64  // executions holding a slot (until their result is handed off)
 	wake      chan struct{} // a notification: tasks may be due
@@ -66,6 +67,13 @@ func newQueue(name string, qc QueueConfig) (*queue, error) {
 		q.heartbeat = q.lease / 3
 	case q.heartbeat >= q.lease:
 		return nil, fmt.Errorf("%w: worker: queue %s: HeartbeatInterval %s must be shorter than Lease %s", rdq.ErrInvalid, name, q.heartbeat, q.lease)
+	}
+	if qc.Breaker != nil {
+		b, err := qc.Breaker.withDefaults(name)
+		if err != nil {
+			return nil, err
+		}
+		q.breaker = newBreakerState(b)
 	}
 	if q.heartbeat <= 0 {
 		return nil, fmt.Errorf("%w: worker: queue %s: Lease %s is too short to heartbeat", rdq.ErrInvalid, name, q.lease)
@@ -112,7 +120,9 @@ func (w *Worker) fetchLoop(q *queue) {
 			return
 		default:
 		}
-		if free := q.concurrency - int(q.running.Load()); free > 0 {
+		free := q.concurrency - int(q.running.Load())
+		free -= w.probe(q, free)
+		if free > 0 {
 			claimed := time.Now()
 			tasks, err := w.claim(q, free)
 			switch {

@@ -45,7 +45,9 @@
 // rdq_worker_claim_duration_seconds{queue}, rdq_worker_reclaimed_total{queue},
 // rdq_worker_leases_lost_total{queue}, rdq_worker_released_total{queue},
 // rdq_worker_results_dropped_total{queue},
-// rdq_worker_in_flight{queue} and rdq_worker_purged_total.
+// rdq_worker_in_flight{queue}, rdq_worker_purged_total, and for queues with
+// a circuit breaker rdq_worker_breaker_state{queue,handler} (0 closed, 1
+// open, 2 half-open) and rdq_worker_breaker_transitions_total{queue,handler,to}.
 //
 // Every attempt runs in an OpenTelemetry span named "rdq.execute <handler>"
 // (kind consumer), whose parent is the trace context the submitter's client
@@ -166,6 +168,10 @@ type QueueConfig struct {
 	// goroutine: a handler that ignores its context runs on (holding its
 	// slot and its heartbeated lease) until it returns.
 	Timeout time.Duration
+	// Breaker, if set, turns on the queue's circuit breaker (see
+	// Breaker); &Breaker{} uses the defaults. It needs a store that
+	// implements store.HandlerPauser. Nil (the default) turns it off.
+	Breaker *Breaker
 }
 
 // Config configures a Worker.
@@ -282,10 +288,11 @@ type Worker struct {
 	execs sync.WaitGroup // executions
 	bg    sync.WaitGroup // heartbeat loop and completer
 
-	leases    *leaseSet
-	completer *completer
-	hbStop    chan struct{}
-	stopDone  chan struct{} // closed when Stop has finished
+	leases        *leaseSet
+	completer     *completer
+	handlerPauser store.HandlerPauser // set when a queue has a breaker
+	hbStop        chan struct{}
+	stopDone      chan struct{} // closed when Stop has finished
 }
 
 // New validates cfg and returns a Worker. Invalid configuration is reported
@@ -338,6 +345,13 @@ func New(cfg Config) (*Worker, error) {
 		}
 		w.queues = append(w.queues, q)
 		w.byName[name] = q
+		if q.breaker != nil && w.handlerPauser == nil {
+			hp, ok := cfg.Store.(store.HandlerPauser)
+			if !ok {
+				return nil, fmt.Errorf("%w: worker: queue %s has a Breaker, but the store (%T) cannot pause handlers (store.HandlerPauser)", rdq.ErrInvalid, name, cfg.Store)
+			}
+			w.handlerPauser = hp
+		}
 	}
 	sort.Slice(w.queues, func(i, j int) bool { return w.queues[i].name < w.queues[j].name })
 	for _, q := range w.queues {

@@ -1,54 +1,90 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"log/slog"
-	"sync/atomic"
+	"slices"
+	"strings"
 	"time"
 
-	"github.com/srjn45/rdq"
-	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/store"
-	"github.com/srjn45/rdq/worker"
+	"github.com/srjn45/rdq/internal/workload"
+	"github.com/srjn45/rdq/storeurl"
 )
 
 func init() {
 	usages["bench"] = `
-Usage: rdq bench [--tasks N] [--workers N] [--concurrency N] [--batch N]
+Usage: rdq bench [--workloads LIST] [--tasks N] [--storm-tasks N] [--attempts N]
+                 [--workers N] [--concurrency N] [--batch N] [--ceiling DURATION]
 
-Measures end-to-end throughput on the chosen database: submit N tasks in
-batches, let workers claim them, run a no-op handler and finish them (an
-attempt row written for each), and report tasks per second from the first
-submit to the last finish written.
+Measures throughput on the chosen database, end to end through the client
+and workers, and prints each figure next to the database's own ceiling
+measured in the same run, so the ratio says how close rdq gets to what the
+database alone can do (absolute figures drift on shared machines; the ratio
+does not). The workloads (--workloads, comma-separated; default all):
 
-The tasks go to a fresh queue named rdq-bench-<random>; they stay as
-SUCCEEDED tasks until the workers' succeeded-task retention removes them.
-Run it against a scratch database or schema, not production.
+  noop       submit N tasks in batches; workers claim them, run a no-op
+             handler and finish them (an attempt row for each): tasks/s
+  fail-once  every task fails its first attempt, is retried at once and
+             succeeds: tasks/s, and its share of the no-op rate
+  storm      every attempt fails; tasks are retried at once until their
+             --attempts are spent and they are dead, with every attempt in
+             their history: attempts/s
+
+The ceiling (PostgreSQL only; --ceiling 0 skips it) is raw SQL with no
+application code, from two connections: each transaction inserts 500 tasks,
+claims 500 due tasks with FOR UPDATE SKIP LOCKED and deletes them, in a
+scratch schema it drops afterwards.
+
+The tasks go to fresh queues named rdq-bench-<random>-<workload>; they stay
+(SUCCEEDED until the workers' retention removes them; the storm's DEAD,
+until purged). Run it against a scratch database or schema, not production.
 `
 }
 
+type jsonBenchWorkload struct {
+	Workload          string  `json:"workload"`
+	Queue             string  `json:"queue"`
+	Tasks             int     `json:"tasks"`
+	Attempts          int64   `json:"attempts"`
+	SubmitSeconds     float64 `json:"submit_seconds"`
+	TotalSeconds      float64 `json:"total_seconds"`
+	TasksPerSecond    float64 `json:"tasks_per_second"`
+	AttemptsPerSecond float64 `json:"attempts_per_second"`
+	Succeeded         int64   `json:"succeeded"`
+	Dead              int64   `json:"dead"`
+	// OfCeiling is the workload's rate (tasks/s, or attempts/s for the
+	// storm) as a share of the ceiling; 0 without one.
+	OfCeiling float64 `json:"of_ceiling,omitempty"`
+}
+
 type jsonBench struct {
-	Queue          string  `json:"queue"`
+	// The no-op workload's figures, at the top level as before.
+	Queue          string  `json:"queue,omitempty"`
 	Tasks          int     `json:"tasks"`
 	Workers        int     `json:"workers"`
 	Concurrency    int     `json:"concurrency"`
-	SubmitSeconds  float64 `json:"submit_seconds"`
-	TotalSeconds   float64 `json:"total_seconds"`
-	SubmitPerSec   float64 `json:"submit_per_second"`
-	TasksPerSecond float64 `json:"tasks_per_second"`
+	SubmitSeconds  float64 `json:"submit_seconds,omitempty"`
+	TotalSeconds   float64 `json:"total_seconds,omitempty"`
+	SubmitPerSec   float64 `json:"submit_per_second,omitempty"`
+	TasksPerSecond float64 `json:"tasks_per_second,omitempty"`
 	Succeeded      int64   `json:"succeeded"`
+	// CeilingTasksPerSecond is the raw-SQL ceiling of the same run; 0
+	// when not measured.
+	CeilingTasksPerSecond float64             `json:"ceiling_tasks_per_second,omitempty"`
+	Workloads             []jsonBenchWorkload `json:"workloads"`
 }
 
 func (e *env) bench(args []string) error {
 	fs := newFlagSet("bench", &e.g, e.stderr, usages["bench"])
-	n := fs.Int("tasks", 20000, "tasks to run")
+	list := fs.String("workloads", "noop,fail-once,storm", "workloads to run, comma-separated: noop, fail-once, storm")
+	n := fs.Int("tasks", 20000, "tasks of the noop and fail-once workloads")
+	stormN := fs.Int("storm-tasks", 20000, "tasks of the storm workload")
+	attempts := fs.Int("attempts", 5, "attempts per task in the storm")
 	workers := fs.Int("workers", 2, "workers, each with its own claim loop")
 	conc := fs.Int("concurrency", 200, "handlers running at once per worker")
 	batch := fs.Int("batch", 500, "tasks per submit call")
+	ceiling := fs.Duration("ceiling", 10*time.Second, "how long to measure the raw-SQL ceiling (PostgreSQL); 0 skips it")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -59,10 +95,28 @@ func (e *env) bench(args []string) error {
 	for _, c := range []struct {
 		name   string
 		v, max int
-	}{{"--tasks", *n, 10_000_000}, {"--workers", *workers, 64}, {"--concurrency", *conc, 10000}, {"--batch", *batch, 10000}} {
+	}{{"--tasks", *n, 10_000_000}, {"--storm-tasks", *stormN, 10_000_000}, {"--attempts", *attempts, 100},
+		{"--workers", *workers, 64}, {"--concurrency", *conc, 10000}, {"--batch", *batch, 10000}} {
 		if c.v < 1 || c.v > c.max {
 			return usageErrorf("%s %d: use 1 to %d", c.name, c.v, c.max)
 		}
+	}
+	if *ceiling < 0 {
+		return usageErrorf("--ceiling %s is negative", *ceiling)
+	}
+	var kinds []workload.Kind
+	for _, k := range strings.Split(*list, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(workload.Kinds, workload.Kind(k)) {
+			return usageErrorf("--workloads: unknown workload %q: use noop, fail-once or storm", k)
+		}
+		if !slices.Contains(kinds, workload.Kind(k)) {
+			kinds = append(kinds, workload.Kind(k))
+		}
+	}
+	raw, err := e.databaseURL()
+	if err != nil {
+		return err
 	}
 	b, err := e.openBackend(false)
 	if err != nil {
@@ -73,99 +127,75 @@ func (e *env) bench(args []string) error {
 
 	var suffix [4]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
-		return fmt.Errorf("naming the bench queue: %w", err)
+		return fmt.Errorf("naming the bench queues: %w", err)
 	}
-	queue := "rdq-bench-" + hex.EncodeToString(suffix[:])
-	c, err := client.New(client.Config{Store: b, ID: "rdq-bench"})
-	if err != nil {
-		return err
-	}
-	total := int64(*n)
-	var executed atomic.Int64
-	allRan := make(chan struct{})
-	noop := func(ctx context.Context, t *rdq.Task) error {
-		if executed.Add(1) == total {
-			close(allRan)
+	prefix := "rdq-bench-" + hex.EncodeToString(suffix[:])
+	out := jsonBench{Workers: *workers, Concurrency: *conc}
+
+	if t, err := storeurl.Parse(raw); err == nil && t.Kind == storeurl.Postgres && *ceiling > 0 {
+		fmt.Fprintf(e.stderr, "rdq: bench: measuring the raw-SQL ceiling for %s\n", fmtDuration(*ceiling))
+		c, err := workload.Ceiling(e.ctx, t.ConnString, *ceiling)
+		if err != nil {
+			return hideSecret(err, queryPassword(raw))
 		}
-		return nil
-	}
-	quiet := slog.New(slog.DiscardHandler)
-	ws := make([]*worker.Worker, 0, *workers)
-	stopAll := func() error {
-		var errs []error
-		for _, w := range ws {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), time.Minute)
-			errs = append(errs, w.Stop(ctx)) // returns once every result is written
-			cancel()
+		out.CeilingTasksPerSecond = c
+		if !e.g.json {
+			fmt.Fprintf(e.stdout, "%-10s %10s tasks/s   raw SQL, no application code\n", "ceiling", fmtCount(int64(c)))
 		}
-		return errors.Join(errs...)
 	}
-	for i := 0; i < *workers; i++ {
-		w, err := worker.New(worker.Config{
-			Store: b, ID: fmt.Sprintf("%s-w%d", queue, i), Logger: quiet,
-			Queues:       map[string]worker.QueueConfig{queue: {Concurrency: *conc}},
-			PollInterval: 50 * time.Millisecond, ReclaimInterval: worker.Disabled, PurgeInterval: worker.Disabled,
+	var noop float64
+	for _, k := range kinds {
+		tasks := *n
+		if k == workload.Storm {
+			tasks = *stormN
+		}
+		queue := prefix
+		if len(kinds) > 1 || k != workload.NoOp {
+			queue = prefix + "-" + string(k)
+		}
+		fmt.Fprintf(e.stderr, "rdq: bench: %s: %s tasks, %d workers × %d concurrent handlers, queue %s\n", k, fmtCount(int64(tasks)), *workers, *conc, queue)
+		res, err := workload.Run(e.ctx, workload.Config{
+			Store: b, Queue: queue, Kind: k, Tasks: tasks, Workers: *workers, Concurrency: *conc, Batch: *batch, Attempts: *attempts,
 		})
 		if err != nil {
-			return errors.Join(err, stopAll())
+			return fmt.Errorf("bench: %w", err)
 		}
-		if err := w.Handle("noop", noop); err != nil {
-			return errors.Join(err, stopAll())
+		w := jsonBenchWorkload{
+			Workload: string(k), Queue: queue, Tasks: tasks, Attempts: res.Attempts,
+			SubmitSeconds: res.Submit.Seconds(), TotalSeconds: res.Elapsed.Seconds(),
+			TasksPerSecond: res.TasksPerSecond, AttemptsPerSecond: res.AttemptsPerSecond,
+			Succeeded: res.Succeeded, Dead: res.Dead,
 		}
-		ws = append(ws, w)
-	}
-
-	fmt.Fprintf(e.stderr, "rdq: bench: %s tasks, %d workers × %d concurrent handlers, queue %s\n", fmtCount(total), *workers, *conc, queue)
-	start := time.Now()
-	for _, w := range ws {
-		if err := w.Start(e.ctx); err != nil {
-			return errors.Join(err, stopAll())
+		rate, unit := res.TasksPerSecond, "tasks/s"
+		if k == workload.Storm {
+			rate, unit = res.AttemptsPerSecond, "attempts/s"
 		}
-	}
-	tasks := make([]client.Task, 0, *batch)
-	for i := 0; i < *n; i++ {
-		tasks = append(tasks, client.Task{Queue: queue, Handler: "noop", Payload: []byte(`{"n":1}`), ContentType: "application/json"})
-		if len(tasks) == *batch || i == *n-1 {
-			if _, err := c.SubmitMany(e.ctx, tasks); err != nil {
-				return errors.Join(fmt.Errorf("submitting: %w", err), stopAll())
-			}
-			tasks = tasks[:0]
+		if out.CeilingTasksPerSecond > 0 {
+			w.OfCeiling = rate / out.CeilingTasksPerSecond
 		}
-	}
-	submitted := time.Since(start)
-	select {
-	case <-allRan:
-	case <-e.ctx.Done():
-		return errors.Join(fmt.Errorf("bench interrupted after %d of %d executions: %w", executed.Load(), total, e.ctx.Err()), stopAll())
-	}
-	if err := stopAll(); err != nil {
-		return fmt.Errorf("stopping workers: %w", err)
-	}
-	elapsed := time.Since(start)
-
-	var succeeded int64
-	stats, err := b.Stats(e.ctx, store.StatsParams{SucceededWindow: 24 * time.Hour})
-	if err != nil {
-		return fmt.Errorf("reading stats: %w", err)
-	}
-	for _, s := range stats {
-		if s.Queue == queue {
-			succeeded = s.Succeeded
+		out.Workloads = append(out.Workloads, w)
+		if k == workload.NoOp {
+			noop = res.TasksPerSecond
+			out.Queue, out.Tasks, out.SubmitSeconds, out.TotalSeconds = queue, tasks, w.SubmitSeconds, w.TotalSeconds
+			out.SubmitPerSec, out.TasksPerSecond, out.Succeeded = float64(tasks)/res.Submit.Seconds(), res.TasksPerSecond, res.Succeeded
 		}
-	}
-	res := jsonBench{
-		Queue: queue, Tasks: *n, Workers: *workers, Concurrency: *conc,
-		SubmitSeconds: submitted.Seconds(), TotalSeconds: elapsed.Seconds(),
-		SubmitPerSec: float64(total) / submitted.Seconds(), TasksPerSecond: float64(total) / elapsed.Seconds(),
-		Succeeded: succeeded,
-	}
-	if succeeded != total {
-		return fmt.Errorf("bench: %d of %d tasks succeeded in queue %s", succeeded, total, queue)
+		if e.g.json {
+			continue
+		}
+		line := fmt.Sprintf("%-10s %10s %-10s", k, fmtCount(int64(rate)), unit)
+		if w.OfCeiling > 0 {
+			line += fmt.Sprintf(" %3.0f%% of the ceiling", 100*w.OfCeiling)
+		}
+		switch {
+		case k == workload.FailOnce && noop > 0:
+			line += fmt.Sprintf(", %.0f%% of noop", 100*res.TasksPerSecond/noop)
+		case k == workload.Storm:
+			line += fmt.Sprintf(" (%s tasks × %d attempts, all dead with full histories)", fmtCount(int64(tasks)), *attempts)
+		}
+		fmt.Fprintln(e.stdout, line)
 	}
 	if e.g.json {
-		return writeJSON(e.stdout, res)
+		return writeJSON(e.stdout, out)
 	}
-	fmt.Fprintf(e.stdout, "submitted %s tasks in %s (%s/s)\n", fmtCount(total), fmtDuration(submitted), fmtCount(int64(res.SubmitPerSec)))
-	fmt.Fprintf(e.stdout, "ran and finished all in %s: %s tasks/s end to end\n", fmtDuration(elapsed), fmtCount(int64(res.TasksPerSecond)))
 	return nil
 }

@@ -440,7 +440,7 @@ func TestBenchCommand(t *testing.T) {
 		Succeeded      int64   `json:"succeeded"`
 		TasksPerSecond float64 `json:"tasks_per_second"`
 	}
-	mustJSON(t, h.ok("bench", "--tasks", "300", "--batch", "100", "--concurrency", "20", "--json"), &res)
+	mustJSON(t, h.ok("bench", "--workloads", "noop", "--ceiling", "0", "--tasks", "300", "--batch", "100", "--concurrency", "20", "--json"), &res)
 	if res.Tasks != 300 || res.Succeeded != 300 || res.TasksPerSecond <= 0 || !strings.HasPrefix(res.Queue, "rdq-bench-") {
 		t.Fatalf("bench %+v", res)
 	}
@@ -450,5 +450,48 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if r := h.run("", "bench", "--tasks", "0"); r.code != exitUsage || !strings.Contains(r.stderr, "--tasks 0") {
 		t.Fatalf("bad --tasks: %d %q", r.code, r.stderr)
+	}
+	if r := h.run("", "bench", "--workloads", "noop,thunder"); r.code != exitUsage || !strings.Contains(r.stderr, `"thunder"`) {
+		t.Fatalf("bad --workloads: %d %q", r.code, r.stderr)
+	}
+}
+
+// Every workload runs, each figure next to the ceiling of the same run:
+// fail-once makes two attempts per task, the storm kills every task after
+// all its attempts.
+func TestBenchWorkloadsAgainstCeiling(t *testing.T) {
+	h := newHarness(t)
+	var res struct {
+		Ceiling   float64 `json:"ceiling_tasks_per_second"`
+		Workloads []struct {
+			Workload          string  `json:"workload"`
+			Tasks             int     `json:"tasks"`
+			Attempts          int64   `json:"attempts"`
+			Succeeded         int64   `json:"succeeded"`
+			Dead              int64   `json:"dead"`
+			AttemptsPerSecond float64 `json:"attempts_per_second"`
+			OfCeiling         float64 `json:"of_ceiling"`
+		} `json:"workloads"`
+	}
+	mustJSON(t, h.ok("bench", "--tasks", "200", "--storm-tasks", "100", "--attempts", "3", "--batch", "50",
+		"--concurrency", "20", "--ceiling", "500ms", "--json"), &res)
+	if res.Ceiling <= 0 || len(res.Workloads) != 3 {
+		t.Fatalf("bench: %+v", res)
+	}
+	want := []struct {
+		name               string
+		attempts, ok, dead int64
+	}{{"noop", 200, 200, 0}, {"fail-once", 400, 200, 0}, {"storm", 300, 0, 100}}
+	for i, w := range want {
+		got := res.Workloads[i]
+		if got.Workload != w.name || got.Attempts != w.attempts || got.Succeeded != w.ok || got.Dead != w.dead || got.OfCeiling <= 0 || got.AttemptsPerSecond <= 0 {
+			t.Errorf("workload %d = %+v, want %s with %d attempts, %d succeeded, %d dead, a share of the ceiling", i, got, w.name, w.attempts, w.ok, w.dead)
+		}
+	}
+	out := h.ok("bench", "--tasks", "100", "--storm-tasks", "50", "--batch", "50", "--concurrency", "20", "--ceiling", "300ms")
+	for _, line := range []string{"ceiling", "noop", "fail-once", "storm", "of the ceiling", "% of noop", "attempts/s"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("bench output lacks %q:\n%s", line, out)
+		}
 	}
 }

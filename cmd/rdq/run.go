@@ -51,9 +51,13 @@ Commands:
   queue ls             list the paused queues
   queue pause QUEUE    stop starting new executions of a queue's tasks, on every worker
   queue resume QUEUE   start them again
+  queue breakers       list paused handlers and their circuit breaker state
+  queue open Q HANDLER force a handler's breaker open: no new executions, on every worker
+  queue close Q HANDLER force it closed: its waiting tasks run again
   audit ls             list audit entries: who changed what, when and why
   console              serve the DLQ console in a browser, for the local user
-  bench                end-to-end throughput on this database (scratch databases only)
+  bench                no-op, fail-once and storm throughput next to the database's ceiling
+                       (scratch databases only)
   help [command]       show help for a command
 
 Global flags (accepted before or after the command):

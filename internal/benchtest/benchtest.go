@@ -14,6 +14,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/internal/workload"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
@@ -176,4 +177,22 @@ func FinishAll(b *testing.B, st store.Store, cs []store.Completion) {
 	if err := errors.Join(errs...); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// Workload runs a workload of package workload with b.N tasks on st (two
+// workers of 200 handlers, storm tasks making 5 attempts) and reports
+// tasks/s and attempts/s, from the first submit to the last result written.
+// The run checks its outcome: every task succeeded, or (storm) every task
+// is dead with all its attempts in its history.
+func Workload(b *testing.B, st store.Store, kind workload.Kind) {
+	b.ResetTimer()
+	res, err := workload.Run(context.Background(), workload.Config{
+		Store: st, Queue: "bench-" + string(kind), Kind: kind, Tasks: b.N,
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(res.TasksPerSecond, "tasks/s")
+	b.ReportMetric(res.AttemptsPerSecond, "attempts/s")
 }

@@ -2891,6 +2891,352 @@ func (x *ChangeTasksResponse) GetResults() []*ChangeTaskResult {
 	return nil
 }
 
+type ListBreakersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue limits the list to one queue; empty lists every queue the caller
+	// may read.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBreakersRequest) Reset() {
+	*x = ListBreakersRequest{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBreakersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBreakersRequest) ProtoMessage() {}
+
+func (x *ListBreakersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBreakersRequest.ProtoReflect.Descriptor instead.
+func (*ListBreakersRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListBreakersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// Breaker is one paused handler.
+type Breaker struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Queue   string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Handler string                 `protobuf:"bytes,2,opt,name=handler,proto3" json:"handler,omitempty"`
+	// state is "open" (no execution; a probe once probe_at has passed) or
+	// "half_open" (one probe task is running).
+	State string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Since *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// probe_at is unset for a handler held open until closed.
+	ProbeAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=probe_at,json=probeAt,proto3" json:"probe_at,omitempty"`
+	// trips counts the openings in a row (1, +1 per failed probe).
+	Trips int32 `protobuf:"varint,6,opt,name=trips,proto3" json:"trips,omitempty"`
+	// probe_task_id is the running probe's task, while half-open.
+	ProbeTaskId string `protobuf:"bytes,7,opt,name=probe_task_id,json=probeTaskId,proto3" json:"probe_task_id,omitempty"`
+	Actor       string `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason      string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	// fingerprint and failure_ratio are what tripped the breaker.
+	Fingerprint   string  `protobuf:"bytes,10,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	FailureRatio  float64 `protobuf:"fixed64,11,opt,name=failure_ratio,json=failureRatio,proto3" json:"failure_ratio,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Breaker) Reset() {
+	*x = Breaker{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Breaker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Breaker) ProtoMessage() {}
+
+func (x *Breaker) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Breaker.ProtoReflect.Descriptor instead.
+func (*Breaker) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Breaker) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *Breaker) GetHandler() string {
+	if x != nil {
+		return x.Handler
+	}
+	return ""
+}
+
+func (x *Breaker) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Breaker) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Breaker) GetProbeAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProbeAt
+	}
+	return nil
+}
+
+func (x *Breaker) GetTrips() int32 {
+	if x != nil {
+		return x.Trips
+	}
+	return 0
+}
+
+func (x *Breaker) GetProbeTaskId() string {
+	if x != nil {
+		return x.ProbeTaskId
+	}
+	return ""
+}
+
+func (x *Breaker) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *Breaker) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Breaker) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *Breaker) GetFailureRatio() float64 {
+	if x != nil {
+		return x.FailureRatio
+	}
+	return 0
+}
+
+type ListBreakersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Breakers      []*Breaker             `protobuf:"bytes,1,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBreakersResponse) Reset() {
+	*x = ListBreakersResponse{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBreakersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBreakersResponse) ProtoMessage() {}
+
+func (x *ListBreakersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBreakersResponse.ProtoReflect.Descriptor instead.
+func (*ListBreakersResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ListBreakersResponse) GetBreakers() []*Breaker {
+	if x != nil {
+		return x.Breakers
+	}
+	return nil
+}
+
+type SetBreakerRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Queue   string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Handler string                 `protobuf:"bytes,2,opt,name=handler,proto3" json:"handler,omitempty"`
+	// state is "open" or "closed".
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// cool_off_ms, with state "open", lets a worker with the breaker on
+	// probe after this long; 0 holds the handler open until closed.
+	CoolOffMs int64 `protobuf:"varint,4,opt,name=cool_off_ms,json=coolOffMs,proto3" json:"cool_off_ms,omitempty"`
+	// reason is written to the audit log.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetBreakerRequest) Reset() {
+	*x = SetBreakerRequest{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetBreakerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetBreakerRequest) ProtoMessage() {}
+
+func (x *SetBreakerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetBreakerRequest.ProtoReflect.Descriptor instead.
+func (*SetBreakerRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SetBreakerRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SetBreakerRequest) GetHandler() string {
+	if x != nil {
+		return x.Handler
+	}
+	return ""
+}
+
+func (x *SetBreakerRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *SetBreakerRequest) GetCoolOffMs() int64 {
+	if x != nil {
+		return x.CoolOffMs
+	}
+	return 0
+}
+
+func (x *SetBreakerRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type SetBreakerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// changed is false when the breaker already was in that state.
+	Changed       bool `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetBreakerResponse) Reset() {
+	*x = SetBreakerResponse{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetBreakerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetBreakerResponse) ProtoMessage() {}
+
+func (x *SetBreakerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetBreakerResponse.ProtoReflect.Descriptor instead.
+func (*SetBreakerResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SetBreakerResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 var File_rdq_v1_rdq_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_rdq_proto_rawDesc = "" +
@@ -3124,7 +3470,32 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\r.rdq.v1.ErrorR\x05error\"c\n" +
 	"\x13ChangeTasksResponse\x12\x18\n" +
 	"\achanged\x18\x01 \x01(\x03R\achanged\x122\n" +
-	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.ChangeTaskResultR\aresults2\xa5\b\n" +
+	"\aresults\x18\x02 \x03(\v2\x18.rdq.v1.ChangeTaskResultR\aresults\"+\n" +
+	"\x13ListBreakersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xe7\x02\n" +
+	"\aBreaker\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\ahandler\x18\x02 \x01(\tR\ahandler\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x125\n" +
+	"\bprobe_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aprobeAt\x12\x14\n" +
+	"\x05trips\x18\x06 \x01(\x05R\x05trips\x12\"\n" +
+	"\rprobe_task_id\x18\a \x01(\tR\vprobeTaskId\x12\x14\n" +
+	"\x05actor\x18\b \x01(\tR\x05actor\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12 \n" +
+	"\vfingerprint\x18\n" +
+	" \x01(\tR\vfingerprint\x12#\n" +
+	"\rfailure_ratio\x18\v \x01(\x01R\ffailureRatio\"C\n" +
+	"\x14ListBreakersResponse\x12+\n" +
+	"\bbreakers\x18\x01 \x03(\v2\x0f.rdq.v1.BreakerR\bbreakers\"\x91\x01\n" +
+	"\x11SetBreakerRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\ahandler\x18\x02 \x01(\tR\ahandler\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1e\n" +
+	"\vcool_off_ms\x18\x04 \x01(\x03R\tcoolOffMs\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\".\n" +
+	"\x12SetBreakerResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged2\xb5\t\n" +
 	"\n" +
 	"RdqService\x127\n" +
 	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\x12F\n" +
@@ -3146,7 +3517,10 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\tTaskByKey\x12\x18.rdq.v1.TaskByKeyRequest\x1a\x19.rdq.v1.TaskByKeyResponse\x12E\n" +
 	"\n" +
 	"RetryTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12F\n" +
-	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
+	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12I\n" +
+	"\fListBreakers\x12\x1b.rdq.v1.ListBreakersRequest\x1a\x1c.rdq.v1.ListBreakersResponse\x12C\n" +
+	"\n" +
+	"SetBreaker\x12\x19.rdq.v1.SetBreakerRequest\x1a\x1a.rdq.v1.SetBreakerResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
 
 var (
 	file_rdq_v1_rdq_proto_rawDescOnce sync.Once
@@ -3160,7 +3534,7 @@ func file_rdq_v1_rdq_proto_rawDescGZIP() []byte {
 	return file_rdq_v1_rdq_proto_rawDescData
 }
 
-var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_rdq_v1_rdq_proto_goTypes = []any{
 	(*TaskSpec)(nil),              // 0: rdq.v1.TaskSpec
 	(*FailureSpec)(nil),           // 1: rdq.v1.FailureSpec
@@ -3206,23 +3580,28 @@ var file_rdq_v1_rdq_proto_goTypes = []any{
 	(*ChangeTasksRequest)(nil),    // 41: rdq.v1.ChangeTasksRequest
 	(*ChangeTaskResult)(nil),      // 42: rdq.v1.ChangeTaskResult
 	(*ChangeTasksResponse)(nil),   // 43: rdq.v1.ChangeTasksResponse
-	nil,                           // 44: rdq.v1.TaskSpec.HeadersEntry
-	nil,                           // 45: rdq.v1.Task.HeadersEntry
-	nil,                           // 46: rdq.v1.AuditEntry.DetailsEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*ListBreakersRequest)(nil),   // 44: rdq.v1.ListBreakersRequest
+	(*Breaker)(nil),               // 45: rdq.v1.Breaker
+	(*ListBreakersResponse)(nil),  // 46: rdq.v1.ListBreakersResponse
+	(*SetBreakerRequest)(nil),     // 47: rdq.v1.SetBreakerRequest
+	(*SetBreakerResponse)(nil),    // 48: rdq.v1.SetBreakerResponse
+	nil,                           // 49: rdq.v1.TaskSpec.HeadersEntry
+	nil,                           // 50: rdq.v1.Task.HeadersEntry
+	nil,                           // 51: rdq.v1.AuditEntry.DetailsEntry
+	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
 }
 var file_rdq_v1_rdq_proto_depIdxs = []int32{
-	44, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
+	49, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
 	1,  // 1: rdq.v1.TaskSpec.first_failure:type_name -> rdq.v1.FailureSpec
-	45, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
-	47, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
-	47, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	47, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	47, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	47, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	50, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
+	52, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
+	52, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	52, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	52, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	52, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: rdq.v1.Task.last_error:type_name -> rdq.v1.ErrorSummary
-	47, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	47, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	52, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	52, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 11: rdq.v1.SubmitRequest.task:type_name -> rdq.v1.TaskSpec
 	2,  // 12: rdq.v1.SubmitResponse.task:type_name -> rdq.v1.Task
 	0,  // 13: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.TaskSpec
@@ -3231,13 +3610,13 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	9,  // 16: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitResult
 	2,  // 17: rdq.v1.GetTaskResponse.task:type_name -> rdq.v1.Task
 	4,  // 18: rdq.v1.GetTaskResponse.history:type_name -> rdq.v1.Attempt
-	47, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
-	47, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
+	52, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
+	52, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
 	13, // 21: rdq.v1.ListDeadRequest.filter:type_name -> rdq.v1.DeadFilter
 	2,  // 22: rdq.v1.ListDeadResponse.tasks:type_name -> rdq.v1.Task
 	13, // 23: rdq.v1.DeadGroupsRequest.filter:type_name -> rdq.v1.DeadFilter
-	47, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
-	47, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
+	52, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
+	52, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
 	17, // 26: rdq.v1.DeadGroupsResponse.groups:type_name -> rdq.v1.Group
 	2,  // 27: rdq.v1.ShowDeadResponse.task:type_name -> rdq.v1.Task
 	4,  // 28: rdq.v1.ShowDeadResponse.history:type_name -> rdq.v1.Attempt
@@ -3245,10 +3624,10 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	5,  // 30: rdq.v1.RedriveResult.error:type_name -> rdq.v1.Error
 	22, // 31: rdq.v1.RedriveResponse.results:type_name -> rdq.v1.RedriveResult
 	13, // 32: rdq.v1.PurgeRequest.filter:type_name -> rdq.v1.DeadFilter
-	47, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	47, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
-	47, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	46, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
+	52, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	52, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
+	52, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	51, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
 	27, // 37: rdq.v1.ListAuditResponse.entries:type_name -> rdq.v1.AuditEntry
 	30, // 38: rdq.v1.QueueStatsResponse.queues:type_name -> rdq.v1.QueueStat
 	36, // 39: rdq.v1.ListTasksRequest.filter:type_name -> rdq.v1.TaskFilter
@@ -3257,43 +3636,50 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	4,  // 42: rdq.v1.TaskByKeyResponse.history:type_name -> rdq.v1.Attempt
 	5,  // 43: rdq.v1.ChangeTaskResult.error:type_name -> rdq.v1.Error
 	42, // 44: rdq.v1.ChangeTasksResponse.results:type_name -> rdq.v1.ChangeTaskResult
-	6,  // 45: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
-	8,  // 46: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	11, // 47: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
-	14, // 48: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
-	16, // 49: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
-	19, // 50: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
-	21, // 51: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
-	24, // 52: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
-	26, // 53: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
-	29, // 54: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
-	32, // 55: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
-	34, // 56: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
-	37, // 57: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
-	39, // 58: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
-	41, // 59: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
-	41, // 60: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
-	7,  // 61: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
-	10, // 62: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	12, // 63: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
-	15, // 64: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
-	18, // 65: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
-	20, // 66: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
-	23, // 67: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
-	25, // 68: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
-	28, // 69: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
-	31, // 70: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
-	33, // 71: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
-	35, // 72: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
-	38, // 73: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
-	40, // 74: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
-	43, // 75: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
-	43, // 76: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
-	61, // [61:77] is the sub-list for method output_type
-	45, // [45:61] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	52, // 45: rdq.v1.Breaker.since:type_name -> google.protobuf.Timestamp
+	52, // 46: rdq.v1.Breaker.probe_at:type_name -> google.protobuf.Timestamp
+	45, // 47: rdq.v1.ListBreakersResponse.breakers:type_name -> rdq.v1.Breaker
+	6,  // 48: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
+	8,  // 49: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	11, // 50: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
+	14, // 51: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
+	16, // 52: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
+	19, // 53: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
+	21, // 54: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
+	24, // 55: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
+	26, // 56: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
+	29, // 57: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
+	32, // 58: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
+	34, // 59: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
+	37, // 60: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
+	39, // 61: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
+	41, // 62: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
+	41, // 63: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
+	44, // 64: rdq.v1.RdqService.ListBreakers:input_type -> rdq.v1.ListBreakersRequest
+	47, // 65: rdq.v1.RdqService.SetBreaker:input_type -> rdq.v1.SetBreakerRequest
+	7,  // 66: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
+	10, // 67: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	12, // 68: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
+	15, // 69: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
+	18, // 70: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
+	20, // 71: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
+	23, // 72: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
+	25, // 73: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
+	28, // 74: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
+	31, // 75: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
+	33, // 76: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
+	35, // 77: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
+	38, // 78: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
+	40, // 79: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
+	43, // 80: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
+	43, // 81: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
+	46, // 82: rdq.v1.RdqService.ListBreakers:output_type -> rdq.v1.ListBreakersResponse
+	48, // 83: rdq.v1.RdqService.SetBreaker:output_type -> rdq.v1.SetBreakerResponse
+	66, // [66:84] is the sub-list for method output_type
+	48, // [48:66] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_rdq_proto_init() }
@@ -3308,7 +3694,7 @@ func file_rdq_v1_rdq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_rdq_proto_rawDesc), len(file_rdq_v1_rdq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

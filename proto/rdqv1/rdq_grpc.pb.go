@@ -36,22 +36,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RdqService_Submit_FullMethodName      = "/rdq.v1.RdqService/Submit"
-	RdqService_SubmitBatch_FullMethodName = "/rdq.v1.RdqService/SubmitBatch"
-	RdqService_GetTask_FullMethodName     = "/rdq.v1.RdqService/GetTask"
-	RdqService_ListDead_FullMethodName    = "/rdq.v1.RdqService/ListDead"
-	RdqService_DeadGroups_FullMethodName  = "/rdq.v1.RdqService/DeadGroups"
-	RdqService_ShowDead_FullMethodName    = "/rdq.v1.RdqService/ShowDead"
-	RdqService_Redrive_FullMethodName     = "/rdq.v1.RdqService/Redrive"
-	RdqService_Purge_FullMethodName       = "/rdq.v1.RdqService/Purge"
-	RdqService_ListAudit_FullMethodName   = "/rdq.v1.RdqService/ListAudit"
-	RdqService_QueueStats_FullMethodName  = "/rdq.v1.RdqService/QueueStats"
-	RdqService_PauseQueue_FullMethodName  = "/rdq.v1.RdqService/PauseQueue"
-	RdqService_ResumeQueue_FullMethodName = "/rdq.v1.RdqService/ResumeQueue"
-	RdqService_ListTasks_FullMethodName   = "/rdq.v1.RdqService/ListTasks"
-	RdqService_TaskByKey_FullMethodName   = "/rdq.v1.RdqService/TaskByKey"
-	RdqService_RetryTasks_FullMethodName  = "/rdq.v1.RdqService/RetryTasks"
-	RdqService_CancelTasks_FullMethodName = "/rdq.v1.RdqService/CancelTasks"
+	RdqService_Submit_FullMethodName       = "/rdq.v1.RdqService/Submit"
+	RdqService_SubmitBatch_FullMethodName  = "/rdq.v1.RdqService/SubmitBatch"
+	RdqService_GetTask_FullMethodName      = "/rdq.v1.RdqService/GetTask"
+	RdqService_ListDead_FullMethodName     = "/rdq.v1.RdqService/ListDead"
+	RdqService_DeadGroups_FullMethodName   = "/rdq.v1.RdqService/DeadGroups"
+	RdqService_ShowDead_FullMethodName     = "/rdq.v1.RdqService/ShowDead"
+	RdqService_Redrive_FullMethodName      = "/rdq.v1.RdqService/Redrive"
+	RdqService_Purge_FullMethodName        = "/rdq.v1.RdqService/Purge"
+	RdqService_ListAudit_FullMethodName    = "/rdq.v1.RdqService/ListAudit"
+	RdqService_QueueStats_FullMethodName   = "/rdq.v1.RdqService/QueueStats"
+	RdqService_PauseQueue_FullMethodName   = "/rdq.v1.RdqService/PauseQueue"
+	RdqService_ResumeQueue_FullMethodName  = "/rdq.v1.RdqService/ResumeQueue"
+	RdqService_ListTasks_FullMethodName    = "/rdq.v1.RdqService/ListTasks"
+	RdqService_TaskByKey_FullMethodName    = "/rdq.v1.RdqService/TaskByKey"
+	RdqService_RetryTasks_FullMethodName   = "/rdq.v1.RdqService/RetryTasks"
+	RdqService_CancelTasks_FullMethodName  = "/rdq.v1.RdqService/CancelTasks"
+	RdqService_ListBreakers_FullMethodName = "/rdq.v1.RdqService/ListBreakers"
+	RdqService_SetBreaker_FullMethodName   = "/rdq.v1.RdqService/SetBreaker"
 )
 
 // RdqServiceClient is the client API for RdqService service.
@@ -63,7 +65,7 @@ const (
 // Every call needs a bearer token. Roles are granted per queue pattern and
 // include each other: submitter (Submit, SubmitBatch, GetTask) ⊂ operator
 // (also the DLQ, the audit log and queue statistics) ⊂ admin (also
-// PauseQueue and ResumeQueue).
+// PauseQueue, ResumeQueue and SetBreaker).
 type RdqServiceClient interface {
 	// Submit enqueues one task. REST: POST /v1/tasks with a TaskSpec body.
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
@@ -114,6 +116,14 @@ type RdqServiceClient interface {
 	// Per-item results. Needs the operator role on each task's queue.
 	// REST: POST /v1/tasks:cancel.
 	CancelTasks(ctx context.Context, in *ChangeTasksRequest, opts ...grpc.CallOption) (*ChangeTasksResponse, error)
+	// ListBreakers returns the paused handlers and their circuit breaker
+	// state (a handler not listed is closed). Needs the operator role.
+	// REST: GET /v1/breakers?queue=...
+	ListBreakers(ctx context.Context, in *ListBreakersRequest, opts ...grpc.CallOption) (*ListBreakersResponse, error)
+	// SetBreaker forces one handler's circuit breaker open (every worker
+	// stops starting its tasks) or closed (its waiting tasks run again).
+	// Needs the admin role. REST: POST /v1/breakers:set.
+	SetBreaker(ctx context.Context, in *SetBreakerRequest, opts ...grpc.CallOption) (*SetBreakerResponse, error)
 }
 
 type rdqServiceClient struct {
@@ -284,6 +294,26 @@ func (c *rdqServiceClient) CancelTasks(ctx context.Context, in *ChangeTasksReque
 	return out, nil
 }
 
+func (c *rdqServiceClient) ListBreakers(ctx context.Context, in *ListBreakersRequest, opts ...grpc.CallOption) (*ListBreakersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBreakersResponse)
+	err := c.cc.Invoke(ctx, RdqService_ListBreakers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rdqServiceClient) SetBreaker(ctx context.Context, in *SetBreakerRequest, opts ...grpc.CallOption) (*SetBreakerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetBreakerResponse)
+	err := c.cc.Invoke(ctx, RdqService_SetBreaker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RdqServiceServer is the server API for RdqService service.
 // All implementations must embed UnimplementedRdqServiceServer
 // for forward compatibility.
@@ -293,7 +323,7 @@ func (c *rdqServiceClient) CancelTasks(ctx context.Context, in *ChangeTasksReque
 // Every call needs a bearer token. Roles are granted per queue pattern and
 // include each other: submitter (Submit, SubmitBatch, GetTask) ⊂ operator
 // (also the DLQ, the audit log and queue statistics) ⊂ admin (also
-// PauseQueue and ResumeQueue).
+// PauseQueue, ResumeQueue and SetBreaker).
 type RdqServiceServer interface {
 	// Submit enqueues one task. REST: POST /v1/tasks with a TaskSpec body.
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
@@ -344,6 +374,14 @@ type RdqServiceServer interface {
 	// Per-item results. Needs the operator role on each task's queue.
 	// REST: POST /v1/tasks:cancel.
 	CancelTasks(context.Context, *ChangeTasksRequest) (*ChangeTasksResponse, error)
+	// ListBreakers returns the paused handlers and their circuit breaker
+	// state (a handler not listed is closed). Needs the operator role.
+	// REST: GET /v1/breakers?queue=...
+	ListBreakers(context.Context, *ListBreakersRequest) (*ListBreakersResponse, error)
+	// SetBreaker forces one handler's circuit breaker open (every worker
+	// stops starting its tasks) or closed (its waiting tasks run again).
+	// Needs the admin role. REST: POST /v1/breakers:set.
+	SetBreaker(context.Context, *SetBreakerRequest) (*SetBreakerResponse, error)
 	mustEmbedUnimplementedRdqServiceServer()
 }
 
@@ -401,6 +439,12 @@ func (UnimplementedRdqServiceServer) RetryTasks(context.Context, *ChangeTasksReq
 }
 func (UnimplementedRdqServiceServer) CancelTasks(context.Context, *ChangeTasksRequest) (*ChangeTasksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelTasks not implemented")
+}
+func (UnimplementedRdqServiceServer) ListBreakers(context.Context, *ListBreakersRequest) (*ListBreakersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBreakers not implemented")
+}
+func (UnimplementedRdqServiceServer) SetBreaker(context.Context, *SetBreakerRequest) (*SetBreakerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetBreaker not implemented")
 }
 func (UnimplementedRdqServiceServer) mustEmbedUnimplementedRdqServiceServer() {}
 func (UnimplementedRdqServiceServer) testEmbeddedByValue()                    {}
@@ -711,6 +755,42 @@ func _RdqService_CancelTasks_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RdqService_ListBreakers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBreakersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).ListBreakers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_ListBreakers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).ListBreakers(ctx, req.(*ListBreakersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RdqService_SetBreaker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetBreakerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).SetBreaker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_SetBreaker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).SetBreaker(ctx, req.(*SetBreakerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RdqService_ServiceDesc is the grpc.ServiceDesc for RdqService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -781,6 +861,14 @@ var RdqService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelTasks",
 			Handler:    _RdqService_CancelTasks_Handler,
+		},
+		{
+			MethodName: "ListBreakers",
+			Handler:    _RdqService_ListBreakers_Handler,
+		},
+		{
+			MethodName: "SetBreaker",
+			Handler:    _RdqService_SetBreaker_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
