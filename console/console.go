@@ -56,7 +56,8 @@ const (
 	ActionEditPayload Action = "edit_payload"
 	// ActionPurge deletes dead tasks for good, one or in bulk.
 	ActionPurge Action = "purge"
-	// ActionPause pauses and resumes a queue.
+	// ActionPause pauses and resumes a queue, and one handler of it (its
+	// circuit breaker, on stores that pause handlers).
 	ActionPause Action = "pause"
 	// ActionRetryNow makes a waiting (pending or retrying) task due at
 	// once, on stores that list live tasks.
@@ -208,6 +209,8 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", c.overview)
 	mux.HandleFunc("POST /queues/pause", c.pause)
 	mux.HandleFunc("POST /queues/resume", c.pause)
+	mux.HandleFunc("POST /handlers/pause", c.handlerPause)
+	mux.HandleFunc("POST /handlers/resume", c.handlerPause)
 	mux.HandleFunc("GET /dead", c.deadList)
 	mux.HandleFunc("GET /groups", c.groups)
 	mux.HandleFunc("GET /tasks/{id}", c.task)

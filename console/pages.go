@@ -66,7 +66,10 @@ type overviewData struct {
 	ChartStart time.Time
 	HasChart   bool
 	Recent     []auditRow
-	Done       string
+	// Breakers are the paused handlers, when the store pauses handlers.
+	Breakers    []store.HandlerPause
+	HasBreakers bool
+	Done        string
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -140,6 +143,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			d.Recent = append(d.Recent, newAuditRow(e))
 		}
 	}
+	if d.Breakers, d.HasBreakers, err = c.pausedHandlers(r, all); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
 	d.Done = doneMessage(r)
 	c.render(w, r, http.StatusOK, "overview", &view{Title: "Queues", Nav: "overview", Live: true, Data: d})
 }
@@ -147,13 +154,15 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 // doneMessages are the confirmations a redirect after a change may ask for
 // (?done=...); anything else shows nothing.
 var doneMessages = map[string]string{
-	"paused":    "Queue paused.",
-	"resumed":   "Queue resumed.",
-	"redriven":  "Task redriven: it is pending again, in a new life.",
-	"edited":    "Payload replaced and task redriven.",
-	"purged":    "Task purged.",
-	"retried":   "Task made due now.",
-	"cancelled": "Task cancelled: it is in the dead-letter queue, where it can be redriven.",
+	"paused":          "Queue paused.",
+	"resumed":         "Queue resumed.",
+	"redriven":        "Task redriven: it is pending again, in a new life.",
+	"edited":          "Payload replaced and task redriven.",
+	"purged":          "Task purged.",
+	"retried":         "Task made due now.",
+	"handler_paused":  "Handler paused: its tasks wait until it is resumed.",
+	"handler_resumed": "Handler resumed.",
+	"cancelled":       "Task cancelled: it is in the dead-letter queue, where it can be redriven.",
 }
 
 func doneMessage(r *http.Request) string { return doneMessages[r.URL.Query().Get("done")] }
@@ -893,7 +902,7 @@ const (
 	maxAuditScan = 5000
 )
 
-var auditActions = []string{dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge, dlq.ActionRetention, "pause", "resume", "retry_now", "cancel"}
+var auditActions = []string{dlq.ActionRedrive, dlq.ActionEditPayload, dlq.ActionPurge, dlq.ActionRetention, "pause", "resume", "retry_now", "cancel", "pause_handler", "resume_handler"}
 
 type auditData struct {
 	Actor, Action, Queue, Since, Until string

@@ -1,0 +1,59 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/srjn45/rdq/store"
+)
+
+func TestHandlerBreakers(t *testing.T) {
+	e := newEnv(t, "")
+	e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"})
+	mustContain(t, e.get(userAdmin, "/").body, "every breaker is closed", "/handlers/pause")
+
+	paused := func() []store.HandlerPause {
+		t.Helper()
+		ps, err := e.s.PausedHandlers(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
+	}
+	// Operators may not pause; nothing changes.
+	if r := e.post(userOperator, "/handlers/pause", url.Values{"queue": {"emails"}, "handler": {"send"}, "reason": {"r"}}); r.status != http.StatusForbidden {
+		t.Errorf("operator pauses a handler: %d", r.status)
+	}
+	if r := e.post(userAdmin, "/handlers/pause", url.Values{"queue": {"emails"}, "handler": {"send"}}); r.status != http.StatusBadRequest {
+		t.Errorf("pause without reason: %d", r.status)
+	}
+	if len(paused()) != 0 {
+		t.Fatal("a refused pause paused the handler")
+	}
+	r := e.post(userAdmin, "/handlers/pause", url.Values{"queue": {"emails"}, "handler": {"send"}, "reason": {"downstream <b>down</b>"}})
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("pause: %d %s", r.status, excerpt(r.body))
+	}
+	if ps := paused(); len(ps) != 1 || ps[0].Handler != "send" || ps[0].Actor != userAdmin {
+		t.Fatalf("paused %+v", ps)
+	}
+	r = e.get(userAdmin, "/")
+	mustContain(t, r.body, "<td>send</td>", "held until resumed", "downstream &lt;b&gt;down&lt;/b&gt;", "/handlers/resume")
+	mustNotContain(t, e.get(userReader, "/").body, "/handlers/resume", "/handlers/pause")
+	mustContain(t, e.get(userReader, "/").body, "<td>send</td>")
+	if r := e.post(userReader, "/handlers/resume", url.Values{"queue": {"emails"}, "handler": {"send"}, "reason": {"r"}}); r.status != http.StatusForbidden || len(paused()) != 1 {
+		t.Errorf("reader resumes: %d", r.status)
+	}
+	if r := e.post(userAdmin, "/handlers/resume", url.Values{"queue": {"emails"}, "handler": {"send"}, "reason": {"back"}}); r.status != http.StatusSeeOther || len(paused()) != 0 {
+		t.Errorf("resume: %d, paused %v", r.status, paused())
+	}
+	var actions []string
+	for _, a := range e.auditEntries() {
+		actions = append(actions, a.Action+"/"+a.Actor)
+	}
+	if len(actions) != 2 || actions[0] != "resume_handler/admin" || actions[1] != "pause_handler/admin" {
+		t.Errorf("audit %v", actions)
+	}
+}
