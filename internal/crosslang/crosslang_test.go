@@ -22,6 +22,7 @@ import (
 	"github.com/srjn45/rdq/dlq"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -414,4 +415,45 @@ func TestJavaWorkerKilledMidTaskIsReclaimed(t *testing.T) {
 	}) {
 		t.Errorf("lease-expired text differs from Go's: %s", outcomes(atts))
 	}
+}
+
+// TestJavaWorkerHonoursAGoQueuePause: a queue paused with the Go store is
+// not claimed by a Java worker (a task of another queue it runs goes
+// through meanwhile), and its task runs once the queue is resumed.
+func TestJavaWorkerHonoursAGoQueuePause(t *testing.T) {
+	requireJava(t)
+	st, schema := pgtest.NewStore(t)
+	ctx := t.Context()
+	if err := st.PauseQueue(ctx, store.PauseParams{Queue: "paused", Actor: "crosslang-test", Reason: "maintenance"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Submit(ctx, client.Task{Queue: "paused", Handler: "record"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := startJava(t, "WorkerMain", dir, "java-pause", javaWorkerEnv(schema, "java-pause", "paused,open", filepath.Join(dir, "exec.log")))
+	t.Cleanup(p.kill)
+	p.waitReady(t)
+	// The worker claims from each queue at start and then every 50 ms: by the
+	// time a task of the open queue, submitted after the worker was ready,
+	// has been claimed, run and finished, the paused queue has been asked
+	// for its task at least once, had the pause been ignored.
+	control, err := c.Submit(ctx, client.Task{Queue: "open", Handler: "record"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the open queue's task", statusIs(t, st, control.Task.ID, rdq.StatusSucceeded))
+	if tk, _ := getTask(t, st, held.Task.ID); tk.Status != rdq.StatusPending || tk.LeaseToken != 0 {
+		t.Fatalf("a task of a paused queue was claimed by Java: %+v", tk)
+	}
+	if err := st.ResumeQueue(ctx, store.PauseParams{Queue: "paused", Actor: "crosslang-test", Reason: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the resumed queue's task", statusIs(t, st, held.Task.ID, rdq.StatusSucceeded))
+	p.stop(t)
 }
