@@ -56,8 +56,12 @@ func TestTasksCommands(t *testing.T) {
 			t.Errorf("tasks ls never listed %s", id)
 		}
 	}
-	if out := h.ok("tasks", "ls", "--state", "in-flight"); out != "no in-flight tasks\n" {
-		t.Errorf("tasks ls --state in-flight: %q", out)
+	// An empty listing names the states where the tasks might be instead.
+	if out, want := h.ok("tasks", "ls", "--state", "in-flight"), "no in-flight tasks (other states: --state pending, --state retrying, --state succeeded)\n"; out != want {
+		t.Errorf("tasks ls --state in-flight: %q, want %q", out, want)
+	}
+	if out, want := h.ok("tasks", "ls", "--state", "in_flight"), "no in_flight tasks (other states: --state pending, --state retrying, --state succeeded)\n"; out != want {
+		t.Errorf("tasks ls --state in_flight: %q, want %q", out, want)
 	}
 	if out := h.ok("tasks", "key", "shipping", "order-77"); !strings.Contains(out, waiting[0].String()) {
 		t.Errorf("tasks key did not show %s:\n%s", waiting[0], out)
