@@ -177,7 +177,7 @@ func TestRedriveAndPurgeOneTask(t *testing.T) {
 		t.Errorf("audit %+v", entries)
 	}
 	// The task page lists the entries that touched it.
-	mustContain(t, e.get(userOperator, "/tasks/"+a.String()).body, "<td>redrive</td>", "<td>fixed</td>", "by id")
+	mustContain(t, e.get(userOperator, "/tasks/"+a.String()).body, "<td>redrive</td>", "<td>fixed</td>", "by id", "(redriven once)")
 }
 
 func TestEditPayloadShowsDiffValidatesAndRedrives(t *testing.T) {
