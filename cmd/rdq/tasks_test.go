@@ -89,6 +89,10 @@ func TestTasksCommands(t *testing.T) {
 			t.Errorf("cancelled task %s: %v %+v %v", id, got, atts, err)
 		}
 	}
+	// The history names who cancelled, not a worker that ran something.
+	if out := h.ok("dlq", "show", waiting[0].String()); !strings.Contains(out, "CANCELLED  by alice  ") || strings.Contains(out, "worker alice") {
+		t.Errorf("dlq show of a cancelled task:\n%s", out)
+	}
 	r = h.run("", "tasks", "cancel", waiting[0].String(), "--reason", "again")
 	if r.code != exitConflict || !strings.Contains(r.stderr, "not pending") {
 		t.Errorf("cancelling a dead task: exit %d, stderr %q", r.code, r.stderr)
