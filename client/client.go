@@ -122,8 +122,9 @@ type Task struct {
 	// Queue: while a task with this key exists in the queue, and for the
 	// store's key retention after retention purges it, submitting again
 	// returns that task (after a purge, Result.Purged and the task's ID)
-	// with Result.Duplicate set and inserts nothing. Within one SubmitMany batch, later repeats of a key report
-	// the first one's task as a duplicate.
+	// with Result.Duplicate set and inserts nothing. Within one SubmitMany
+	// batch, later repeats of a key report the first one's task as a
+	// duplicate.
 	IdempotencyKey string
 	// Delay postpones the first attempt; zero makes the task due now.
 	// Negative is invalid.

@@ -49,7 +49,7 @@ func TestEveryPageRenders(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("overview: %d %s", r.status, r.body)
 	}
-	mustContain(t, r.body, "<th scope=\"row\">emails</th>", "<th scope=\"row\">billing</th>", `class="chart"`, "Pause")
+	mustContain(t, r.body, "<th scope=\"row\">emails</th>", "<th scope=\"row\">billing</th>", `class="chart"`, "Pause", "since redriven or purged are not counted")
 	// emails: 1 due, 1 retrying (not due), 2 dead.
 	if !regexp.MustCompile(`emails</th>\s*<td class="n">1</td>\s*<td class="n">1</td>\s*<td class="n">0</td>\s*<td class="n"><a href="/dead\?queue=emails">2</a>`).MatchString(r.body) {
 		t.Errorf("overview counts of emails are wrong:\n%s", r.body)
@@ -177,7 +177,7 @@ func TestRedriveAndPurgeOneTask(t *testing.T) {
 		t.Errorf("audit %+v", entries)
 	}
 	// The task page lists the entries that touched it.
-	mustContain(t, e.get(userOperator, "/tasks/"+a.String()).body, "<td>redrive</td>", "<td>fixed</td>", "by id")
+	mustContain(t, e.get(userOperator, "/tasks/"+a.String()).body, "<td>redrive</td>", "<td>fixed</td>", "by id", "(redriven once)")
 }
 
 func TestEditPayloadShowsDiffValidatesAndRedrives(t *testing.T) {

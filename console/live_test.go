@@ -81,6 +81,10 @@ func TestLiveTasksListAndActions(t *testing.T) {
 	if task.Status != rdq.StatusDead || len(attempts) != 1 || attempts[0].Outcome != rdq.OutcomeCancelled {
 		t.Errorf("after cancel: %s %+v", task.Status, attempts)
 	}
+	// The history names who cancelled, not a worker that ran something.
+	page := e.get(userOperator, "/tasks/"+fresh.String()).body
+	mustContain(t, page, `by <span class="mono">`+userOperator+`</span>`, "never redriven")
+	mustNotContain(t, page, "ran ")
 	if r := e.post(userOperator, "/tasks/"+fresh.String()+"/cancel", url.Values{"reason": {"again"}}); r.status != http.StatusConflict {
 		t.Errorf("cancelling a dead task: %d", r.status)
 	}

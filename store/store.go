@@ -68,7 +68,7 @@ var (
 	// for them: the schema was never migrated, or the store was pointed at
 	// the wrong schema or file. Run the store's Migrate, or fix the
 	// configuration. Nothing was changed.
-	ErrNotMigrated = errors.New("rdq/store: no rdq tables found: the database was not migrated, or this is not the right schema")
+	ErrNotMigrated = errors.New("rdq/store: no rdq tables found: the database was not migrated (call the store's Migrate, or run 'rdq migrate'), or this is not the right schema")
 )
 
 // Store is the interface the client and the worker run on. Implementations

@@ -101,7 +101,10 @@ import (
 //
 // t is a snapshot of the claimed task. t.Attempts is the number of attempts
 // made before this one in the task's current life, so the running attempt's
-// number is t.NextAttempt(). t.LeaseToken is strictly greater for every new
+// number within that life is t.NextAttempt(), the number the worker's logs
+// and spans give as attempt. The stored history numbers attempts across all
+// lives, so after a redrive (t.Life above zero) it records this attempt under
+// a larger number. t.LeaseToken is strictly greater for every new
 // execution of the task and can serve as an idempotency key downstream.
 type Handler func(ctx context.Context, t *rdq.Task) error
 

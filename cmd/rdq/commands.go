@@ -377,8 +377,13 @@ func writeDetail(w io.Writer, d dlq.Detail) error {
 	}
 	fmt.Fprintf(w, "\nhistory (%d %s):\n", len(d.Attempts), plural(int64(len(d.Attempts)), "attempt", "attempts"))
 	for _, a := range d.Attempts {
-		fmt.Fprintf(w, "\n#%d  life %d  %s  worker %s  %s  took %s\n", a.Number, a.Life, a.Outcome,
-			dash(a.WorkerID), fmtTime(a.StartedAt), fmtDuration(a.FinishedAt.Sub(a.StartedAt)))
+		if a.Outcome == rdq.OutcomeCancelled {
+			// Nothing ran: WorkerID names who cancelled the task.
+			fmt.Fprintf(w, "\n#%d  life %d  %s  by %s  %s\n", a.Number, a.Life, a.Outcome, dash(a.WorkerID), fmtTime(a.StartedAt))
+		} else {
+			fmt.Fprintf(w, "\n#%d  life %d  %s  worker %s  %s  took %s\n", a.Number, a.Life, a.Outcome,
+				dash(a.WorkerID), fmtTime(a.StartedAt), fmtDuration(a.FinishedAt.Sub(a.StartedAt)))
+		}
 		if a.ErrorType != "" || a.Message != "" {
 			fmt.Fprintf(w, "    %s: %s\n", dash(a.ErrorType), indent(a.Message, "    "))
 		}

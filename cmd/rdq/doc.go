@@ -1,6 +1,7 @@
-// Command rdq operates rdq's dead-letter queue from a terminal or a script:
-// migrate the schema, read queue stats, browse, group, redrive and purge
-// dead tasks, and read the audit log of who changed what.
+// Command rdq operates rdq's queues and dead-letter queue from a terminal or a
+// script: migrate the schema, read queue stats, browse, group, redrive and
+// purge dead tasks, list, retry and cancel live tasks, pause and resume
+// queues, serve the console, and read the audit log of who changed what.
 //
 //	rdq [global flags] <command> [flags] [arguments]
 //

@@ -26,9 +26,10 @@ const (
 )
 
 const mainUsage = `
-rdq operates rdq's dead-letter queue: find out why tasks died, group
-similar failures, redrive them once fixed, purge what is beyond saving, and
-read the audit log of who did what.
+rdq operates rdq's queues and dead-letter queue: find out why tasks died,
+group similar failures, redrive them once fixed, purge what is beyond saving,
+see and cancel the tasks still waiting or running, pause queues, and read the
+audit log of who did what.
 
 Usage:
   rdq [global flags] <command> [flags] [arguments]

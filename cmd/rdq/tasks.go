@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -89,6 +90,18 @@ var states = map[string]store.TaskState{
 	"in-flight": store.StateInFlight, "in_flight": store.StateInFlight, "succeeded": store.StateSucceeded,
 }
 
+// otherStates names the --state values that list tasks other than state's,
+// so an empty listing points to where the tasks might be.
+func otherStates(state string) string {
+	var out []string
+	for _, name := range []string{"pending", "retrying", "in-flight", "succeeded"} {
+		if states[name] != states[state] {
+			out = append(out, "--state "+name)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 func (e *env) tasksLs(args []string) error {
 	fs := newFlagSet("tasks ls", &e.g, e.stderr, usages["tasks ls"])
 	state := fs.String("state", "pending", "which tasks: pending, retrying, in-flight or succeeded")
@@ -137,7 +150,7 @@ func (e *env) tasksLs(args []string) error {
 		if *page != "" {
 			fmt.Fprintf(e.stdout, "no more %s tasks\n", *state)
 		} else {
-			fmt.Fprintf(e.stdout, "no %s tasks\n", *state)
+			fmt.Fprintf(e.stdout, "no %s tasks (other states: %s)\n", *state, otherStates(*state))
 		}
 		return nil
 	}

@@ -56,8 +56,12 @@ func TestTasksCommands(t *testing.T) {
 			t.Errorf("tasks ls never listed %s", id)
 		}
 	}
-	if out := h.ok("tasks", "ls", "--state", "in-flight"); out != "no in-flight tasks\n" {
-		t.Errorf("tasks ls --state in-flight: %q", out)
+	// An empty listing names the states where the tasks might be instead.
+	if out, want := h.ok("tasks", "ls", "--state", "in-flight"), "no in-flight tasks (other states: --state pending, --state retrying, --state succeeded)\n"; out != want {
+		t.Errorf("tasks ls --state in-flight: %q, want %q", out, want)
+	}
+	if out, want := h.ok("tasks", "ls", "--state", "in_flight"), "no in_flight tasks (other states: --state pending, --state retrying, --state succeeded)\n"; out != want {
+		t.Errorf("tasks ls --state in_flight: %q, want %q", out, want)
 	}
 	if out := h.ok("tasks", "key", "shipping", "order-77"); !strings.Contains(out, waiting[0].String()) {
 		t.Errorf("tasks key did not show %s:\n%s", waiting[0], out)
@@ -84,6 +88,10 @@ func TestTasksCommands(t *testing.T) {
 		if err != nil || got.Status != rdq.StatusDead || atts[len(atts)-1].Outcome != rdq.OutcomeCancelled || atts[len(atts)-1].WorkerID != "alice" {
 			t.Errorf("cancelled task %s: %v %+v %v", id, got, atts, err)
 		}
+	}
+	// The history names who cancelled, not a worker that ran something.
+	if out := h.ok("dlq", "show", waiting[0].String()); !strings.Contains(out, "CANCELLED  by alice  ") || strings.Contains(out, "worker alice") {
+		t.Errorf("dlq show of a cancelled task:\n%s", out)
 	}
 	r = h.run("", "tasks", "cancel", waiting[0].String(), "--reason", "again")
 	if r.code != exitConflict || !strings.Contains(r.stderr, "not pending") {
