@@ -44,7 +44,11 @@ func LivePlanCases() []PlanCase {
 			if a != nil {
 				name += ", next page"
 			}
-			cases = append(cases, PlanCase{name, q, args, c.index, true})
+			// A queue's waiting tasks are merged from two indexes, each read
+			// in order up to the page size; the merge sorts at most two pages,
+			// and the held index (a paused handler's backlog) is sorted.
+			merged := c.f.Queue != "" && (c.state == store.StatePending || c.state == store.StateRetrying)
+			cases = append(cases, PlanCase{name, q, args, c.index, !merged})
 		}
 	}
 	return cases

@@ -250,8 +250,9 @@ VALUES (?, ?, ?, ?) ON CONFLICT (queue) DO NOTHING`
 // sqlLimit. Each state reads one partial index in order and stops at the
 // page size:
 //
-//	pending, retrying rdq_tasks_pending (next_attempt_at, id), or
-//	                  rdq_tasks_claim (queue, next_attempt_at, id) with a Queue filter
+//	pending, retrying rdq_tasks_pending (next_attempt_at, id), or with a
+//	                  Queue filter rdq_tasks_claim (queue, next_attempt_at, id)
+//	                  merged with rdq_tasks_held for a paused handler's tasks
 //	in flight         rdq_tasks_expiry (lease_expires_at, id)
 //	succeeded         rdq_tasks_succeeded (finished_at, id), backwards
 const (
@@ -262,6 +263,8 @@ const (
 	liveWhereInFlight  = ` WHERE status = 'IN_FLIGHT'`
 	liveWhereSucceeded = ` WHERE status = 'SUCCEEDED'`
 
+	liveNotHeld         = ` AND held = 0`
+	liveHeld            = ` AND held = 1`
 	liveCursorDue       = ` AND (next_attempt_at, id) > (?, ?)`
 	liveCursorExpiry    = ` AND (lease_expires_at, id) > (?, ?)`
 	liveCursorFinished  = ` AND (finished_at, id) < (?, ?)`
