@@ -1156,8 +1156,9 @@ SELECT count(*) FROM released CROSS JOIN notified`
 // probeDue selects, as CTE "due", the paused handlers of the queues $1
 // due a probe at (SELECT now FROM clock): the cool-off has passed (open,
 // probe_at reached) or the probe is gone (half-open, probe_expires_at
-// reached and the probe task no longer under a live lease). The pause
-// row is locked FOR NO KEY UPDATE SKIP LOCKED: concurrent callers never
+// reached and the probe task no longer under a live lease), in a queue
+// that is not paused (a paused queue runs nothing, not even a probe;
+// paused_queues_pkey). The pause row is locked FOR NO KEY UPDATE SKIP LOCKED: concurrent callers never
 // both take one handler, and a caller that waited sees the new
 // probe_expires_at; the lock does not conflict with the FOR KEY SHARE that
 // every writer of a PENDING task takes on the row, so a steady stream of
@@ -1176,6 +1177,7 @@ due AS (
                             WHERE x.id = p.probe_id AND x.status = 'IN_FLIGHT'
                               AND x.lease_token = p.probe_token
                               AND x.lease_expires_at > (SELECT now FROM clock))))
+      AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS pq WHERE pq.queue = p.queue)
     FOR NO KEY UPDATE OF p SKIP LOCKED
 )`
 
