@@ -129,7 +129,10 @@ func (s *Store) auditHandler(ctx context.Context, tx pgx.Tx, now *time.Time, act
 	return nil
 }
 
-// ClaimProbe implements store.HandlerPauser in one statement.
+// ClaimProbe implements store.HandlerPauser in one transaction of two
+// statements: the first locks the handlers due a probe and holds their
+// waiting tasks that a write concurrent with the pause left unheld, the
+// second leases the probes.
 func (s *Store) ClaimProbe(ctx context.Context, p store.ProbeParams) ([]store.Probe, error) {
 	if len(p.Queues) == 0 {
 		return nil, fmt.Errorf("pgstore: claim probe: %w: no queues", rdq.ErrInvalid)
@@ -137,23 +140,31 @@ func (s *Store) ClaimProbe(ctx context.Context, p store.ProbeParams) ([]store.Pr
 	if p.Lease <= 0 {
 		return nil, fmt.Errorf("pgstore: claim probe: %w: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
 	}
-	rows, err := s.pool.Query(ctx, s.q.claimProbe, p.Queues, micros(p.Lease), p.Now, clean(p.WorkerID))
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: claim probe: %w", err)
-	}
-	defer rows.Close()
 	var probes []store.Probe
-	for rows.Next() {
-		var hp store.HandlerPause
-		dest := pauseDest(&hp)
-		t, err := scanTask(rows, dest.targets()...)
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: claim probe: %w", err)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		probes = nil
+		var strays int64
+		if err := tx.QueryRow(ctx, s.q.holdStrays, p.Queues, p.Now).Scan(&strays); err != nil {
+			return fmt.Errorf("holding waiting tasks: %w", err)
 		}
-		dest.finish()
-		probes = append(probes, store.Probe{Task: t, Pause: hp})
-	}
-	if err := rows.Err(); err != nil {
+		rows, err := tx.Query(ctx, s.q.claimProbe, p.Queues, micros(p.Lease), p.Now, clean(p.WorkerID))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var hp store.HandlerPause
+			dest := pauseDest(&hp)
+			t, err := scanTask(rows, dest.targets()...)
+			if err != nil {
+				return err
+			}
+			dest.finish()
+			probes = append(probes, store.Probe{Task: t, Pause: hp})
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim probe: %w", err)
 	}
 	return probes, nil

@@ -120,3 +120,81 @@ func explainAnalyze(t *testing.T, conn *pgx.Conn, sql string, args []any) string
 	}
 	return b.String()
 }
+
+// TestClaimProbeWithWritersOfThePausedHandler checks two interleavings of
+// a probe with transactions that write tasks of the paused handler under
+// READ COMMITTED:
+//   - a task enqueued by a transaction that began before the pause and
+//     committed after it is not held (neither statement saw the other's
+//     row); claims skip it, and it must still be a probe candidate, or a
+//     handler whose only waiting task it is would stay paused for good;
+//   - an open transaction enqueueing a task of the paused handler holds
+//     the pause row FOR KEY SHARE; it must not keep the probe out, or a
+//     steady stream of enqueues would starve the probe.
+func TestClaimProbeWithWritersOfThePausedHandler(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := pgtest.NewStore(t)
+	pool := pgtest.Pool(t)
+	mk := func() store.NewTask {
+		return store.NewTask{ID: rdq.NewID(), Queue: "q", Handler: "down", Payload: []byte("{}")}
+	}
+	pauseAt := time.Now().Add(-time.Hour)
+	probeAt := time.Now().Add(time.Hour)
+
+	// The only waiting task is written concurrently with the pause.
+	stray := mk()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := s.WithTx(tx).Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{stray}}); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.PauseHandler(ctx, store.PauseHandlerParams{Queue: "q", Handler: "down", CoolOff: time.Minute, Actor: "breaker", Now: &pauseAt}); err != nil || !changed {
+		t.Fatalf("PauseHandler = %v, %v; want true, nil", changed, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"q"}, Limit: 10, Lease: time.Minute, WorkerID: "w", Now: &probeAt}); err != nil || len(got) != 0 {
+		t.Fatalf("Claim with the handler paused = %d tasks, %v; want none", len(got), err)
+	}
+	probes, err := s.ClaimProbe(ctx, store.ProbeParams{Queues: []string{"q"}, Lease: time.Minute, WorkerID: "w", Now: &probeAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(probes) != 1 || probes[0].Task.ID != stray.ID {
+		t.Fatalf("ClaimProbe with the only waiting task written during the pause = %d probes, want that task", len(probes))
+	}
+	if _, err := s.PauseHandler(ctx, store.PauseHandlerParams{Queue: "q", Handler: "down", CoolOff: time.Minute, Probe: ptr(probes[0].Pause.Probe), Actor: "breaker", Now: &probeAt}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, store.ReleaseParams{Leases: []store.Lease{probes[0].Pause.Probe}, Now: &probeAt}); err != nil {
+		t.Fatal(err)
+	}
+
+	// An enqueue of the paused handler is open while the probe is due.
+	later := probeAt.Add(time.Hour)
+	writer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Rollback(ctx) }()
+	if _, err := s.WithTx(writer).Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{mk()}}); err != nil {
+		t.Fatal(err)
+	}
+	probes, err = s.ClaimProbe(ctx, store.ProbeParams{Queues: []string{"q"}, Lease: time.Minute, WorkerID: "w", Now: &later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(probes) != 1 || probes[0].Task.ID != stray.ID {
+		t.Fatalf("ClaimProbe while an enqueue of the paused handler is open = %d probes, want the waiting task", len(probes))
+	}
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

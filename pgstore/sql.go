@@ -1075,7 +1075,8 @@ SELECT count(*) FROM cancelled`
 // deletes the row first (waiting for those readers to commit) and releases
 // the held tasks in a later statement of its transaction, so no task stays
 // held after its handler resumed. A task written concurrently with a pause
-// may miss being held; claims skip it through paused_handlers_pkey.
+// may miss being held; claims skip it through paused_handlers_pkey, and
+// ClaimProbe holds it (sqlHoldStrays) before it picks a probe.
 
 // pauseColumns are the paused_handlers columns scanPause reads, in order.
 const pauseColumns = `p.queue, p.handler, p.state, p.since, p.probe_at, p.trips, p.probe_id,
@@ -1152,23 +1153,19 @@ WITH released AS (
 )
 SELECT count(*) FROM released CROSS JOIN notified`
 
-// sqlClaimProbe leases one probe per paused handler of the queues $1 whose
-// cool-off has passed (open, probe_at reached) or whose probe is gone
-// (half-open, probe_expires_at reached and the probe task no longer under
-// a live lease): the held task with the fewest attempts, oldest due among
-// those. The handler turns half-open with that task as its probe. The
-// pause row is locked SKIP LOCKED, so concurrent callers never both probe
-// one handler, and a caller that waited sees the new probe_expires_at.
-//
-// Indexes: paused_handlers_pkey; tasks_held_idx (queue, handler,
-// attempts, next_attempt_at), an ordered range that stops at the first due
-// task; tasks_pkey.
-//
-// $2 lease (µs), $3 Now override, $4 worker id.
-const sqlClaimProbe = `
-WITH clock AS (
-    SELECT coalesce($3::timestamptz, now()) AS now
-),
+// probeDue selects, as CTE "due", the paused handlers of the queues $1
+// due a probe at (SELECT now FROM clock): the cool-off has passed (open,
+// probe_at reached) or the probe is gone (half-open, probe_expires_at
+// reached and the probe task no longer under a live lease), in a queue
+// that is not paused (a paused queue runs nothing, not even a probe;
+// paused_queues_pkey). The pause row is locked FOR NO KEY UPDATE SKIP LOCKED: concurrent callers never
+// both take one handler, and a caller that waited sees the new
+// probe_expires_at; the lock does not conflict with the FOR KEY SHARE that
+// every writer of a PENDING task takes on the row, so a steady stream of
+// enqueues or retries of the paused handler cannot starve its probe (FOR
+// UPDATE would conflict, and SKIP LOCKED would skip the handler whenever
+// one of them is open).
+const probeDue = `
 due AS (
     SELECT p.queue, p.handler
     FROM {schema}.paused_handlers AS p
@@ -1180,8 +1177,53 @@ due AS (
                             WHERE x.id = p.probe_id AND x.status = 'IN_FLIGHT'
                               AND x.lease_token = p.probe_token
                               AND x.lease_expires_at > (SELECT now FROM clock))))
-    FOR UPDATE OF p SKIP LOCKED
-),
+      AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS pq WHERE pq.queue = p.queue)
+    FOR NO KEY UPDATE OF p SKIP LOCKED
+)`
+
+// sqlHoldStrays runs first in ClaimProbe's transaction: it locks the
+// handlers due a probe (probeDue) and holds their PENDING tasks that are
+// not held yet. Those are the tasks a writer made PENDING concurrently
+// with the pause (its statement did not see the uncommitted pause row,
+// and the pause's sqlHoldTasks did not see its uncommitted task); claims
+// skip them, but without this a probe would never pick them, and a
+// handler whose every waiting task is one of them would stay paused for
+// good. This statement's snapshot is later than the pause's, so it sees
+// every such writer that has committed by the end of the cool-off; one
+// still open then is held by the next failed probe's pause, or released
+// by the resume.
+//
+// Index: paused_handlers_pkey; tasks_claim_idx (the queue's range), read
+// only for the handlers due a probe.
+//
+// $1 queues, $2 Now override.
+const sqlHoldStrays = `
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+),` + probeDue + `,
+held AS (
+    UPDATE {schema}.tasks AS t
+    SET held = true
+    FROM due d
+    WHERE t.status = 'PENDING' AND NOT t.held AND t.queue = d.queue AND t.handler = d.handler
+    RETURNING 1
+)
+SELECT count(*) FROM held`
+
+// sqlClaimProbe leases one probe per paused handler of the queues $1 due
+// a probe (probeDue; the caller's sqlHoldStrays holds the row locks
+// already): the held task with the fewest attempts, oldest due among
+// those. The handler turns half-open with that task as its probe.
+//
+// Indexes: paused_handlers_pkey; tasks_held_idx (queue, handler,
+// attempts, next_attempt_at), an ordered range that stops at the first due
+// task; tasks_pkey.
+//
+// $2 lease (µs), $3 Now override, $4 worker id.
+const sqlClaimProbe = `
+WITH clock AS (
+    SELECT coalesce($3::timestamptz, now()) AS now
+),` + probeDue + `,
 picked AS (
     SELECT k.id
     FROM due d
@@ -1263,6 +1305,7 @@ type queries struct {
 	resumeHandler  string
 	unholdTasks    string
 	claimProbe     string
+	holdStrays     string
 	pausedHandlers string
 
 	recountDeadLock  string
@@ -1302,6 +1345,7 @@ func buildQueries(quotedSchema string) queries {
 		resumeHandler:         r.Replace(sqlResumeHandler),
 		unholdTasks:           r.Replace(sqlUnholdTasks),
 		claimProbe:            r.Replace(sqlClaimProbe),
+		holdStrays:            r.Replace(sqlHoldStrays),
 		pausedHandlers:        r.Replace(sqlPausedHandlers),
 		recountDeadLock:       r.Replace(sqlRecountDeadLock),
 		recountDeadClear:      r.Replace(sqlRecountDeadClear),

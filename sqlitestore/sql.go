@@ -377,13 +377,15 @@ RETURNING trips`
 
 	// The handlers of queue ?2 due a probe at ?1: open past probe_at, or
 	// half-open past probe_expires_at with the probe task no longer under
-	// a live lease. Primary keys of rdq_paused_handlers and rdq_tasks.
+	// a live lease; none in a paused queue. Primary keys of
+	// rdq_paused_handlers, rdq_tasks and rdq_paused_queues.
 	sqlProbeDue = `SELECT handler FROM rdq_paused_handlers AS p
 WHERE queue = ?2 AND probe_at IS NOT NULL
   AND ((state = 'open' AND probe_at <= ?1)
     OR (state = 'half_open' AND probe_expires_at <= ?1
         AND NOT EXISTS (SELECT 1 FROM rdq_tasks AS x WHERE x.id = p.probe_id AND x.status = 'IN_FLIGHT'
                         AND x.lease_token = p.probe_token AND x.lease_expires_at > ?1)))
+  AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?2)
 ORDER BY handler`
 
 	// Index rdq_tasks_held: the fewest attempts, then the oldest due.

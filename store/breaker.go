@@ -44,7 +44,8 @@ type HandlerPauser interface {
 	// among those), marks the handler half-open with that task as its
 	// probe, and returns the probes. Concurrent callers never receive
 	// two probes for one handler; a probe whose lease is lost (its worker
-	// died) lets a new probe through once it has expired.
+	// died) lets a new probe through once it has expired. A paused queue
+	// (store.Pauser) yields no probe.
 	ClaimProbe(ctx context.Context, p ProbeParams) ([]Probe, error)
 	// PausedHandlers returns the paused handlers of queue (every queue
 	// when empty), ordered by queue then handler.

@@ -343,3 +343,40 @@ func testHandlerPause(t *testing.T, h Harness) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// testProbeInPausedQueue checks that a paused queue runs nothing, not even
+// the probe of a tripped handler whose cool-off has passed, and that the
+// probe comes once the queue is resumed.
+func testProbeInPausedQueue(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	hp := e.s.(store.HandlerPauser)
+	pq := e.s.(store.Pauser)
+	const q = "stopped"
+	nt := task(q)
+	nt.Handler = "down"
+	e.enqueue(nt)
+	if changed, err := hp.PauseHandler(e.ctx, store.PauseHandlerParams{Queue: q, Handler: "down", CoolOff: time.Second, Actor: "breaker", Now: e.at()}); err != nil || !changed {
+		t.Fatalf("PauseHandler = %v, %v; want true, nil", changed, err)
+	}
+	if err := pq.PauseQueue(e.ctx, store.PauseParams{Queue: q, Actor: "ops", Reason: "incident"}); err != nil {
+		t.Fatalf("PauseQueue: %v", err)
+	}
+	e.advance(time.Minute)
+	probe := func() []store.Probe {
+		t.Helper()
+		got, err := hp.ClaimProbe(e.ctx, store.ProbeParams{Queues: []string{q}, Lease: time.Minute, WorkerID: "w", Now: e.at()})
+		if err != nil {
+			t.Fatalf("ClaimProbe: %v", err)
+		}
+		return got
+	}
+	if got := probe(); len(got) != 0 {
+		t.Fatalf("ClaimProbe in a paused queue leased %d probes, want none", len(got))
+	}
+	if err := pq.ResumeQueue(e.ctx, store.PauseParams{Queue: q, Actor: "ops", Reason: "over"}); err != nil {
+		t.Fatalf("ResumeQueue: %v", err)
+	}
+	if got := probe(); len(got) != 1 || got[0].Task.ID != nt.ID {
+		t.Fatalf("ClaimProbe after the queue resumed leased %d probes, want the waiting task", len(got))
+	}
+}

@@ -189,6 +189,12 @@ func Run(t *testing.T, h Harness) {
 			testHandlerPause(t, h)
 		})
 	}
+	if h.Capabilities.PauseHandlers && h.Capabilities.Pause {
+		t.Run("ProbeInPausedQueue", func(t *testing.T) {
+			t.Parallel()
+			testProbeInPausedQueue(t, h)
+		})
+	}
 	t.Run("Property", func(t *testing.T) {
 		t.Parallel()
 		runProperty(t, h)
