@@ -259,8 +259,12 @@ func (f Filter) digest() uint64 {
 	field(timeKey(f.DeadAfter))
 	field(timeKey(f.DeadBefore))
 	field(f.MessageContains)
-	field(lifeKey(f.LifeMin))
-	field(lifeKey(f.LifeBelow))
+	// The life bounds join the digest only when set, so tokens issued
+	// before they existed stay valid for the filters they were issued for.
+	if f.LifeMin != 0 || f.LifeBelow != 0 {
+		field(fmt.Sprint(f.LifeMin))
+		field(fmt.Sprint(f.LifeBelow))
+	}
 	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
 }
 
@@ -269,13 +273,6 @@ func timeKey(t time.Time) string {
 		return ""
 	}
 	return fmt.Sprint(t.UnixNano())
-}
-
-func lifeKey(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprint(n)
 }
 
 func validateText(what, s string, limit int) error {
