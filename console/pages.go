@@ -488,8 +488,8 @@ type auditFilter struct {
 }
 
 // filterSelects reports whether a bulk entry's filter selects t by its
-// identity and last error (dead-time bounds are not checked: a redrive
-// moves the dead time).
+// identity and last error (dead-time and life bounds are not checked: a
+// redrive moves the dead time and the life).
 func filterSelects(filterJSON string, t *rdq.Task) bool {
 	var f auditFilter
 	if err := json.Unmarshal([]byte(filterJSON), &f); err != nil {
@@ -738,6 +738,7 @@ type bulkData struct {
 	Filter     dlq.Filter
 	FilterText string
 	Values     url.Values // filter and options, for hidden fields
+	ListURL    string     // the dead-task list of the same filter
 	Opts       bulkOptions
 	Redrive    dlq.RedriveResult
 	Purge      dlq.PurgeResult
@@ -779,7 +780,7 @@ func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := bulkData{Stage: "confirm", Filter: f, FilterText: f.String(), Opts: o}
+	d := bulkData{Stage: "confirm", Filter: f, FilterText: f.String(), Opts: o, ListURL: withQuery(c.url("/dead"), filterValues(f))}
 	d.Values = filterValues(f)
 	maps.Copy(d.Values, o.values())
 	if o.Op == "redrive" {
