@@ -110,6 +110,14 @@ type Config struct {
 	// Now is the clock of the charts and of relative times; nil means
 	// time.Now. Tests set it.
 	Now func() time.Time
+	// ChartMaxAge is how old the overview's 24 h failure chart may be
+	// before a view recounts it; 0 means DefaultChartMaxAge. The chart is
+	// counted by one query at most once per ChartMaxAge, whatever the
+	// number of viewers; a chart up to four times as old is shown while it
+	// is recounted in the background, an older one is recounted while the
+	// view waits. The page says when the chart was counted. A negative
+	// value recounts it for every view.
+	ChartMaxAge time.Duration
 }
 
 // Console is the DLQ console, an http.Handler. Close it when done: it
@@ -129,6 +137,9 @@ type Console struct {
 	// tasks is the live-task API; nil when the store cannot list live
 	// tasks.
 	tasks *tasks.Tasks
+	// chart serves the overview's failure chart; nil when the store
+	// cannot count dead tasks per hour.
+	chart *chartCache
 }
 
 //go:embed templates/*.html
@@ -171,6 +182,14 @@ func New(cfg Config) (*Console, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	if h, ok := cfg.Store.(deadHistogrammer); ok {
+		c.chart = newChartCache(cmp.Or(cfg.ChartMaxAge, DefaultChartMaxAge), c.now, chartStartAt,
+			func(ctx context.Context, start time.Time) ([]int64, error) {
+				hist, err := h.DeadHistogram(ctx, start, time.Hour, chartHours, nil)
+				return hist[""], err
+			},
+			func(err error) { c.log.Error("console: the overview's failure chart", "error", err) })
+	}
 	if _, ok := cfg.Store.(store.LiveTasks); ok {
 		t, err := tasks.New(cfg.Store, tasks.Config{Logger: cfg.Logger})
 		if err != nil {
@@ -190,6 +209,9 @@ func New(cfg Config) (*Console, error) {
 // audited.
 func (c *Console) Close() error {
 	c.jobs.closeAll()
+	if c.chart != nil {
+		c.chart.close()
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ const (
 	qMessage     = "message"
 	qDeadAfter   = "dead_after"
 	qDeadBefore  = "dead_before"
+	qLifeMin     = "life_min"
+	qLifeBelow   = "life_below"
 )
 
 // timeLayouts are the accepted forms of a time in a filter, all UTC unless
@@ -56,7 +59,27 @@ func parseFilter(v url.Values) (dlq.Filter, error) {
 	if f.DeadBefore, err = parseTime("dead before", v.Get(qDeadBefore)); err != nil {
 		return f, err
 	}
+	if f.LifeMin, err = parseLife("life at least", v.Get(qLifeMin)); err != nil {
+		return f, err
+	}
+	if f.LifeBelow, err = parseLife("life below", v.Get(qLifeBelow)); err != nil {
+		return f, err
+	}
 	return f, f.Validate()
+}
+
+// parseLife reads a life bound: empty for none, else a whole number that
+// Filter.Validate then bounds.
+func parseLife(field, s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q is not a whole number of redrives (0, 1, 2…)", rdq.ErrInvalid, field, clip(s))
+	}
+	return n, nil
 }
 
 // filterValues is the query string of f (IDs are not part of it).
@@ -78,6 +101,12 @@ func filterValues(f dlq.Filter) url.Values {
 	if !f.DeadBefore.IsZero() {
 		v.Set(qDeadBefore, f.DeadBefore.UTC().Format(time.RFC3339))
 	}
+	if f.LifeMin != 0 {
+		v.Set(qLifeMin, strconv.Itoa(f.LifeMin))
+	}
+	if f.LifeBelow != 0 {
+		v.Set(qLifeBelow, strconv.Itoa(f.LifeBelow))
+	}
 	return v
 }
 
@@ -85,7 +114,8 @@ func filterValues(f dlq.Filter) url.Values {
 // without reading the tasks: only queue, handler, error type and
 // fingerprint are set.
 func countable(f dlq.Filter) bool {
-	return len(f.IDs) == 0 && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == ""
+	return len(f.IDs) == 0 && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == "" &&
+		f.LifeMin == 0 && f.LifeBelow == 0
 }
 
 // clip shortens untrusted text quoted in an error message.

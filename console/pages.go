@@ -46,8 +46,12 @@ const chartHours = 24
 
 // chartStart is the start of the hourly chart ending with the current
 // hour.
-func (c *Console) chartStart() time.Time {
-	return c.now().UTC().Truncate(time.Hour).Add(-(chartHours - 1) * time.Hour)
+func (c *Console) chartStart() time.Time { return chartStartAt(c.now()) }
+
+// chartStartAt is the start of the hourly chart ending with the hour of
+// now.
+func chartStartAt(now time.Time) time.Time {
+	return now.UTC().Truncate(time.Hour).Add(-(chartHours - 1) * time.Hour)
 }
 
 // --- Overview ---------------------------------------------------------------
@@ -64,6 +68,8 @@ type overviewData struct {
 	CanPause   bool // the store can pause queues
 	Chart      []int64
 	ChartStart time.Time
+	ChartAt    time.Time // when the chart was counted
+	ChartEvery time.Duration
 	HasChart   bool
 	Recent     []auditRow
 	// Breakers are the paused handlers, when the store pauses handlers.
@@ -124,14 +130,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if h, ok := c.st.(deadHistogrammer); ok && all {
-		d.ChartStart = c.chartStart()
-		hist, err := h.DeadHistogram(ctx, d.ChartStart, time.Hour, chartHours, nil)
+	if c.chart != nil && all {
+		ch, err := c.chart.get(ctx)
 		if err != nil {
 			c.failErr(w, r, err)
 			return
 		}
-		d.Chart, d.HasChart = hist[""], true
+		d.Chart, d.ChartStart, d.ChartAt, d.ChartEvery, d.HasChart = ch.counts, ch.start, ch.at, max(c.chart.maxAge, 0), true
 	}
 	if all {
 		entries, err := c.dlq.Audit(ctx, dlq.AuditQuery{Limit: recentChanges})
@@ -488,8 +493,8 @@ type auditFilter struct {
 }
 
 // filterSelects reports whether a bulk entry's filter selects t by its
-// identity and last error (dead-time bounds are not checked: a redrive
-// moves the dead time).
+// identity and last error (dead-time and life bounds are not checked: a
+// redrive moves the dead time and the life).
 func filterSelects(filterJSON string, t *rdq.Task) bool {
 	var f auditFilter
 	if err := json.Unmarshal([]byte(filterJSON), &f); err != nil {
@@ -738,6 +743,7 @@ type bulkData struct {
 	Filter     dlq.Filter
 	FilterText string
 	Values     url.Values // filter and options, for hidden fields
+	ListURL    string     // the dead-task list of the same filter
 	Opts       bulkOptions
 	Redrive    dlq.RedriveResult
 	Purge      dlq.PurgeResult
@@ -779,7 +785,7 @@ func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := bulkData{Stage: "confirm", Filter: f, FilterText: f.String(), Opts: o}
+	d := bulkData{Stage: "confirm", Filter: f, FilterText: f.String(), Opts: o, ListURL: withQuery(c.url("/dead"), filterValues(f))}
 	d.Values = filterValues(f)
 	maps.Copy(d.Values, o.values())
 	if o.Op == "redrive" {

@@ -66,6 +66,75 @@ func TestFiltersMatchBruteForce(t *testing.T) {
 	}
 }
 
+// Life filters over tasks in lives 0, 1 and 2 (redrive loops), alone and
+// with other fields, against the brute-force reference.
+func TestLifeFiltersMatchBruteForce(t *testing.T) {
+	s, q, tasks := newDLQ(t, 60, dlq.Config{})
+	ctx := ctxT(t)
+	// Redrives make tasks due on the real clock.
+	at := time.Now()
+	for _, tk := range tasks {
+		at = maxTime(at, tk.FinishedAt)
+	}
+	// Every fourth emails task dies again after a redrive; half of those
+	// after a second one too.
+	var again []rdq.ID
+	for i, tk := range expect(tasks, dlq.Filter{Queue: "emails"}) {
+		if i%4 == 0 {
+			again = append(again, tk.ID)
+		}
+	}
+	for round := range 2 {
+		if res, err := q.RedriveTasks(ctx, again, dlq.RedriveOptions{Actor: "a", Reason: "loop"}); err != nil || res.Redriven != int64(len(again)) {
+			t.Fatalf("round %d: %+v %v", round, res, err)
+		}
+		at = at.Add(time.Minute)
+		failAgain(t, s, again, "emails", at)
+		again = again[:len(again)/2]
+	}
+	for i := range tasks {
+		tasks[i] = get(t, s, tasks[i].ID)
+	}
+	for name, f := range map[string]dlq.Filter{
+		"life at least 1":        {LifeMin: 1},
+		"life at least 2":        {LifeMin: 2},
+		"life exactly 1":         {LifeMin: 1, LifeBelow: 2},
+		"never redriven":         {LifeBelow: 1},
+		"queue and life":         {Queue: "emails", LifeMin: 1},
+		"other queue and life":   {Queue: "billing", LifeBelow: 1},
+		"type and life":          {ErrorType: "again", LifeMin: 2},
+		"life, message and time": {LifeBelow: 2, MessageContains: "again", DeadAfter: tasks[0].FinishedAt},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want := expect(tasks, f)
+			if len(want) == 0 {
+				t.Fatalf("filter selects nothing in the corpus; the test would prove little")
+			}
+			got := listAll(t, q, f, 3)
+			if !slices.Equal(ids(got), ids(want)) {
+				t.Fatalf("List: got %d tasks, want %d\n got %v\nwant %v", len(got), len(want), ids(got), ids(want))
+			}
+			if n, err := q.Count(ctx, f); err != nil || n != int64(len(want)) {
+				t.Fatalf("Count = %d, %v, want %d", n, err, len(want))
+			}
+			checkGroups(t, q, f, want)
+		})
+	}
+	// A bulk redrive by life touches exactly the redrive loop.
+	loop := expect(tasks, dlq.Filter{LifeMin: 2})
+	dry, err := q.Redrive(ctx, dlq.Filter{LifeMin: 2}, dlq.RedriveOptions{DryRun: true})
+	if err != nil || dry.Matched != int64(len(loop)) {
+		t.Fatalf("dry run by life: %+v %v, want %d matched", dry, err, len(loop))
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // checkGroups compares Groups with groups computed from the expected tasks.
 func checkGroups(t *testing.T, q *dlq.DLQ, f dlq.Filter, want []*rdq.Task) {
 	t.Helper()
@@ -197,6 +266,8 @@ func TestPageTokens(t *testing.T) {
 		"padded base64":  {f, p.NextPageToken + "=", "not one this version issued"},
 		"wrong version":  {f, "AA" + p.NextPageToken[2:], ""},
 		"empty filter":   {dlq.Filter{}, p.NextPageToken, "different filter"},
+		"life added":     {dlq.Filter{Queue: "emails", LifeMin: 1}, p.NextPageToken, "different filter"},
+		"life bound":     {dlq.Filter{Queue: "emails", LifeBelow: 1}, p.NextPageToken, "different filter"},
 		"all-zero bytes": {f, strings.Repeat("A", len(p.NextPageToken)), ""},
 	}
 	for name, c := range bad {
@@ -242,6 +313,11 @@ func TestFilterValidation(t *testing.T) {
 		"year 1":               {DeadAfter: time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC)},
 		"zero id":              {IDs: []rdq.ID{{}}},
 		"too many ids":         {IDs: make([]rdq.ID, dlq.MaxFilterIDs+1)},
+		"negative life":        {LifeMin: -1},
+		"negative life bound":  {LifeBelow: -2},
+		"life too large":       {LifeMin: dlq.MaxFilterLife + 1},
+		"empty life range":     {LifeMin: 2, LifeBelow: 2},
+		"reversed life range":  {LifeMin: 3, LifeBelow: 1},
 	}
 	for name, f := range bad {
 		if err := f.Validate(); !errors.Is(err, rdq.ErrInvalid) {

@@ -103,7 +103,13 @@ func ExampleFilter_String() {
 	f := dlq.Filter{Queue: "emails", ErrorType: "timeout", MessageContains: "after 30s"}
 	fmt.Println(f)
 	fmt.Println(dlq.Filter{})
+	// Redrive loops: tasks that died again after at least two redrives,
+	// and tasks in exactly their second life.
+	fmt.Println(dlq.Filter{Queue: "emails", LifeMin: 2})
+	fmt.Println(dlq.Filter{LifeMin: 1, LifeBelow: 2})
 	// Output:
 	// queue=emails error_type=timeout message="after 30s"
 	// all dead tasks
+	// queue=emails life>=2
+	// life=1
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ const (
 	MaxMessageFilterLength = 1024
 	// MaxFilterIDs bounds Filter.IDs.
 	MaxFilterIDs = 10000
+	// MaxFilterLife bounds Filter.LifeMin and Filter.LifeBelow: a store
+	// keeps the life as a 32-bit integer.
+	MaxFilterLife = math.MaxInt32
 )
 
 // Bounds of a sane dead-time range: dead times are set by a store's clock,
@@ -58,19 +62,27 @@ type Filter struct {
 	// MessageContains matches a case-insensitive substring of the task's
 	// last error message.
 	MessageContains string
+	// LifeMin and LifeBelow bound the task's life (rdq.Task.Life, how many
+	// times it was redriven): at least LifeMin, strictly below LifeBelow.
+	// Zero means unbounded. LifeMin 1 finds redrive loops, tasks that died
+	// again after a redrive; LifeBelow 1 finds tasks never redriven;
+	// LifeMin n with LifeBelow n+1 selects life n exactly.
+	LifeMin   int
+	LifeBelow int
 }
 
 // IsEmpty reports whether f selects every dead task.
 func (f Filter) IsEmpty() bool {
 	return len(f.IDs) == 0 && f.Queue == "" && f.Handler == "" && f.ErrorType == "" &&
-		f.Fingerprint == "" && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == ""
+		f.Fingerprint == "" && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == "" &&
+		f.LifeMin == 0 && f.LifeBelow == 0
 }
 
 // Validate checks f at the edge, before it reaches a store: names follow
 // rdq.ValidateName, the error type and message text are bounded UTF-8
 // without control characters, the fingerprint is hexadecimal, the time
-// range is within sane years and not empty, and IDs are valid and at most
-// MaxFilterIDs. Every error wraps rdq.ErrInvalid and says which field is
+// range is within sane years and not empty, the life range is within 0 to
+// MaxFilterLife and not empty, and IDs are valid and at most MaxFilterIDs. Every error wraps rdq.ErrInvalid and says which field is
 // wrong.
 func (f Filter) Validate() error {
 	if f.Queue != "" {
@@ -111,6 +123,18 @@ func (f Filter) Validate() error {
 		return fmt.Errorf("%w: filter: dead-after %s is not before dead-before %s: the range is empty (swap the bounds?)",
 			rdq.ErrInvalid, f.DeadAfter.UTC().Format(time.RFC3339Nano), f.DeadBefore.UTC().Format(time.RFC3339Nano))
 	}
+	for _, b := range []struct {
+		name string
+		n    int
+	}{{"life minimum", f.LifeMin}, {"life upper bound", f.LifeBelow}} {
+		if b.n < 0 || b.n > MaxFilterLife {
+			return fmt.Errorf("%w: filter: %s %d is outside 0 to %d (a task's life counts its redrives)", rdq.ErrInvalid, b.name, b.n, MaxFilterLife)
+		}
+	}
+	if f.LifeBelow > 0 && f.LifeBelow <= f.LifeMin {
+		return fmt.Errorf("%w: filter: life below %d and at least %d is an empty range (for exactly life %d, use below %d)",
+			rdq.ErrInvalid, f.LifeBelow, f.LifeMin, f.LifeMin, f.LifeMin+1)
+	}
 	if len(f.IDs) > MaxFilterIDs {
 		return fmt.Errorf("%w: filter: %d task ids; the limit is %d (select by another field, or split the list)", rdq.ErrInvalid, len(f.IDs), MaxFilterIDs)
 	}
@@ -138,6 +162,8 @@ func (f Filter) toStore() store.DeadFilter {
 		DeadAfter:       f.DeadAfter,
 		DeadBefore:      f.DeadBefore,
 		MessageContains: f.MessageContains,
+		LifeMin:         f.LifeMin,
+		LifeBelow:       f.LifeBelow,
 	}
 }
 
@@ -157,7 +183,9 @@ func (f Filter) Matches(t *rdq.Task) bool {
 		f.ErrorType != "" && t.LastError.Type != f.ErrorType,
 		f.Fingerprint != "" && t.LastError.Fingerprint != strings.ToLower(f.Fingerprint),
 		!f.DeadAfter.IsZero() && t.FinishedAt.Before(f.DeadAfter),
-		!f.DeadBefore.IsZero() && !t.FinishedAt.Before(f.DeadBefore):
+		!f.DeadBefore.IsZero() && !t.FinishedAt.Before(f.DeadBefore),
+		f.LifeMin > 0 && t.Life < f.LifeMin,
+		f.LifeBelow > 0 && t.Life >= f.LifeBelow:
 		return false
 	}
 	if f.MessageContains != "" && !strings.Contains(strings.ToLower(t.LastError.Message), strings.ToLower(f.MessageContains)) {
@@ -191,6 +219,17 @@ func (f Filter) String() string {
 		add("dead_before", f.DeadBefore.UTC().Format(time.RFC3339))
 	}
 	add("message", f.MessageContains)
+	switch {
+	case f.LifeBelow > 0 && f.LifeBelow == f.LifeMin+1:
+		add("life", fmt.Sprint(f.LifeMin))
+	default:
+		if f.LifeMin > 0 {
+			parts = append(parts, fmt.Sprintf("life>=%d", f.LifeMin))
+		}
+		if f.LifeBelow > 0 {
+			parts = append(parts, fmt.Sprintf("life<%d", f.LifeBelow))
+		}
+	}
 	if len(parts) == 0 {
 		return "all dead tasks"
 	}
@@ -220,6 +259,12 @@ func (f Filter) digest() uint64 {
 	field(timeKey(f.DeadAfter))
 	field(timeKey(f.DeadBefore))
 	field(f.MessageContains)
+	// The life bounds join the digest only when set, so tokens issued
+	// before they existed stay valid for the filters they were issued for.
+	if f.LifeMin != 0 || f.LifeBelow != 0 {
+		field(fmt.Sprint(f.LifeMin))
+		field(fmt.Sprint(f.LifeBelow))
+	}
 	return binary.BigEndian.Uint64(h.Sum(nil)[:8])
 }
 

@@ -565,7 +565,10 @@ const sqlListen = `LISTEN {channel}`
 //	IDs                             tasks_pkey
 //
 // MessageContains is a residual filter on the rows those indexes produce (a
-// substring search needs no extension that way).
+// substring search needs no extension that way), and so are LifeMin and
+// LifeBelow: no dead index holds the life, and a redrive-loop triage
+// ("life >= 2") is almost always narrowed by a queue, handler or
+// fingerprint whose index yields the rows in page order.
 
 // sqlListDead pages through dead tasks newest dead first. {after} is empty
 // or the keyset condition (finished_at, id) < cursor. Indexes: see above;
@@ -1414,13 +1417,20 @@ func (s *stmt) deadFilter(f store.DeadFilter) string {
 		// one, can serve.
 		b.WriteString("\n      AND t.last_error_message ILIKE " + s.param("%"+likeEscaper.Replace(clean(f.MessageContains))+"%"))
 	}
+	if f.LifeMin > 0 {
+		b.WriteString("\n      AND t.life >= " + s.param(f.LifeMin) + "::integer")
+	}
+	if f.LifeBelow > 0 {
+		b.WriteString("\n      AND t.life < " + s.param(f.LifeBelow) + "::integer")
+	}
 	return b.String()
 }
 
 // countable reports whether dead_counts can answer f: it uses no field
 // but Queue, Handler, ErrorType and Fingerprint.
 func countable(f store.DeadFilter) bool {
-	return len(f.IDs) == 0 && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == ""
+	return len(f.IDs) == 0 && f.DeadAfter.IsZero() && f.DeadBefore.IsZero() && f.MessageContains == "" &&
+		f.LifeMin == 0 && f.LifeBelow == 0
 }
 
 // deadCountsFilter renders a countable f twice, with shared parameters: as

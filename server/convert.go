@@ -162,6 +162,8 @@ func filterFromProto(f *rdqv1.DeadFilter) (dlq.Filter, error) {
 		ErrorType:       f.GetErrorType(),
 		Fingerprint:     f.GetFingerprint(),
 		MessageContains: f.GetMessageContains(),
+		LifeMin:         int(f.GetLifeMin()),
+		LifeBelow:       int(f.GetLifeBelow()),
 	}
 	var err error
 	if out.DeadAfter, err = tsTime(f.GetDeadAfter()); err != nil {

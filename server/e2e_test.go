@@ -552,6 +552,22 @@ func TestEndToEnd(t *testing.T) {
 		if resp := e.do("GET", "/v1/dlq/tasks?queue=fail500", tokOperator, nil, &list); resp.StatusCode != 200 || len(list.Tasks) != 1 || list.Tasks[0].ID != deadID || list.Tasks[0].Payload != "" {
 			t.Fatalf("dlq list: %d %+v", resp.StatusCode, list)
 		}
+		// The life filter: the task never was redriven (life 0).
+		for query, want := range map[string]int{"life_below=1": 1, "life_min=1": 0, "life_min=0&life_below=2": 1} {
+			list.Tasks = nil
+			if resp := e.do("GET", "/v1/dlq/tasks?queue=fail500&"+query, tokOperator, nil, &list); resp.StatusCode != 200 || len(list.Tasks) != want {
+				t.Fatalf("dlq list %s: %d %d tasks, want %d", query, resp.StatusCode, len(list.Tasks), want)
+			}
+		}
+		for _, lf := range []struct {
+			min, below int32
+			want       int
+		}{{0, 1, 1}, {1, 0, 0}} {
+			res, err := e.grpc.ListDead(e.grpcCtx(tokOperator), &rdqv1.ListDeadRequest{Filter: &rdqv1.DeadFilter{Queue: "fail500", LifeMin: lf.min, LifeBelow: lf.below}})
+			if err != nil || len(res.GetTasks()) != lf.want {
+				t.Fatalf("gRPC ListDead life %d..%d: %d tasks, %v; want %d", lf.min, lf.below, len(res.GetTasks()), err, lf.want)
+			}
+		}
 		var groups struct {
 			Groups []struct {
 				ErrorType string `json:"error_type"`
@@ -797,6 +813,9 @@ func TestEndToEnd(t *testing.T) {
 		wantProblem(t, e.do("DELETE", "/v1/tasks", tokSubmitter, nil, nil), 405, "method_not_allowed")
 		wantProblem(t, e.do("GET", "/v1/nowhere", tokSubmitter, nil, nil), 404, "not_found")
 		wantProblem(t, e.do("GET", "/v1/dlq/tasks?dead_after=yesterday", tokOperator, nil, nil), 400, "invalid_argument")
+		wantProblem(t, e.do("GET", "/v1/dlq/tasks?life_min=two", tokOperator, nil, nil), 400, "invalid_argument")
+		wantProblem(t, e.do("GET", "/v1/dlq/tasks?life_min=3&life_below=2", tokOperator, nil, nil), 400, "invalid_argument")
+		wantProblem(t, e.do("GET", "/v1/dlq/tasks?life_below=-1", tokOperator, nil, nil), 400, "invalid_argument")
 		wantProblem(t, e.do("POST", "/v1/dlq:redrive", tokOperator, `{"ids":["x"],"reason":"r"}`, nil), 400, "invalid_argument")
 		wantProblem(t, e.do("POST", "/v1/dlq:redrive", tokOperator, `{"ids":"x"}`, nil), 400, "invalid_argument")
 

@@ -323,6 +323,8 @@ type restFilter struct {
 	DeadAfter       string `json:"dead_after"`
 	DeadBefore      string `json:"dead_before"`
 	MessageContains string `json:"message_contains"`
+	LifeMin         int32  `json:"life_min"`
+	LifeBelow       int32  `json:"life_below"`
 }
 
 func (f *restFilter) proto(prefix string) (*rdqv1.DeadFilter, error) {
@@ -332,6 +334,7 @@ func (f *restFilter) proto(prefix string) (*rdqv1.DeadFilter, error) {
 	out := &rdqv1.DeadFilter{
 		Queue: f.Queue, Handler: f.Handler, ErrorType: f.ErrorType,
 		Fingerprint: f.Fingerprint, MessageContains: f.MessageContains,
+		LifeMin: f.LifeMin, LifeBelow: f.LifeBelow,
 	}
 	var err error
 	if out.DeadAfter, err = parseTime(prefix+"dead_after", f.DeadAfter); err != nil {
@@ -370,6 +373,16 @@ func filterFromQuery(q url.Values) (*rdqv1.DeadFilter, error) {
 		Queue: q.Get("queue"), Handler: q.Get("handler"), ErrorType: q.Get("error_type"),
 		Fingerprint: q.Get("fingerprint"), MessageContains: q.Get("message_contains"),
 		DeadAfter: q.Get("dead_after"), DeadBefore: q.Get("dead_before"),
+	}
+	for _, n := range []struct {
+		field string
+		dst   *int32
+	}{{"life_min", &f.LifeMin}, {"life_below", &f.LifeBelow}} {
+		v, err := parseInt(n.field, q.Get(n.field), 32)
+		if err != nil {
+			return nil, err
+		}
+		*n.dst = int32(v)
 	}
 	return f.proto("")
 }

@@ -98,6 +98,12 @@ func (s *selection) filter(f store.DeadFilter) error {
 	if f.MessageContains != "" {
 		s.add(deadFilterMessage, f.MessageContains)
 	}
+	if f.LifeMin > 0 {
+		s.add(deadFilterAtLife, f.LifeMin)
+	}
+	if f.LifeBelow > 0 {
+		s.add(deadFilterBelowLife, f.LifeBelow)
+	}
 	return nil
 }
 

@@ -183,7 +183,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 //
 // The time range and the cursor are ranges on finished_at inside any of
 // them. MessageContains is checked on the rows the index yields (a
-// newest-first scan that stops at the page size).
+// newest-first scan that stops at the page size), and so are LifeMin
+// (deadFilterAtLife) and LifeBelow (deadFilterBelowLife): no dead index
+// holds the life. RedriveDead's MaxLife uses the same two fragments.
 const (
 	deadWhere             = ` WHERE status = 'DEAD'`
 	deadFilterIDs         = ` AND id IN (SELECT unhex(value) FROM json_each(?))`

@@ -74,12 +74,20 @@ type DeadFilter struct {
 	// MessageContains matches a case-insensitive substring of the last
 	// error message.
 	MessageContains string
+	// LifeMin and LifeBelow bound the task's life (rdq.Task.Life, the
+	// number of times it was redriven): at least LifeMin, strictly below
+	// LifeBelow. Zero means unbounded, so LifeMin 1 selects tasks that died
+	// again after a redrive, LifeBelow 1 tasks never redriven, and
+	// LifeMin n with LifeBelow n+1 one exact life. Stores check them on the
+	// rows their dead-task indexes yield (no index has the life).
+	LifeMin   int
+	LifeBelow int
 }
 
 // MarshalJSON renders f as the audit log records it (AuditEntry.Filter):
 // an object with the set fields only, in snake_case (ids, queue, handler,
-// error_type, fingerprint, dead_after, dead_before, message_contains), times
-// in UTC RFC 3339. The empty filter is "{}". Every store writes this form.
+// error_type, fingerprint, dead_after, dead_before, message_contains,
+// life_min, life_below), times in UTC RFC 3339. The empty filter is "{}". Every store writes this form.
 func (f DeadFilter) MarshalJSON() ([]byte, error) {
 	j := struct {
 		IDs             []rdq.ID   `json:"ids,omitempty"`
@@ -90,9 +98,12 @@ func (f DeadFilter) MarshalJSON() ([]byte, error) {
 		DeadAfter       *time.Time `json:"dead_after,omitempty"`
 		DeadBefore      *time.Time `json:"dead_before,omitempty"`
 		MessageContains string     `json:"message_contains,omitempty"`
+		LifeMin         int        `json:"life_min,omitempty"`
+		LifeBelow       int        `json:"life_below,omitempty"`
 	}{
 		IDs: f.IDs, Queue: f.Queue, Handler: f.Handler, ErrorType: f.ErrorType,
 		Fingerprint: f.Fingerprint, MessageContains: f.MessageContains,
+		LifeMin: f.LifeMin, LifeBelow: f.LifeBelow,
 	}
 	if !f.DeadAfter.IsZero() {
 		t := f.DeadAfter.UTC()

@@ -24,6 +24,7 @@ func TestDeadFilterJSON(t *testing.T) {
 		{store.DeadFilter{Queue: "emails", Fingerprint: "21801068f00756d9"}, `{"queue":"emails","fingerprint":"21801068f00756d9"}`},
 		{store.DeadFilter{IDs: []rdq.ID{id}, DeadAfter: after, MessageContains: "timeout"},
 			`{"ids":["01a228ed-a53d-73cc-99e1-178fe0033ab9"],"dead_after":"2026-11-29T09:00:00Z","message_contains":"timeout"}`},
+		{store.DeadFilter{Queue: "emails", LifeMin: 2, LifeBelow: 5}, `{"queue":"emails","life_min":2,"life_below":5}`},
 	} {
 		got, err := json.Marshal(c.filter)
 		if err != nil {

@@ -74,6 +74,18 @@ func deadSet(t *testing.T, e *env) []*rdq.Task {
 		}, ts...)...)
 		e.advance(time.Duration(batch%3+1) * time.Second)
 	}
+	// Redrive loops: a third of the tasks die again after a redrive (life
+	// 1), and a third of those after a second one (life 2).
+	for round := 1; round <= 2; round++ {
+		var again []rdq.ID
+		for i := 2; i < n; i += 3 * round {
+			again = append(again, ids[i])
+		}
+		wantErrs(t, "Redrive", e.redrive(store.RedriveParams{IDs: again}), make([]error, len(again))...)
+		e.advance(time.Second)
+		e.killAgain(func(i int) rdq.Failure { return failures[(i+round)%len(failures)](i) }, again...)
+		e.advance(time.Second)
+	}
 	// One dead task redriven (now pending): not dead any more.
 	wantErrs(t, "Redrive", e.redrive(store.RedriveParams{IDs: ids[:1]}), nil)
 	// Tasks in every other status, in the same queues.
@@ -112,6 +124,10 @@ func matches(tk *rdq.Task, f store.DeadFilter) bool {
 	case !f.DeadBefore.IsZero() && !tk.FinishedAt.Before(f.DeadBefore):
 		return false
 	case f.MessageContains != "" && !containsFold(tk.LastError.Message, f.MessageContains):
+		return false
+	case f.LifeMin > 0 && tk.Life < f.LifeMin:
+		return false
+	case f.LifeBelow > 0 && tk.Life >= f.LifeBelow:
 		return false
 	}
 	return true
@@ -157,26 +173,34 @@ func filtersFor(all []*rdq.Task) map[string]store.DeadFilter {
 	}
 	fp := dead[3].LastError.Fingerprint
 	return map[string]store.DeadFilter{
-		"none":                      {},
-		"queue":                     {Queue: "orders"},
-		"unknown queue":             {Queue: "nope"},
-		"handler":                   {Handler: "refund"},
-		"error type":                {ErrorType: "timeout"},
-		"fingerprint":               {Fingerprint: fp},
-		"dead after (inclusive)":    {DeadAfter: mid},
-		"dead before (exclusive)":   {DeadBefore: mid},
-		"dead between":              {DeadAfter: mid, DeadBefore: quarter},
-		"message, case-insensitive": {MessageContains: "DECLINED"},
-		"message with %":            {MessageContains: "0%"},
-		"message % is literal":      {MessageContains: "%"},
-		"message _ is literal":      {MessageContains: "o_d"},
-		"message with _":            {MessageContains: "user_id"},
-		"message with backslash":    {MessageContains: `C:\tmp`},
-		"ids":                       {IDs: someIDs},
-		"queue+handler+type":        {Queue: "emails", Handler: "charge", ErrorType: "http_5xx"},
-		"queue+message+time":        {Queue: "orders", MessageContains: "e", DeadAfter: mid},
-		"ids+queue":                 {IDs: someIDs, Queue: "billing"},
-		"fingerprint+handler":       {Fingerprint: fp, Handler: dead[3].Handler},
+		"none":                          {},
+		"queue":                         {Queue: "orders"},
+		"unknown queue":                 {Queue: "nope"},
+		"handler":                       {Handler: "refund"},
+		"error type":                    {ErrorType: "timeout"},
+		"fingerprint":                   {Fingerprint: fp},
+		"dead after (inclusive)":        {DeadAfter: mid},
+		"dead before (exclusive)":       {DeadBefore: mid},
+		"dead between":                  {DeadAfter: mid, DeadBefore: quarter},
+		"message, case-insensitive":     {MessageContains: "DECLINED"},
+		"message with %":                {MessageContains: "0%"},
+		"message % is literal":          {MessageContains: "%"},
+		"message _ is literal":          {MessageContains: "o_d"},
+		"message with _":                {MessageContains: "user_id"},
+		"message with backslash":        {MessageContains: `C:\tmp`},
+		"ids":                           {IDs: someIDs},
+		"queue+handler+type":            {Queue: "emails", Handler: "charge", ErrorType: "http_5xx"},
+		"queue+message+time":            {Queue: "orders", MessageContains: "e", DeadAfter: mid},
+		"ids+queue":                     {IDs: someIDs, Queue: "billing"},
+		"fingerprint+handler":           {Fingerprint: fp, Handler: dead[3].Handler},
+		"life at least 1":               {LifeMin: 1},
+		"life at least 2":               {LifeMin: 2},
+		"life at least 3 (none)":        {LifeMin: 3},
+		"life below 1 (never redriven)": {LifeBelow: 1},
+		"life exactly 1":                {LifeMin: 1, LifeBelow: 2},
+		"queue+life":                    {Queue: "emails", LifeMin: 1},
+		"fingerprint+life":              {Fingerprint: fp, LifeBelow: 2},
+		"life+message+time":             {LifeMin: 1, MessageContains: "e", DeadAfter: mid},
 	}
 }
 

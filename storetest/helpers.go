@@ -324,6 +324,26 @@ func (e *env) makeDead(f func(i int) rdq.Failure, ts ...store.NewTask) []rdq.ID 
 	return ids
 }
 
+// killAgain claims the pending (redriven, due) tasks ids and finishes each
+// as dead with the given failure at the current virtual time.
+func (e *env) killAgain(f func(i int) rdq.Failure, ids ...rdq.ID) {
+	e.t.Helper()
+	byQueue := map[string][]rdq.ID{}
+	for _, id := range ids {
+		q := e.load(id).Queue
+		byQueue[q] = append(byQueue[q], id)
+	}
+	claimed := map[rdq.ID]*rdq.Task{}
+	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
+		maps.Copy(claimed, e.claimIDs(q, time.Minute, "w-dead", byQueue[q]...))
+	}
+	cs := make([]store.Completion, len(ids))
+	for i, id := range ids {
+		cs[i] = kill(claimed[id], f(i), "w-dead", 10*time.Millisecond)
+	}
+	e.mustFinish(cs...)
+}
+
 // makeSucceeded enqueues ts, claims them and finishes them successfully at
 // the current virtual time.
 func (e *env) makeSucceeded(ts ...store.NewTask) []rdq.ID {

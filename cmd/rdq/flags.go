@@ -84,6 +84,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 type filterFlags struct {
 	queue, handler, errorType, fingerprint string
 	since, until, grep                     string
+	lifeMin, lifeBelow                     int
 }
 
 func (ff *filterFlags) register(fs *flag.FlagSet) {
@@ -94,17 +95,20 @@ func (ff *filterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&ff.since, "since", "", "only tasks that went dead at or after `TIME` (RFC 3339, a date, or an age like 2h or 7d)")
 	fs.StringVar(&ff.until, "until", "", "only tasks that went dead before `TIME` (same forms as --since)")
 	fs.StringVar(&ff.grep, "grep", "", "only tasks whose last error message contains `TEXT` (case-insensitive)")
+	fs.IntVar(&ff.lifeMin, "life-min", 0, "only tasks redriven at least `N` times (life >= N; 1 finds tasks that died again after a redrive)")
+	fs.IntVar(&ff.lifeBelow, "life-below", 0, "only tasks redriven fewer than `N` times (life < N; 1 finds tasks never redriven)")
 }
 
 func (ff *filterFlags) set() bool {
 	return ff.queue != "" || ff.handler != "" || ff.errorType != "" || ff.fingerprint != "" ||
-		ff.since != "" || ff.until != "" || ff.grep != ""
+		ff.since != "" || ff.until != "" || ff.grep != "" || ff.lifeMin != 0 || ff.lifeBelow != 0
 }
 
 func (ff *filterFlags) filter(now time.Time) (dlq.Filter, error) {
 	f := dlq.Filter{
 		Queue: ff.queue, Handler: ff.handler, ErrorType: ff.errorType,
 		Fingerprint: ff.fingerprint, MessageContains: ff.grep,
+		LifeMin: ff.lifeMin, LifeBelow: ff.lifeBelow,
 	}
 	var err error
 	if f.DeadAfter, err = parseTime("--since", ff.since, now); err != nil {

@@ -998,8 +998,13 @@ type DeadFilter struct {
 	DeadBefore *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=dead_before,json=deadBefore,proto3" json:"dead_before,omitempty"`
 	// message_contains matches a case-insensitive substring of the last error.
 	MessageContains string `protobuf:"bytes,7,opt,name=message_contains,json=messageContains,proto3" json:"message_contains,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// life_min (inclusive) and life_below (exclusive) bound the task's life,
+	// the number of times it was redriven; 0 means unbounded. life_min 1
+	// finds redrive loops: tasks that died again after a redrive.
+	LifeMin       int32 `protobuf:"varint,8,opt,name=life_min,json=lifeMin,proto3" json:"life_min,omitempty"`
+	LifeBelow     int32 `protobuf:"varint,9,opt,name=life_below,json=lifeBelow,proto3" json:"life_below,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeadFilter) Reset() {
@@ -1079,6 +1084,20 @@ func (x *DeadFilter) GetMessageContains() string {
 		return x.MessageContains
 	}
 	return ""
+}
+
+func (x *DeadFilter) GetLifeMin() int32 {
+	if x != nil {
+		return x.LifeMin
+	}
+	return 0
+}
+
+func (x *DeadFilter) GetLifeBelow() int32 {
+	if x != nil {
+		return x.LifeBelow
+	}
+	return 0
 }
 
 type ListDeadRequest struct {
@@ -3328,7 +3347,7 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"^\n" +
 	"\x0fGetTaskResponse\x12 \n" +
 	"\x04task\x18\x01 \x01(\v2\f.rdq.v1.TaskR\x04task\x12)\n" +
-	"\ahistory\x18\x02 \x03(\v2\x0f.rdq.v1.AttemptR\ahistory\"\xa0\x02\n" +
+	"\ahistory\x18\x02 \x03(\v2\x0f.rdq.v1.AttemptR\ahistory\"\xda\x02\n" +
 	"\n" +
 	"DeadFilter\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
@@ -3340,7 +3359,10 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"dead_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tdeadAfter\x12;\n" +
 	"\vdead_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"deadBefore\x12)\n" +
-	"\x10message_contains\x18\a \x01(\tR\x0fmessageContains\"y\n" +
+	"\x10message_contains\x18\a \x01(\tR\x0fmessageContains\x12\x19\n" +
+	"\blife_min\x18\b \x01(\x05R\alifeMin\x12\x1d\n" +
+	"\n" +
+	"life_below\x18\t \x01(\x05R\tlifeBelow\"y\n" +
 	"\x0fListDeadRequest\x12*\n" +
 	"\x06filter\x18\x01 \x01(\v2\x12.rdq.v1.DeadFilterR\x06filter\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
