@@ -160,3 +160,13 @@ func BenchmarkCycle(b *testing.B) {
 	s, _ := pgtest.NewStore(b)
 	benchtest.Cycle(b, s)
 }
+
+// BenchmarkRetryCycle measures the failure path a batch at a time (see
+// benchtest.RetryCycle): a claim and a finish per attempt, four retries and
+// a dead letter per task.
+//
+//	go test -run '^$' -bench RetryCycle -benchtime 40x ./pgstore/
+func BenchmarkRetryCycle(b *testing.B) {
+	s, _ := pgtest.NewStore(b)
+	benchtest.RetryCycle(b, s)
+}

@@ -152,6 +152,50 @@ func Cycle(b *testing.B, st store.Store) {
 	b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "tasks/s")
 }
 
+// RetryCycle measures the failure path a batch at a time: a batch of 100
+// tasks is enqueued, then claimed and failed four times, each failure
+// recorded as an attempt and retried at once, and claimed a fifth time and
+// dead-lettered: an attempt is a claim and a finish, as in a failure storm.
+// It reports attempts/s.
+func RetryCycle(b *testing.B, st store.Store) {
+	const (
+		batch    = 100
+		attempts = 5
+	)
+	ctx := context.Background()
+	tasks := make([]store.NewTask, batch)
+	b.ResetTimer()
+	for b.Loop() {
+		for i := range tasks {
+			tasks[i] = store.NewTask{ID: rdq.NewID(), Queue: "bench", Handler: "h", Payload: []byte(`{"n":1}`)}
+		}
+		if _, err := st.Enqueue(ctx, store.EnqueueParams{Tasks: tasks}); err != nil {
+			b.Fatal(err)
+		}
+		for n := 1; n <= attempts; n++ {
+			claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"bench"}, Limit: batch, Lease: time.Minute, WorkerID: "w"})
+			if err != nil || len(claimed) != batch {
+				b.Fatalf("Claim: %d tasks, %v", len(claimed), err)
+			}
+			status := rdq.StatusPending
+			if n == attempts {
+				status = rdq.StatusDead
+			}
+			cs := make([]store.Completion, len(claimed))
+			for i, t := range claimed {
+				cs[i] = store.Completion{
+					Lease:  store.Lease{ID: t.ID, Token: t.LeaseToken},
+					Status: status,
+					Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeRetryableFailure, WorkerID: "w", Duration: time.Millisecond,
+						Failure: rdq.Failure{Type: "unavailable", Message: "downstream unavailable", Fingerprint: "f"}},
+				}
+			}
+			FinishAll(b, st, cs)
+		}
+	}
+	b.ReportMetric(float64(batch*attempts*b.N)/b.Elapsed().Seconds(), "attempts/s")
+}
+
 // SucceedAll returns a successful completion, with its attempt, for each
 // claimed task.
 func SucceedAll(ts []*rdq.Task) []store.Completion {
