@@ -771,20 +771,31 @@ func (c *Console) bulkForm(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "bulk", &view{Title: "Bulk " + o.Op, Nav: "dead", Data: d})
 }
 
-func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
+// postedBulk reads a posted bulk form and checks the principal may do its
+// action on its queue. On failure it has answered the request.
+func (c *Console) postedBulk(w http.ResponseWriter, r *http.Request) (dlq.Filter, bulkOptions, bool) {
 	if err := r.ParseForm(); err != nil {
 		c.failErr(w, r, fmt.Errorf("%w: %v", rdq.ErrInvalid, err))
-		return
+		return dlq.Filter{}, bulkOptions{}, false
 	}
 	f, o, err := parseBulk(r.PostForm)
 	if err != nil {
 		c.failErr(w, r, err)
-		return
+		return dlq.Filter{}, bulkOptions{}, false
 	}
 	if err := c.allow(r, o.action(), f.Queue); err != nil {
 		c.failErr(w, r, err)
+		return dlq.Filter{}, bulkOptions{}, false
+	}
+	return f, o, true
+}
+
+func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
+	f, o, ok := c.postedBulk(w, r)
+	if !ok {
 		return
 	}
+	var err error
 	d := bulkData{Stage: "confirm", Filter: f, FilterText: f.String(), Opts: o, ListURL: withQuery(c.url("/dead"), filterValues(f))}
 	d.Values = filterValues(f)
 	maps.Copy(d.Values, o.values())
@@ -804,17 +815,8 @@ func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) bulkRun(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		c.failErr(w, r, fmt.Errorf("%w: %v", rdq.ErrInvalid, err))
-		return
-	}
-	f, o, err := parseBulk(r.PostForm)
-	if err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	if err := c.allow(r, o.action(), f.Queue); err != nil {
-		c.failErr(w, r, err)
+	f, o, ok := c.postedBulk(w, r)
+	if !ok {
 		return
 	}
 	actor, err := c.actorOf(r)
