@@ -2,7 +2,6 @@ package console
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -47,18 +46,8 @@ func (c *Console) handlerPause(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	if err := c.allow(r, ActionPause, queue); err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	actor, err := c.actorOf(r)
-	if err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if reason == "" {
-		c.failErr(w, r, fmt.Errorf("%w: a reason is required to pause or resume a handler: the audit log records why", rdq.ErrInvalid))
+	actor, reason, ok := c.pauseForm(w, r, queue)
+	if !ok {
 		return
 	}
 	hp, ok := c.st.(store.HandlerPauser)
@@ -66,6 +55,7 @@ func (c *Console) handlerPause(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotImplemented, errors.New("this store cannot pause handlers"))
 		return
 	}
+	var err error
 	done := "handler_paused"
 	if pause {
 		_, err = hp.PauseHandler(r.Context(), store.PauseHandlerParams{Queue: queue, Handler: handler, Actor: actor, Reason: reason})

@@ -133,6 +133,16 @@ func TestPauseAndResume(t *testing.T) {
 	if r := e.post(userAdmin, "/queues/pause", url.Values{"queue": {"emails"}}); r.status != 400 || !strings.Contains(r.body, "reason is required") {
 		t.Fatalf("pause without reason: %d %s", r.status, r.body)
 	}
+	// A reason follows the rules of every audited reason: bounded, no
+	// control characters.
+	for _, bad := range []string{strings.Repeat("x", 5000), "INC-1\x1b[2J"} {
+		if r := e.post(userAdmin, "/queues/pause", url.Values{"queue": {"emails"}, "reason": {bad}}); r.status != 400 {
+			t.Fatalf("pause with reason %.20q: %d %s", bad, r.status, r.body)
+		}
+	}
+	if p := e.paused(); len(p) != 0 {
+		t.Fatalf("a refused pause paused %v", p)
+	}
 	r := e.post(userAdmin, "/queues/pause", url.Values{"queue": {"emails"}, "reason": {"INC-1 relay down"}})
 	if r.status != http.StatusSeeOther || r.loc != "/?done=paused" {
 		t.Fatalf("pause: %d %s", r.status, r.loc)

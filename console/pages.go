@@ -172,6 +172,27 @@ var doneMessages = map[string]string{
 
 func doneMessage(r *http.Request) string { return doneMessages[r.URL.Query().Get("done")] }
 
+// pauseForm checks that the principal may pause queue and reads the posted
+// reason, validated as every audited reason is (dlq.ValidateReason). It
+// returns the actor and the reason; on failure it has answered the request.
+func (c *Console) pauseForm(w http.ResponseWriter, r *http.Request, queue string) (actor, reason string, ok bool) {
+	if err := c.allow(r, ActionPause, queue); err != nil {
+		c.failErr(w, r, err)
+		return "", "", false
+	}
+	actor, err := c.actorOf(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return "", "", false
+	}
+	reason = strings.TrimSpace(r.PostFormValue("reason"))
+	if err := dlq.ValidateReason(reason); err != nil {
+		c.failErr(w, r, fmt.Errorf("pausing or resuming: %w", err))
+		return "", "", false
+	}
+	return actor, reason, true
+}
+
 func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 	pause := strings.HasSuffix(r.URL.Path, "/pause")
 	queue := strings.TrimSpace(r.PostFormValue("queue"))
@@ -179,18 +200,8 @@ func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	if err := c.allow(r, ActionPause, queue); err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	actor, err := c.actorOf(r)
-	if err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if reason == "" {
-		c.failErr(w, r, fmt.Errorf("%w: a reason is required to pause or resume a queue: the audit log records why", rdq.ErrInvalid))
+	actor, reason, ok := c.pauseForm(w, r, queue)
+	if !ok {
 		return
 	}
 	p, ok := c.st.(store.Pauser)
@@ -199,6 +210,7 @@ func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	params := store.PauseParams{Queue: queue, Actor: actor, Reason: reason}
+	var err error
 	done := "paused"
 	if pause {
 		err = p.PauseQueue(r.Context(), params)
