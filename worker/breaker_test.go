@@ -98,10 +98,12 @@ func TestBreakerOutageProof(t *testing.T) {
 			if with.Succeeded != int64(tasks) {
 				t.Errorf("with the breaker %d of %d tasks succeeded", with.Succeeded, tasks)
 			}
-			// In flight when it tripped (each worker's slots, twice for
-			// a claim racing the pause), the tripping failures, and one
-			// probe per cool-off.
-			bound := int64(2*workers*concurrency + breaker.MinFailedTasks + int(without.Down/breaker.CoolOff) + 1)
+			// Per worker: its slots in flight when the breaker tripped
+			// (twice, for a claim racing the pause) and the failures its
+			// own window judged (each worker judges its own attempts, so
+			// up to MinFailedTasks each before the first trip); then one
+			// probe per cool-off. A constant, whatever the number of tasks.
+			bound := int64(workers*(2*concurrency+breaker.MinFailedTasks) + int(without.Down/breaker.CoolOff) + 1)
 			if with.OutageAttempts > bound {
 				t.Errorf("with the breaker %d attempts were spent during the outage, want at most %d", with.OutageAttempts, bound)
 			}
