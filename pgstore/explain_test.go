@@ -76,14 +76,18 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"claim", claimSQL, claimArgs, "Index Scan using tasks_claim_idx"},
 		{"reclaim", reclaimSQL, reclaimArgs, "Index Scan using tasks_lease_expiry_idx"},
 	}
-	finishSQL, finishArgs := pgstore.FinishQuery(s, 500)
-	heartbeatSQL, heartbeatArgs := pgstore.HeartbeatQuery(s, 500)
-	releaseSQL, releaseArgs := pgstore.ReleaseQuery(s, 500)
+	finishSQL, finishArgs := pgstore.FinishQuery(s, 200)
+	heartbeatSQL, heartbeatArgs := pgstore.HeartbeatQuery(s, 200)
+	releaseSQL, releaseArgs := pgstore.ReleaseQuery(s, 200)
 	queries = append(queries,
-		// By ID, or through the (small) set of tasks in flight.
-		query{"finish", finishSQL, finishArgs, "tasks_pkey|tasks_lease_expiry_idx"},
-		query{"heartbeat", heartbeatSQL, heartbeatArgs, "tasks_pkey|tasks_lease_expiry_idx"},
-		query{"release", releaseSQL, releaseArgs, "tasks_pkey|tasks_lease_expiry_idx"})
+		// By ID only. The seed has no task in flight when it is analyzed,
+		// so a plan that may use tasks_lease_expiry_idx believes it tiny
+		// and loops over it once per lease: every task in flight, read for
+		// every completion.
+		query{"finish", finishSQL, finishArgs, "tasks_pkey"},
+		query{"heartbeat", heartbeatSQL, heartbeatArgs, "tasks_pkey"},
+		query{"release", releaseSQL, releaseArgs, "tasks_pkey"})
+	byID := map[string]string{"finish": "tasks_lease_expiry_idx", "heartbeat": "tasks_lease_expiry_idx", "release": "tasks_lease_expiry_idx"}
 	purgeSQL, purgeArgs := pgstore.PurgeSucceededQuery(s, 1000)
 	queries = append(queries, query{"purge succeeded", purgeSQL, purgeArgs, "tasks_succeeded_idx"})
 	for _, f := range []struct {
@@ -196,6 +200,9 @@ func TestQueriesUseIndexes(t *testing.T) {
 			plan := explain(t, ctx, conn.Conn(), mode, q.sql, q.args)
 			if !containsAny(plan, strings.Split(q.index, "|")) {
 				t.Errorf("%s (%s): plan does not use %s:\n%s", q.name, mode, q.index, plan)
+			}
+			if avoid := byID[q.name]; avoid != "" && strings.Contains(plan, avoid) {
+				t.Errorf("%s (%s): plan reads %s instead of looking each task up by id:\n%s", q.name, mode, avoid, plan)
 			}
 			for _, table := range []string{"tasks", "attempts"} {
 				if strings.Contains(plan, "Seq Scan on "+table) {

@@ -26,6 +26,15 @@ import (
 //     planner can match the partial indexes that carry them.
 //   - The alias t always names the tasks table, and taskColumns lists the
 //     columns scanTask reads, in order.
+//   - Statements that join a batch of leases to the tasks they name (finish,
+//     heartbeat, release) also name the ids as "t.id = ANY ($1)", an index
+//     condition on tasks_pkey, and test the status as "(t.status =
+//     'IN_FLIGHT') IS TRUE": the same test, which no partial index can
+//     serve. Otherwise a generic plan costed on statistics that saw few
+//     tasks in flight (an ANALYZE of a quiet moment) reads
+//     tasks_lease_expiry_idx, dead entries included, once per statement or
+//     once per lease: with a few hundred tasks in flight that is ten times
+//     slower, and it grows with the index.
 
 // taskColumns are the task columns every task-returning query selects, in
 // the order scanTask expects.
@@ -228,8 +237,8 @@ RETURNING ` + taskColumns + `
 // sqlHeartbeat extends the current leases among ($1[i], $2[i]) to $3 µs from
 // now and returns the (id, token) pairs it extended; the rest are stale.
 //
-// Index: tasks_pkey (or tasks_lease_expiry_idx, the in-flight set, when
-// the planner prefers it for a large batch).
+// Index: tasks_pkey, one lookup per lease (the status test is written so
+// that tasks_lease_expiry_idx cannot serve it; see the conventions).
 //
 // $4 Now override.
 const sqlHeartbeat = `
@@ -241,7 +250,8 @@ UPDATE {schema}.tasks AS t
 SET lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
     updated_at = coalesce($4::timestamptz, now())
 FROM leases l
-WHERE t.id = l.id AND t.lease_token = l.token AND t.status = 'IN_FLIGHT'
+WHERE t.id = ANY ($1::uuid[]) AND t.id = l.id AND t.lease_token = l.token
+  AND (t.status = 'IN_FLIGHT') IS TRUE
 RETURNING t.id, t.lease_token`
 
 // sqlFinish applies a batch of completions whose leases are current: the
@@ -256,7 +266,7 @@ RETURNING t.id, t.lease_token`
 // one shard picked at random, in key order (so concurrent statements lock
 // the rows in the same order). With no task going DEAD it inserts nothing.
 //
-// Indexes: tasks_pkey or tasks_lease_expiry_idx (update, as for
+// Indexes: tasks_pkey (update, one lookup per completion, as for
 // sqlHeartbeat), attempts_pkey (max number, insert), dead_counts_pkey
 // (conflict arbiter).
 //
@@ -305,7 +315,8 @@ finished AS (
             THEN t.last_error_fingerprint ELSE w.fingerprint END,
         updated_at = c.now
     FROM winners w CROSS JOIN clock c
-    WHERE t.id = w.id AND t.lease_token = w.token AND t.status = 'IN_FLIGHT'
+    WHERE t.id = ANY ($1::uuid[]) AND t.id = w.id AND t.lease_token = w.token
+      AND (t.status = 'IN_FLIGHT') IS TRUE
     RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
               t.handler, t.last_error_type, t.last_error_fingerprint,
               w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
@@ -344,7 +355,7 @@ SELECT f.ord FROM finished f CROSS JOIN notified`
 // token) counts. Returns the batch positions (1-based) released and
 // notifies their queues.
 //
-// Index: tasks_pkey or tasks_lease_expiry_idx (as for sqlHeartbeat).
+// Index: tasks_pkey, one lookup per lease (as for sqlHeartbeat).
 //
 // $3 Now override, $4 notification channel.
 const sqlRelease = `
@@ -362,7 +373,8 @@ released AS (
                        WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = coalesce($3::timestamptz, now())
     FROM leases l
-    WHERE t.id = l.id AND t.lease_token = l.token AND t.status = 'IN_FLIGHT'
+    WHERE t.id = ANY ($1::uuid[]) AND t.id = l.id AND t.lease_token = l.token
+      AND (t.status = 'IN_FLIGHT') IS TRUE
     RETURNING l.ord, t.queue
 ),
 notified AS (

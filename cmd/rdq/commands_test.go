@@ -440,7 +440,7 @@ func TestBenchCommand(t *testing.T) {
 		Succeeded      int64   `json:"succeeded"`
 		TasksPerSecond float64 `json:"tasks_per_second"`
 	}
-	mustJSON(t, h.ok("bench", "--workloads", "noop", "--ceiling", "0", "--tasks", "300", "--batch", "100", "--concurrency", "20", "--json"), &res)
+	mustJSON(t, h.ok("bench", "--workloads", "noop", "--ceiling", "0", "--tasks", "300", "--batch", "100", "--concurrency", "20", "--warmup", "0", "--json"), &res)
 	if res.Tasks != 300 || res.Succeeded != 300 || res.TasksPerSecond <= 0 || !strings.HasPrefix(res.Queue, "rdq-bench-") {
 		t.Fatalf("bench %+v", res)
 	}
@@ -453,6 +453,14 @@ func TestBenchCommand(t *testing.T) {
 	}
 	if r := h.run("", "bench", "--workloads", "noop,thunder"); r.code != exitUsage || !strings.Contains(r.stderr, `"thunder"`) {
 		t.Fatalf("bad --workloads: %d %q", r.code, r.stderr)
+	}
+	if r := h.run("", "bench", "--warmup", "-1"); r.code != exitUsage || !strings.Contains(r.stderr, "--warmup -1") {
+		t.Fatalf("bad --warmup: %d %q", r.code, r.stderr)
+	}
+	// On PostgreSQL the measured run follows a warm-up and an ANALYZE.
+	r := h.run("", "bench", "--workloads", "noop", "--ceiling", "0", "--tasks", "50", "--batch", "25", "--concurrency", "5", "--warmup", "30")
+	if r.code != 0 || !strings.Contains(r.stderr, "warming up: 30 no-op tasks, then ANALYZE") {
+		t.Fatalf("bench with a warm-up: %d %q", r.code, r.stderr)
 	}
 }
 
@@ -474,7 +482,7 @@ func TestBenchWorkloadsAgainstCeiling(t *testing.T) {
 		} `json:"workloads"`
 	}
 	mustJSON(t, h.ok("bench", "--tasks", "200", "--storm-tasks", "100", "--attempts", "3", "--batch", "50",
-		"--concurrency", "20", "--ceiling", "500ms", "--json"), &res)
+		"--concurrency", "20", "--ceiling", "500ms", "--warmup", "100", "--json"), &res)
 	if res.Ceiling <= 0 || len(res.Workloads) != 3 {
 		t.Fatalf("bench: %+v", res)
 	}
@@ -488,7 +496,7 @@ func TestBenchWorkloadsAgainstCeiling(t *testing.T) {
 			t.Errorf("workload %d = %+v, want %s with %d attempts, %d succeeded, %d dead, a share of the ceiling", i, got, w.name, w.attempts, w.ok, w.dead)
 		}
 	}
-	out := h.ok("bench", "--tasks", "100", "--storm-tasks", "50", "--batch", "50", "--concurrency", "20", "--ceiling", "300ms")
+	out := h.ok("bench", "--tasks", "100", "--storm-tasks", "50", "--batch", "50", "--concurrency", "20", "--ceiling", "300ms", "--warmup", "0")
 	for _, line := range []string{"ceiling", "noop", "fail-once", "storm", "of the ceiling", "% of noop", "attempts/s"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("bench output lacks %q:\n%s", line, out)

@@ -105,3 +105,28 @@ func Ceiling(ctx context.Context, connString string, d time.Duration) (perSecond
 	}
 	return float64(txns.Load()*ceilingBatch) / elapsed.Seconds(), nil
 }
+
+// Analyze refreshes the planner's statistics of rdq's tables in schema, on
+// the PostgreSQL database connString names, as autovacuum does within a
+// minute or so on a table in use. PostgreSQL plans a prepared statement once
+// for all its later runs (its generic plan), so statements first run on a
+// table created moments before keep plans made for a near-empty table until
+// the next ANALYZE; a benchmark on a fresh schema would measure those. The
+// ANALYZE invalidates them: the next run of each statement is planned anew.
+func Analyze(ctx context.Context, connString, schema string) (err error) {
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		return fmt.Errorf("workload: analyze: %w", err)
+	}
+	defer func() {
+		if cerr := conn.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = fmt.Errorf("workload: analyze: %w", cerr)
+		}
+	}()
+	for _, table := range []string{"tasks", "attempts"} {
+		if _, err := conn.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, table}.Sanitize()); err != nil {
+			return fmt.Errorf("workload: analyze %s.%s: %w", schema, table, err)
+		}
+	}
+	return nil
+}
