@@ -16,6 +16,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
@@ -234,5 +235,53 @@ func TestMiddleware(t *testing.T) {
 	_, attempts := e.waitStatus(id, rdq.StatusDead, 10*time.Second)
 	if a := attempts[0]; a.ErrorType != "panic" || a.Message != "panic: middleware exploded" || a.Stack == "" {
 		t.Errorf("middleware panic recorded as %s %q", a.ErrorType, a.Message)
+	}
+}
+
+// getFailStore fails every Get with err, to start a worker on a store that
+// cannot be read.
+type getFailStore struct {
+	*pgstore.Store
+	err error
+}
+
+func (g getFailStore) Get(context.Context, rdq.ID) (*rdq.Task, []rdq.Attempt, error) {
+	return nil, nil, g.err
+}
+
+// A worker refuses to start on a database that was never migrated, which it
+// would otherwise poll forever, logging the same error; a store it merely
+// cannot reach yet does not stop it from starting.
+func TestStartRefusesAnUnmigratedStore(t *testing.T) {
+	ctx := context.Background()
+	st, err := pgstore.New(pgtest.Pool(t), pgstore.Config{Schema: pgtest.SchemaName(), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{Store: st, Logger: testLogger(), Queues: map[string]worker.QueueConfig{"q": {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startErr := w.Start(ctx)
+	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := w.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(startErr, store.ErrNotMigrated) {
+		t.Fatalf("Start on an unmigrated schema: %v, want store.ErrNotMigrated", startErr)
+	}
+
+	migrated, _ := pgtest.NewStore(t)
+	down := getFailStore{Store: migrated, err: errors.New("injected: connection refused")}
+	w, err = worker.New(worker.Config{Store: down, Logger: testLogger(), Queues: map[string]worker.QueueConfig{"q": {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("Start on a store that cannot be read yet: %v, want a start", err)
+	}
+	if err := w.Stop(stopCtx); err != nil {
+		t.Fatal(err)
 	}
 }

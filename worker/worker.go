@@ -504,6 +504,25 @@ func (w *Worker) handler(name string) (Handler, bool) {
 	return h, ok
 }
 
+// checkMigrated reads one task, by an ID no task has, to refuse to start on
+// a database that was never migrated: polling it would only log the same
+// error every poll interval. Any other failure (the database unreachable
+// for now) does not stop the start: the worker rides out outages.
+func (w *Worker) checkMigrated(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	_, _, err := w.store.Get(cctx, rdq.ID{})
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound):
+		return nil
+	case errors.Is(err, store.ErrNotMigrated):
+		return fmt.Errorf("worker: %w", err)
+	default:
+		w.log.Warn("the store could not be read at start; claiming will retry", slog.Any("error", err))
+		return nil
+	}
+}
+
 // Start starts the worker's loops and returns. The worker runs until Stop;
 // ctx bounds only the subscription to notifications and gives its values
 // (which handler contexts inherit), not its cancellation, to the worker.
@@ -512,12 +531,17 @@ func (w *Worker) handler(name string) (Handler, bool) {
 // a task submitted after Start returns wakes the worker at once; if
 // subscribing fails (or ctx ends first), the failure is logged and the
 // worker polls while it subscribes again in the background. Start returns
-// an error if the worker was already started or a middleware failed.
+// an error if the worker was already started, a middleware failed, or the
+// store holds no rdq tables (wrapping store.ErrNotMigrated: migrate it
+// first); a store it cannot reach yet is logged, and claiming retries.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != stateNew {
 		return errors.New("worker: Start on a worker already started or stopped; a Worker runs once")
+	}
+	if err := w.checkMigrated(ctx); err != nil {
+		return err
 	}
 	if err := w.wrapHandlers(); err != nil {
 		return err
