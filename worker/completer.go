@@ -227,6 +227,13 @@ func (c *completer) flush(items []finishItem) (retry []finishItem) {
 		case itemErr == nil:
 			w.leases.remove(it.e)
 			w.recordFinish(it)
+		case errors.Is(itemErr, store.ErrLeaseLost) && it.tries > 0 && c.writtenBefore(it):
+			// An earlier try was written but its reply was lost: the
+			// lease is gone because this very result ended it.
+			w.leases.remove(it.e)
+			w.logTask(slog.LevelInfo, "the result had been written by an earlier try whose reply was lost", it.e,
+				slog.Int("tries", it.tries))
+			w.recordFinish(it)
 		case errors.Is(itemErr, store.ErrLeaseLost):
 			w.leases.remove(it.e)
 			w.metrics.leaseLost.WithLabelValues(it.e.q.name).Inc()
@@ -297,4 +304,29 @@ func (w *Worker) recordFinish(it finishItem) {
 			slog.String("error_type", it.failure.Type),
 			slog.String("error", it.failure.Message))
 	}
+}
+
+// writtenBefore reports whether the store already holds the result of it,
+// written by an earlier Finish that committed but whose reply was lost. A
+// result with an attempt left that attempt in the history, under the
+// lease's token and with its outcome (only this execution held the token,
+// and a reclaim records LEASE_EXPIRED); one without an attempt left the
+// task in its status, still under that token. A read that fails answers
+// no, and the result is reported lost as before.
+func (c *completer) writtenBefore(it finishItem) bool {
+	ctx, cancel := context.WithTimeout(c.w.baseCtx, storeCallTimeout)
+	defer cancel()
+	task, history, err := c.w.store.Get(ctx, it.c.ID)
+	if err != nil {
+		return false
+	}
+	if it.c.Attempt == nil {
+		return task.LeaseToken == it.c.Token && task.Status == it.c.Status
+	}
+	for _, a := range history {
+		if a.LeaseToken == it.c.Token && a.Outcome == it.c.Attempt.Outcome {
+			return true
+		}
+	}
+	return false
 }

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -283,5 +286,79 @@ func TestStartRefusesAnUnmigratedStore(t *testing.T) {
 	}
 	if err := w.Stop(stopCtx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// lostReplyStore commits Finish calls but loses the reply of the first one
+// that holds a chosen task, as a connection that drops after the commit
+// does.
+type lostReplyStore struct {
+	*pgstore.Store
+	id   rdq.ID
+	lost atomic.Bool
+}
+
+func (l *lostReplyStore) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
+	errs, err := l.Store.Finish(ctx, p)
+	if err == nil && slices.ContainsFunc(p.Completions, func(c store.Completion) bool { return c.ID == l.id }) && l.lost.CompareAndSwap(false, true) {
+		return nil, errors.New("injected: connection reset after the commit")
+	}
+	return errs, err
+}
+
+// A result whose Finish committed but whose reply was lost is recognized as
+// written when the retry finds the lease spent: it is counted as the
+// attempt it was, not as a lost lease and a discarded result.
+func TestLostFinishReplyIsNotALostLease(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		outcome rdq.Outcome
+		status  rdq.Status
+	}{
+		{"success", nil, rdq.OutcomeSuccess, rdq.StatusSucceeded},
+		{"retry", errors.New("downstream timeout"), rdq.OutcomeRetryableFailure, rdq.StatusPending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			id := rdq.NewID()
+			st := &lostReplyStore{Store: e.st, id: id}
+			reg := prometheus.NewRegistry()
+			ran := make(chan struct{}, 10)
+			e.newWorker(worker.Config{
+				Store: st, Metrics: reg,
+				Queues: map[string]worker.QueueConfig{"q": {Concurrency: 2, Policy: rdq.Policy{MaxAttempts: 2, InitialBackoff: time.Hour, Multiplier: 1, MaxBackoff: time.Hour, Jitter: rdq.NoJitter}}},
+			}, map[string]worker.Handler{
+				"h": func(ctx context.Context, task *rdq.Task) error { ran <- struct{}{}; return tc.err },
+			})
+			if _, err := st.Store.Enqueue(context.Background(), store.EnqueueParams{Tasks: []store.NewTask{{ID: id, Queue: "q", Handler: "h"}}}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, func() error {
+				n, err := testutil.GatherAndCount(reg, "rdq_worker_attempts_total")
+				if err != nil || n == 0 || !st.lost.Load() {
+					return fmt.Errorf("no attempt counted yet (%d series, %v; reply lost: %v)", n, err, st.lost.Load())
+				}
+				return nil
+			})
+			task, history := e.get(id)
+			if task.Status != tc.status || len(history) != 1 || history[0].Outcome != tc.outcome {
+				t.Fatalf("task %s with %d attempts (%v), want %s with one %s attempt", task.Status, len(history), history, tc.status, tc.outcome)
+			}
+			want := fmt.Sprintf(`
+# HELP rdq_worker_attempts_total Attempts recorded, by queue and outcome (SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, LEASE_EXPIRED).
+# TYPE rdq_worker_attempts_total counter
+rdq_worker_attempts_total{outcome="%s",queue="q"} 1
+`, tc.outcome)
+			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rdq_worker_attempts_total"); err != nil {
+				t.Error(err)
+			}
+			if n, err := testutil.GatherAndCount(reg, "rdq_worker_leases_lost_total"); err != nil || n != 0 {
+				t.Errorf("%d lease-lost series (%v), want none: the result was written", n, err)
+			}
+			if len(ran) != 1 {
+				t.Errorf("the handler ran %d times, want once", len(ran))
+			}
+		})
 	}
 }
