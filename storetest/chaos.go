@@ -1,10 +1,7 @@
 package storetest
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,12 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/execlog"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -101,7 +97,7 @@ func runChaos(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, errs := checkChaos(tasks, atts, execs)
+	rep, errs := execlog.Check(tasks, atts, execs)
 	for i, err := range errs {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(errs)-i)
@@ -112,10 +108,10 @@ func runChaos(t *testing.T, h Harness) {
 	t.Logf("chaos: %d processes (%d started in all), %d tasks, %d kills mid-task (%d kills in all), "+
 		"%d executions of which %d killed mid-task, %d LEASE_EXPIRED attempts, %d SUCCEEDED, %d DEAD; "+
 		"kill phase %s, total %s",
-		cfg.Processes, len(c.procs), len(ids), c.midTaskKills, c.kills, rep.executions, rep.killed, rep.leaseExpired,
-		rep.succeeded, rep.dead, killPhase.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-	if rep.killed < cfg.Kills {
-		t.Errorf("%d executions killed mid-task, want at least %d", rep.killed, cfg.Kills)
+		cfg.Processes, len(c.procs), len(ids), c.midTaskKills, c.kills, rep.Executions, rep.Killed, rep.LeaseExpired,
+		rep.Succeeded, rep.Dead, killPhase.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	if rep.Killed < cfg.Kills {
+		t.Errorf("%d executions killed mid-task, want at least %d", rep.Killed, cfg.Kills)
 	}
 }
 
@@ -136,7 +132,7 @@ func chaosEnqueue(t *testing.T, s store.Store, queue string, n int) []rdq.ID {
 			case 3, 4, 5:
 				mode = "flaky"
 			}
-			payload, err := json.Marshal(chaosPayload{Mode: mode, SleepMS: 20 + (i*37)%60})
+			payload, err := json.Marshal(execlog.Payload{Mode: mode, SleepMS: 20 + (i*37)%60})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,11 +145,6 @@ func chaosEnqueue(t *testing.T, s store.Store, queue string, n int) []rdq.ID {
 		}
 	}
 	return ids
-}
-
-type execKey struct {
-	task  rdq.ID
-	token int64
 }
 
 // chaosProc is one worker process.
@@ -169,10 +160,7 @@ type chaosProc struct {
 	killTime time.Time // after the process was reaped
 	stopping bool
 
-	// Incremental reading of the execution log.
-	off     int64
-	partial []byte
-	open    map[execKey]bool
+	tail *execlog.Tail // follows the execution log while the process runs
 }
 
 type chaosRun struct {
@@ -195,8 +183,8 @@ func (c *chaosRun) spawn() {
 		logPath: filepath.Join(c.dir, fmt.Sprintf("exec-%d.log", n)),
 		errPath: filepath.Join(c.dir, fmt.Sprintf("stderr-%d.log", n)),
 		done:    make(chan struct{}),
-		open:    map[execKey]bool{},
 	}
+	p.tail = execlog.NewTail(p.logPath)
 	errFile, err := os.Create(p.errPath)
 	if err != nil {
 		c.t.Fatal(err)
@@ -255,45 +243,6 @@ func (c *chaosRun) checkAlive() {
 	}
 }
 
-// readLog reads what p appended to its execution log since the last call
-// and tracks the executions that started and have not ended.
-func (p *chaosProc) readLog() error {
-	f, err := os.Open(p.logPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.Seek(p.off, io.SeekStart); err != nil {
-		return err
-	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return err
-	}
-	p.off += int64(len(data))
-	p.partial = append(p.partial, data...)
-	for {
-		i := bytes.IndexByte(p.partial, '\n')
-		if i < 0 {
-			return nil
-		}
-		ev, err := parseExecLine(string(p.partial[:i]))
-		p.partial = p.partial[i+1:]
-		if err != nil {
-			return fmt.Errorf("%s: %w", p.logPath, err)
-		}
-		k := execKey{ev.task, ev.token}
-		if ev.kind == "start" {
-			p.open[k] = true
-		} else {
-			delete(p.open, k)
-		}
-	}
-}
-
 // pickBusy returns a random live worker that is executing a task, or nil.
 func (c *chaosRun) pickBusy(rng *rand.Rand) *chaosProc {
 	c.t.Helper()
@@ -302,10 +251,11 @@ func (c *chaosRun) pickBusy(rng *rand.Rand) *chaosProc {
 		if p.killed || p.stopping || p.exited() {
 			continue
 		}
-		if err := p.readLog(); err != nil {
+		b, err := p.tail.Busy()
+		if err != nil {
 			c.t.Fatal(err)
 		}
-		if len(p.open) > 0 {
+		if b {
 			busy = append(busy, p)
 		}
 	}
@@ -326,10 +276,11 @@ func (c *chaosRun) kill(p *chaosProc) {
 	<-p.done
 	p.killTime = time.Now()
 	c.kills++
-	if err := p.readLog(); err != nil {
+	b, err := p.tail.Busy()
+	if err != nil {
 		c.t.Fatal(err)
 	}
-	if len(p.open) > 0 {
+	if b {
 		c.midTaskKills++
 	}
 }
@@ -374,231 +325,19 @@ func (c *chaosRun) killAll() {
 	}
 }
 
-// execEvent is one line of an execution log.
-type execEvent struct {
-	kind   string // "start" or "end"
-	task   rdq.ID
-	token  int64
-	at     time.Time
-	result string // of an end: "ok", "err" or "cancelled"
-}
-
-func parseExecLine(line string) (execEvent, error) {
-	f := strings.Fields(line)
-	bad := func(why string) (execEvent, error) {
-		return execEvent{}, fmt.Errorf("malformed execution log line %q: %s", line, why)
-	}
-	if len(f) < 4 {
-		return bad("too few fields")
-	}
-	ev := execEvent{kind: f[0]}
-	var err error
-	if ev.task, err = rdq.ParseID(f[1]); err != nil {
-		return bad(err.Error())
-	}
-	if ev.token, err = strconv.ParseInt(f[2], 10, 64); err != nil {
-		return bad(err.Error())
-	}
-	ns, err := strconv.ParseInt(f[3], 10, 64)
-	if err != nil {
-		return bad(err.Error())
-	}
-	ev.at = time.Unix(0, ns)
-	switch {
-	case ev.kind == "start" && len(f) == 4:
-	case ev.kind == "end" && len(f) == 5 && (f[4] == "ok" || f[4] == "err" || f[4] == "cancelled"):
-		ev.result = f[4]
-	default:
-		return bad("unknown event")
-	}
-	return ev, nil
-}
-
-// execution is one run of a handler on one task under one lease token, as
-// the worker processes logged it.
-type execution struct {
-	worker string
-	task   rdq.ID
-	token  int64
-	start  time.Time
-	// end is when the handler returned or, for an execution killed
-	// mid-task, when its process was gone.
-	end    time.Time
-	result string // "ok", "err", "cancelled", or "" when killed
-	killed bool
-}
-
 // executions reads every worker's execution log.
-func (c *chaosRun) executions() ([]*execution, error) {
-	var out []*execution
+func (c *chaosRun) executions() ([]*execlog.Execution, error) {
+	var out []*execlog.Execution
 	for _, p := range c.procs {
-		data, err := os.ReadFile(p.logPath)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		events, err := execlog.ReadFile(p.logPath)
 		if err != nil {
 			return nil, err
 		}
-		open := map[execKey]*execution{}
-		for line := range strings.Lines(string(data)) {
-			if !strings.HasSuffix(line, "\n") {
-				return nil, fmt.Errorf("%s: partial last line %q", p.logPath, line)
-			}
-			ev, err := parseExecLine(strings.TrimSuffix(line, "\n"))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p.logPath, err)
-			}
-			k := execKey{ev.task, ev.token}
-			switch ev.kind {
-			case "start":
-				if open[k] != nil {
-					return nil, fmt.Errorf("%s: task %s token %d started twice", p.id, ev.task, ev.token)
-				}
-				e := &execution{worker: p.id, task: ev.task, token: ev.token, start: ev.at}
-				open[k] = e
-				out = append(out, e)
-			case "end":
-				e := open[k]
-				if e == nil {
-					return nil, fmt.Errorf("%s: task %s token %d ended without starting", p.id, ev.task, ev.token)
-				}
-				e.end, e.result = ev.at, ev.result
-				delete(open, k)
-			}
+		es, err := execlog.Executions(p.id, events, p.killed, p.killTime)
+		if err != nil {
+			return nil, err
 		}
-		for _, e := range open {
-			if !p.killed {
-				return nil, fmt.Errorf("%s: the execution of task %s with token %d never ended, yet the worker was not killed", p.id, e.task, e.token)
-			}
-			e.end, e.killed = p.killTime, true
-		}
+		out = append(out, es...)
 	}
 	return out, nil
 }
-
-type chaosReport struct {
-	executions, killed, leaseExpired, succeeded, dead int
-}
-
-// checkChaos checks the outcome of a chaos run: every task SUCCEEDED or
-// DEAD; attempt numbers 1..n; for each task, executions ordered by token
-// never overlap and start in token order; every execution killed mid-task
-// is a LEASE_EXPIRED attempt with its token and worker; every other attempt
-// is an execution that ended with the matching result.
-func checkChaos(tasks map[rdq.ID]*rdq.Task, atts map[rdq.ID][]rdq.Attempt, execs []*execution) (chaosReport, []error) {
-	var rep chaosReport
-	var errs []error
-	fail := func(id rdq.ID, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("task %s: %s", id, fmt.Sprintf(format, args...)))
-	}
-	byTask := map[rdq.ID][]*execution{}
-	for _, e := range execs {
-		if tasks[e.task] == nil {
-			errs = append(errs, fmt.Errorf("execution of unknown task %s (token %d) by %s", e.task, e.token, e.worker))
-			continue
-		}
-		byTask[e.task] = append(byTask[e.task], e)
-	}
-	ids := make([]rdq.ID, 0, len(tasks))
-	for id := range tasks {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, compareIDs)
-	for _, id := range ids {
-		tk, history := tasks[id], atts[id]
-		switch tk.Status {
-		case rdq.StatusSucceeded:
-			rep.succeeded++
-		case rdq.StatusDead:
-			rep.dead++
-		default:
-			fail(id, "ended %s, want SUCCEEDED or DEAD", tk.Status)
-		}
-		if tk.Attempts != len(history) {
-			fail(id, "Attempts = %d but %d attempts are recorded", tk.Attempts, len(history))
-		}
-		successes := 0
-		byToken := map[int64]rdq.Attempt{}
-		for i, a := range history {
-			if a.Number != i+1 {
-				fail(id, "attempt numbers %v are not 1..n", numbers(history))
-				break
-			}
-			if a.Outcome == rdq.OutcomeSuccess {
-				successes++
-			}
-			if a.Outcome == rdq.OutcomeLeaseExpired {
-				rep.leaseExpired++
-			}
-			if _, dup := byToken[a.LeaseToken]; dup {
-				fail(id, "two attempts recorded with lease token %d", a.LeaseToken)
-			}
-			byToken[a.LeaseToken] = a
-		}
-		if want := map[bool]int{true: 1, false: 0}[tk.Status == rdq.StatusSucceeded]; successes != want {
-			fail(id, "%s with %d successful attempts", tk.Status, successes)
-		}
-		if n := len(history); n == 0 {
-			fail(id, "finished without any attempt")
-		} else if last := history[n-1]; (tk.Status == rdq.StatusSucceeded) != (last.Outcome == rdq.OutcomeSuccess) {
-			fail(id, "%s but its last attempt is %s", tk.Status, last.Outcome)
-		}
-
-		es := byTask[id]
-		slices.SortFunc(es, func(a, b *execution) int { return cmp.Compare(a.token, b.token) })
-		logged := map[int64]*execution{}
-		for i, e := range es {
-			rep.executions++
-			if logged[e.token] != nil {
-				fail(id, "two executions with lease token %d (by %s and %s)", e.token, logged[e.token].worker, e.worker)
-			}
-			logged[e.token] = e
-			if i > 0 {
-				prev := es[i-1]
-				if !e.start.After(prev.start) {
-					fail(id, "execution with token %d started at %s, not after the one with token %d (%s)", e.token, fmtNano(e.start), prev.token, fmtNano(prev.start))
-				}
-				if e.start.Before(prev.end) {
-					fail(id, "executions overlap: token %d (%s) started at %s, before token %d (%s) ended at %s (killed: %v)",
-						e.token, e.worker, fmtNano(e.start), prev.token, prev.worker, fmtNano(prev.end), prev.killed)
-				}
-			}
-			a, recorded := byToken[e.token]
-			switch {
-			case e.killed:
-				rep.killed++
-				if !recorded || a.Outcome != rdq.OutcomeLeaseExpired {
-					fail(id, "execution with token %d was killed mid-task but is not recorded as a LEASE_EXPIRED attempt (attempt: %v)", e.token, a)
-				} else if a.WorkerID != e.worker {
-					fail(id, "the LEASE_EXPIRED attempt of token %d names worker %q, but %q ran it", e.token, a.WorkerID, e.worker)
-				}
-			case e.result == "ok" || e.result == "err":
-				want := rdq.OutcomeSuccess
-				if e.result == "err" {
-					want = "a failure"
-				}
-				switch {
-				case !recorded:
-					fail(id, "execution with token %d ended (%s) but no attempt records it", e.token, e.result)
-				case a.Outcome == rdq.OutcomeLeaseExpired:
-					// The worker died or lost the lease before its finish
-					// was written: the execution is recorded as lost.
-				case (a.Outcome == rdq.OutcomeSuccess) != (e.result == "ok"):
-					fail(id, "execution with token %d ended %q but its attempt is %s, want %s", e.token, e.result, a.Outcome, want)
-				}
-			}
-		}
-		for _, a := range history {
-			if a.Outcome == rdq.OutcomeLeaseExpired {
-				continue
-			}
-			e := logged[a.LeaseToken]
-			if e == nil || e.killed {
-				fail(id, "attempt %d (%s, token %d) matches no execution that ended", a.Number, a.Outcome, a.LeaseToken)
-			}
-		}
-	}
-	return rep, errs
-}
-
-func fmtNano(t time.Time) string { return t.Format("15:04:05.000000") }

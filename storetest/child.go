@@ -2,16 +2,15 @@ package storetest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/execlog"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -43,35 +42,6 @@ const (
 // and failures drive tasks both to success and to the dead-letter queue.
 var chaosPolicy = rdq.Policy{MaxAttempts: 4, InitialBackoff: 20 * time.Millisecond, Multiplier: 2, MaxBackoff: 200 * time.Millisecond}
 
-// chaosPayload tells the child's handler how to behave.
-type chaosPayload struct {
-	// Mode is "ok" (succeed), "flaky" (fail the first attempt of a life),
-	// "always" (fail retryably every time) or "permanent" (fail
-	// permanently).
-	Mode string `json:"mode"`
-	// SleepMS is how long the handler works.
-	SleepMS int `json:"sleep_ms"`
-}
-
-// execLog appends one line per event to the execution log of a child
-// process. Each line is one write to a file opened with O_APPEND, so a
-// SIGKILL leaves whole lines only.
-type execLog struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (l *execLog) write(kind string, id rdq.ID, token int64, at time.Time, result string) error {
-	line := fmt.Sprintf("%s %s %d %d", kind, id, token, at.UnixNano())
-	if result != "" {
-		line += " " + result
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, err := l.f.WriteString(line + "\n")
-	return err
-}
-
 // childMain runs a chaos worker process: it opens the store the parent
 // named, runs a worker with a handler that logs every execution's start and
 // end, and stops gracefully when its standard input closes. It returns the
@@ -90,14 +60,13 @@ func childMain(h Harness) int {
 
 func runChild(h Harness) error {
 	ctx := context.Background()
-	f, err := os.OpenFile(os.Getenv(envLog), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	elog, err := execlog.Create(os.Getenv(envLog))
 	if err != nil {
 		return fmt.Errorf("opening the execution log: %w", err)
 	}
-	// Every record is written straight to the file by execLog.write, which
-	// reports its own errors; closing after the last one loses nothing.
-	defer f.Close()
-	elog := &execLog{f: f}
+	// Every record is written straight to the file, and a failed write is
+	// kept for elog.Err; closing after the last one loses nothing.
+	defer elog.Close()
 
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	s, closeStore, err := h.Open(openCtx, os.Getenv(envLocator))
@@ -125,45 +94,7 @@ func runChild(h Harness) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("creating the worker: %w", err), closeStore())
 	}
-	var logErr error
-	var logErrOnce sync.Once
-	err = w.Handle(chaosHandler, func(ctx context.Context, tk *rdq.Task) error {
-		note := func(kind, result string) {
-			if err := elog.write(kind, tk.ID, tk.LeaseToken, time.Now(), result); err != nil {
-				logErrOnce.Do(func() { logErr = err })
-			}
-		}
-		var p chaosPayload
-		if err := json.Unmarshal(tk.Payload, &p); err != nil {
-			return rdq.Permanent(fmt.Errorf("decoding the chaos payload: %w", err))
-		}
-		note("start", "")
-		timer := time.NewTimer(time.Duration(p.SleepMS) * time.Millisecond)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			note("end", "cancelled")
-			return context.Cause(ctx)
-		}
-		var err error
-		switch p.Mode {
-		case "flaky":
-			if tk.Attempts == 0 {
-				err = errors.New("flaky: the first attempt of a life fails")
-			}
-		case "always":
-			err = fmt.Errorf("always fails (attempt %d)", tk.NextAttempt())
-		case "permanent":
-			err = rdq.Permanent(errors.New("permanently broken"))
-		}
-		if err != nil {
-			note("end", "err")
-		} else {
-			note("end", "ok")
-		}
-		return err
-	})
+	err = w.Handle(chaosHandler, elog.Handler())
 	if err != nil {
 		return errors.Join(fmt.Errorf("registering the chaos handler: %w", err), closeStore())
 	}
@@ -179,5 +110,5 @@ func runChild(h Harness) error {
 
 	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return errors.Join(w.Stop(stopCtx), closeStore(), logErr)
+	return errors.Join(w.Stop(stopCtx), closeStore(), elog.Err())
 }

@@ -9,11 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -136,110 +134,5 @@ func TestChaosMinimums(t *testing.T) {
 	want := ChaosConfig{Processes: MinChaosProcesses, Tasks: 5000, Kills: MinChaosKills}
 	if got != want {
 		t.Fatalf("withMinimums() = %+v, want %+v", got, want)
-	}
-}
-
-func TestParseExecLine(t *testing.T) {
-	id := rdq.NewID()
-	ev, err := parseExecLine("end " + id.String() + " 7 1700000000000000001 ok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ev.kind != "end" || ev.task != id || ev.token != 7 || ev.at.UnixNano() != 1700000000000000001 || ev.result != "ok" {
-		t.Fatalf("parsed %+v", ev)
-	}
-	for _, bad := range []string{"", "start", "start x 1 2", "start " + id.String() + " x 2", "end " + id.String() + " 1 2", "end " + id.String() + " 1 2 maybe", "begin " + id.String() + " 1 2"} {
-		if _, err := parseExecLine(bad); err == nil {
-			t.Errorf("parseExecLine(%q) succeeded", bad)
-		}
-	}
-}
-
-// chaosFixture is a consistent chaos outcome: one task, three executions
-// (the second killed mid-task), and its history.
-func chaosFixture() (map[rdq.ID]*rdq.Task, map[rdq.ID][]rdq.Attempt, []*execution) {
-	id := rdq.NewID()
-	t0 := time.Unix(1700000000, 0)
-	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
-	tasks := map[rdq.ID]*rdq.Task{id: {ID: id, Status: rdq.StatusSucceeded, Attempts: 3}}
-	atts := map[rdq.ID][]rdq.Attempt{id: {
-		{TaskID: id, Number: 1, Outcome: rdq.OutcomeRetryableFailure, LeaseToken: 1, WorkerID: "w1"},
-		{TaskID: id, Number: 2, Outcome: rdq.OutcomeLeaseExpired, LeaseToken: 2, WorkerID: "w2"},
-		{TaskID: id, Number: 3, Outcome: rdq.OutcomeSuccess, LeaseToken: 4, WorkerID: "w3"},
-	}}
-	execs := []*execution{
-		{worker: "w1", task: id, token: 1, start: ms(0), end: ms(30), result: "err"},
-		{worker: "w2", task: id, token: 2, start: ms(100), end: ms(120), killed: true},
-		{worker: "w3", task: id, token: 4, start: ms(2000), end: ms(2030), result: "ok"},
-	}
-	return tasks, atts, execs
-}
-
-func TestCheckChaos(t *testing.T) {
-	tasks, atts, execs := chaosFixture()
-	if rep, errs := checkChaos(tasks, atts, execs); len(errs) != 0 || rep.killed != 1 || rep.leaseExpired != 1 || rep.succeeded != 1 || rep.executions != 3 {
-		t.Fatalf("consistent outcome: report %+v, errors %v", rep, errs)
-	}
-	cases := map[string]struct {
-		mutate func(*rdq.Task, []rdq.Attempt, []*execution) []*execution
-		want   string
-	}{
-		"overlap": {func(_ *rdq.Task, _ []rdq.Attempt, es []*execution) []*execution {
-			es[2].start = es[1].end.Add(-time.Millisecond)
-			return es
-		}, "overlap"},
-		"start order": {func(_ *rdq.Task, _ []rdq.Attempt, es []*execution) []*execution {
-			es[1].start, es[1].end = es[0].start.Add(-time.Second), es[0].start.Add(-time.Second)
-			return es
-		}, "not after"},
-		"killed not recorded": {func(_ *rdq.Task, a []rdq.Attempt, es []*execution) []*execution {
-			a[1].Outcome = rdq.OutcomeRetryableFailure
-			return es
-		}, "not recorded as a LEASE_EXPIRED"},
-		"lost worker": {func(_ *rdq.Task, a []rdq.Attempt, es []*execution) []*execution {
-			a[1].WorkerID = "someone-else"
-			return es
-		}, "names worker"},
-		"not terminal": {func(tk *rdq.Task, _ []rdq.Attempt, es []*execution) []*execution {
-			tk.Status = rdq.StatusPending
-			return es
-		}, "want SUCCEEDED or DEAD"},
-		"number gap": {func(_ *rdq.Task, a []rdq.Attempt, es []*execution) []*execution {
-			a[2].Number = 4
-			return es
-		}, "not 1..n"},
-		"same token twice": {func(_ *rdq.Task, _ []rdq.Attempt, es []*execution) []*execution {
-			dup := *es[2]
-			dup.start, dup.end = es[2].end.Add(time.Second), es[2].end.Add(2*time.Second)
-			return append(es, &dup)
-		}, "two executions with lease token"},
-		"ok recorded as failure": {func(_ *rdq.Task, a []rdq.Attempt, es []*execution) []*execution {
-			es[0].result = "ok"
-			return es
-		}, "want SUCCESS"},
-		"attempt without execution": {func(_ *rdq.Task, _ []rdq.Attempt, es []*execution) []*execution {
-			return es[1:]
-		}, "matches no execution"},
-		"succeeded without success": {func(tk *rdq.Task, a []rdq.Attempt, es []*execution) []*execution {
-			tk.Status = rdq.StatusDead
-			return es
-		}, "DEAD with 1 successful"},
-	}
-	for name, c := range cases {
-		tasks, atts, execs := chaosFixture()
-		var tk *rdq.Task
-		var a []rdq.Attempt
-		for k := range tasks {
-			tk, a = tasks[k], atts[k]
-		}
-		execs = c.mutate(tk, a, execs)
-		_, errs := checkChaos(tasks, atts, execs)
-		found := false
-		for _, err := range errs {
-			found = found || strings.Contains(err.Error(), c.want)
-		}
-		if !found {
-			t.Errorf("%s: errors %v, want one containing %q", name, errs, c.want)
-		}
 	}
 }

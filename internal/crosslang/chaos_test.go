@@ -1,10 +1,7 @@
 package crosslang
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -12,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/execlog"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/store"
 )
@@ -30,66 +27,6 @@ const (
 	chaosPhaseLimit = 3 * time.Minute
 	chaosDrainLimit = 3 * time.Minute
 )
-
-// execEvent is one line of an execution log.
-type execEvent struct {
-	kind   string // "start" or "end"
-	task   rdq.ID
-	token  int64
-	at     time.Time
-	result string
-}
-
-func parseExecLine(line string) (execEvent, error) {
-	f := strings.Fields(line)
-	if len(f) < 4 {
-		return execEvent{}, fmt.Errorf("malformed execution log line %q", line)
-	}
-	ev := execEvent{kind: f[0]}
-	var err error
-	if ev.task, err = rdq.ParseID(f[1]); err != nil {
-		return ev, err
-	}
-	if ev.token, err = strconv.ParseInt(f[2], 10, 64); err != nil {
-		return ev, err
-	}
-	ns, err := strconv.ParseInt(f[3], 10, 64)
-	if err != nil {
-		return ev, err
-	}
-	ev.at = time.Unix(0, ns)
-	switch {
-	case ev.kind == "start" && len(f) == 4:
-	case ev.kind == "end" && len(f) == 5:
-		ev.result = f[4]
-	default:
-		return ev, fmt.Errorf("malformed execution log line %q", line)
-	}
-	return ev, nil
-}
-
-// readExecLog reads the whole lines of an execution log.
-func readExecLog(path string) ([]execEvent, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []execEvent
-	for line := range strings.Lines(string(data)) {
-		if !strings.HasSuffix(line, "\n") {
-			break // being written
-		}
-		ev, err := parseExecLine(strings.TrimSuffix(line, "\n"))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, ev)
-	}
-	return out, nil
-}
 
 // proc is a chaos worker process of either language.
 type proc struct {
@@ -106,6 +43,7 @@ type proc struct {
 	killed   bool
 	killTime time.Time
 	stopping bool
+	tail     *execlog.Tail // follows the execution log while the process runs
 }
 
 func (p *proc) exited() bool {
@@ -118,24 +56,6 @@ func (p *proc) exited() bool {
 	default:
 		return false
 	}
-}
-
-// busy reports whether p's log shows an execution that started and has not ended.
-func (p *proc) busy() (bool, error) {
-	evs, err := readExecLog(p.logPath)
-	if err != nil {
-		return false, err
-	}
-	open := map[[2]any]bool{}
-	for _, ev := range evs {
-		k := [2]any{ev.task, ev.token}
-		if ev.kind == "start" {
-			open[k] = true
-		} else {
-			delete(open, k)
-		}
-	}
-	return len(open) > 0, nil
 }
 
 type chaosRun struct {
@@ -151,6 +71,7 @@ func (c *chaosRun) spawn(lang string) *proc {
 	c.n[lang]++
 	id := fmt.Sprintf("%s-worker-%d", lang, c.n[lang])
 	p := &proc{id: id, lang: lang, logPath: filepath.Join(c.dir, id+".log"), errPath: filepath.Join(c.dir, id+".stderr"), done: make(chan struct{})}
+	p.tail = execlog.NewTail(p.logPath)
 	if lang == "java" {
 		p.java = startJava(c.t, "WorkerMain", c.dir, id, javaWorkerEnv(c.schema, id, "chaos", p.logPath))
 	} else {
@@ -242,49 +163,19 @@ func (c *chaosRun) stopAll() {
 	}
 }
 
-// execution is one run of a handler under one lease token.
-type execution struct {
-	worker string
-	task   rdq.ID
-	token  int64
-	start  time.Time
-	end    time.Time
-	result string
-	killed bool
-}
-
-func (c *chaosRun) executions() ([]*execution, error) {
-	var out []*execution
+// executions reads every worker's execution log.
+func (c *chaosRun) executions() ([]*execlog.Execution, error) {
+	var out []*execlog.Execution
 	for _, p := range c.procs {
-		evs, err := readExecLog(p.logPath)
+		events, err := execlog.ReadFile(p.logPath)
 		if err != nil {
 			return nil, err
 		}
-		open := map[[2]any]*execution{}
-		for _, ev := range evs {
-			k := [2]any{ev.task, ev.token}
-			if ev.kind == "start" {
-				if open[k] != nil {
-					return nil, fmt.Errorf("%s: task %s token %d started twice", p.id, ev.task, ev.token)
-				}
-				e := &execution{worker: p.id, task: ev.task, token: ev.token, start: ev.at}
-				open[k] = e
-				out = append(out, e)
-				continue
-			}
-			e := open[k]
-			if e == nil {
-				return nil, fmt.Errorf("%s: task %s token %d ended without starting", p.id, ev.task, ev.token)
-			}
-			e.end, e.result = ev.at, ev.result
-			delete(open, k)
+		es, err := execlog.Executions(p.id, events, p.killed, p.killTime)
+		if err != nil {
+			return nil, err
 		}
-		for _, e := range open {
-			if !p.killed {
-				return nil, fmt.Errorf("%s: execution of %s token %d never ended, yet the worker was not killed", p.id, e.task, e.token)
-			}
-			e.end, e.killed = p.killTime, true
-		}
+		out = append(out, es...)
 	}
 	return out, nil
 }
@@ -317,7 +208,7 @@ func TestMixedChaos(t *testing.T) {
 			case 3, 4, 5:
 				mode = "flaky"
 			}
-			payload, err := json.Marshal(chaosPayload{Mode: mode, SleepMS: 100 + (i*37)%200})
+			payload, err := json.Marshal(execlog.Payload{Mode: mode, SleepMS: 100 + (i*37)%200})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -354,7 +245,7 @@ func TestMixedChaos(t *testing.T) {
 			if p.lang != lang || p.killed || p.exited() {
 				continue
 			}
-			b, err := p.busy()
+			b, err := p.tail.Busy()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -367,7 +258,7 @@ func TestMixedChaos(t *testing.T) {
 		}
 		victim := busy[rng.IntN(len(busy))]
 		c.kill(victim)
-		if b, err := victim.busy(); err != nil {
+		if b, err := victim.tail.Busy(); err != nil {
 			t.Fatal(err)
 		} else if b {
 			midTask[lang]++
@@ -400,7 +291,7 @@ func TestMixedChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, errs := checkChaos(tasks, atts, execs)
+	rep, errs := execlog.Check(tasks, atts, execs)
 	for i, err := range errs {
 		if i == 20 {
 			t.Errorf("... and %d more violations", len(errs)-i)
@@ -410,117 +301,16 @@ func TestMixedChaos(t *testing.T) {
 	}
 	byLang := map[string]int{}
 	for _, e := range execs {
-		byLang[strings.SplitN(e.worker, "-", 2)[0]]++
+		byLang[strings.SplitN(e.Worker, "-", 2)[0]]++
 	}
 	t.Logf("mixed chaos: %d tasks, %d processes started (%d Go, %d Java), kills mid-task %v, executions %v, "+
 		"%d killed mid-task, %d LEASE_EXPIRED attempts, %d SUCCEEDED, %d DEAD; kill phase %s, total %s",
-		len(ids), len(c.procs), c.n["go"], c.n["java"], midTask, byLang, rep.killed, rep.leaseExpired,
-		rep.succeeded, rep.dead, killPhase.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
-	if rep.killed < chaosKills {
-		t.Errorf("%d executions killed mid-task, want at least %d", rep.killed, chaosKills)
+		len(ids), len(c.procs), c.n["go"], c.n["java"], midTask, byLang, rep.Killed, rep.LeaseExpired,
+		rep.Succeeded, rep.Dead, killPhase.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	if rep.Killed < chaosKills {
+		t.Errorf("%d executions killed mid-task, want at least %d", rep.Killed, chaosKills)
 	}
 	if byLang["go"] == 0 || byLang["java"] == 0 {
 		t.Errorf("executions by language %v: both must take part", byLang)
 	}
-}
-
-type chaosReport struct{ killed, leaseExpired, succeeded, dead int }
-
-func checkChaos(tasks map[rdq.ID]*rdq.Task, atts map[rdq.ID][]rdq.Attempt, execs []*execution) (chaosReport, []error) {
-	var rep chaosReport
-	var errs []error
-	fail := func(id rdq.ID, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("task %s: %s", id, fmt.Sprintf(format, args...)))
-	}
-	byTask := map[rdq.ID][]*execution{}
-	for _, e := range execs {
-		if tasks[e.task] == nil {
-			errs = append(errs, fmt.Errorf("execution of unknown task %s by %s", e.task, e.worker))
-			continue
-		}
-		byTask[e.task] = append(byTask[e.task], e)
-	}
-	ids := make([]rdq.ID, 0, len(tasks))
-	for id := range tasks {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b rdq.ID) int { return bytes.Compare(a[:], b[:]) })
-	for _, id := range ids {
-		tk, history := tasks[id], atts[id]
-		switch tk.Status {
-		case rdq.StatusSucceeded:
-			rep.succeeded++
-		case rdq.StatusDead:
-			rep.dead++
-		default:
-			fail(id, "ended %s, want SUCCEEDED or DEAD", tk.Status)
-		}
-		if tk.Attempts != len(history) {
-			fail(id, "Attempts = %d but %d attempts recorded", tk.Attempts, len(history))
-		}
-		byToken := map[int64]rdq.Attempt{}
-		successes := 0
-		for i, a := range history {
-			if a.Number != i+1 {
-				fail(id, "attempt numbers are not 1..n: %s", outcomes(history))
-				break
-			}
-			if _, dup := byToken[a.LeaseToken]; dup {
-				fail(id, "two attempts with lease token %d", a.LeaseToken)
-			}
-			byToken[a.LeaseToken] = a
-			if a.Outcome == rdq.OutcomeSuccess {
-				successes++
-			}
-			if a.Outcome == rdq.OutcomeLeaseExpired {
-				rep.leaseExpired++
-			}
-		}
-		if (tk.Status == rdq.StatusSucceeded) != (successes == 1) || successes > 1 {
-			fail(id, "%s with %d successful attempts", tk.Status, successes)
-		}
-		es := byTask[id]
-		// Fencing: ordered by start, tokens strictly increase and executions never overlap.
-		slices.SortFunc(es, func(a, b *execution) int { return a.start.Compare(b.start) })
-		for i := 1; i < len(es); i++ {
-			prev, e := es[i-1], es[i]
-			if e.token <= prev.token {
-				fail(id, "execution by %s started after %s's but has token %d <= %d", e.worker, prev.worker, e.token, prev.token)
-			}
-			if e.start.Before(prev.end) {
-				fail(id, "executions overlap: token %d (%s) started before token %d (%s, killed %v) ended", e.token, e.worker, prev.token, prev.worker, prev.killed)
-			}
-		}
-		slices.SortFunc(es, func(a, b *execution) int { return cmp.Compare(a.token, b.token) })
-		logged := map[int64]*execution{}
-		for _, e := range es {
-			if logged[e.token] != nil {
-				fail(id, "two executions with token %d", e.token)
-			}
-			logged[e.token] = e
-			a, recorded := byToken[e.token]
-			switch {
-			case e.killed:
-				rep.killed++
-				if !recorded || a.Outcome != rdq.OutcomeLeaseExpired || a.WorkerID != e.worker {
-					fail(id, "execution with token %d by %s was killed but its attempt is %+v", e.token, e.worker, a)
-				}
-			case e.result == "ok" || e.result == "err":
-				if !recorded {
-					fail(id, "execution with token %d ended %s but no attempt records it", e.token, e.result)
-				} else if a.Outcome != rdq.OutcomeLeaseExpired && (a.Outcome == rdq.OutcomeSuccess) != (e.result == "ok") {
-					fail(id, "execution with token %d ended %s but its attempt is %s", e.token, e.result, a.Outcome)
-				}
-			}
-		}
-		for _, a := range history {
-			if a.Outcome == rdq.OutcomeLeaseExpired {
-				continue
-			}
-			if e := logged[a.LeaseToken]; e == nil || e.killed {
-				fail(id, "attempt %d (%s, token %d) matches no execution that ended", a.Number, a.Outcome, a.LeaseToken)
-			}
-		}
-	}
-	return rep, errs
 }

@@ -2,17 +2,16 @@ package crosslang
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/execlog"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/worker"
 )
@@ -38,28 +37,6 @@ const (
 
 var chaosPolicy = rdq.Policy{MaxAttempts: 4, InitialBackoff: 20 * time.Millisecond, Multiplier: 2, MaxBackoff: 200 * time.Millisecond}
 
-type chaosPayload struct {
-	Mode    string `json:"mode"`
-	SleepMS int    `json:"sleep_ms"`
-}
-
-// execLogWriter appends whole lines to an execution log opened with O_APPEND.
-type execLogWriter struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-func (l *execLogWriter) write(kind string, id rdq.ID, token int64, result string) error {
-	line := fmt.Sprintf("%s %s %d %d", kind, id, token, time.Now().UnixNano())
-	if result != "" {
-		line += " " + result
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, err := l.f.WriteString(line + "\n")
-	return err
-}
-
 // goChildMain runs a Go chaos worker: the same handler and timings as the
 // Java testkit's chaos worker, stopping gracefully when stdin closes.
 func goChildMain() int {
@@ -72,12 +49,11 @@ func goChildMain() int {
 
 func runGoChild() error {
 	ctx := context.Background()
-	f, err := os.OpenFile(os.Getenv(envLog), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	elog, err := execlog.Create(os.Getenv(envLog))
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	elog := &execLogWriter{f: f}
+	defer elog.Close()
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	st, closeStore, err := pgtest.Open(openCtx, os.Getenv(envSchema))
 	cancel()
@@ -102,45 +78,9 @@ func runGoChild() error {
 	if err != nil {
 		return errors.Join(err, closeStore())
 	}
-	var logErr error
-	var once sync.Once
-	w.Handle("chaos", func(ctx context.Context, tk *rdq.Task) error {
-		note := func(kind, result string) {
-			if err := elog.write(kind, tk.ID, tk.LeaseToken, result); err != nil {
-				once.Do(func() { logErr = err })
-			}
-		}
-		var p chaosPayload
-		if err := json.Unmarshal(tk.Payload, &p); err != nil {
-			return rdq.Permanent(err)
-		}
-		note("start", "")
-		timer := time.NewTimer(time.Duration(p.SleepMS) * time.Millisecond)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			note("end", "cancelled")
-			return context.Cause(ctx)
-		}
-		var err error
-		switch p.Mode {
-		case "flaky":
-			if tk.Attempts == 0 {
-				err = errors.New("flaky: the first attempt of a life fails")
-			}
-		case "always":
-			err = fmt.Errorf("always fails (attempt %d)", tk.NextAttempt())
-		case "permanent":
-			err = rdq.Permanent(errors.New("permanently broken"))
-		}
-		if err != nil {
-			note("end", "err")
-		} else {
-			note("end", "ok")
-		}
-		return err
-	})
+	if err := w.Handle("chaos", elog.Handler()); err != nil {
+		return errors.Join(err, closeStore())
+	}
 	if err := w.Start(ctx); err != nil {
 		return errors.Join(err, closeStore())
 	}
@@ -150,5 +90,5 @@ func runGoChild() error {
 	}
 	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return errors.Join(w.Stop(stopCtx), closeStore(), logErr)
+	return errors.Join(w.Stop(stopCtx), closeStore(), elog.Err())
 }

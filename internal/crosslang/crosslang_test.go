@@ -20,6 +20,7 @@ import (
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/internal/execlog"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
@@ -368,8 +369,9 @@ func TestJavaWorkerKilledMidTaskIsReclaimed(t *testing.T) {
 		"RDQ_LEASE_MS=1500", "RDQ_RECLAIM_MS=600000"))
 	t.Cleanup(victim.kill)
 	victim.waitReady(t)
+	victimTail := execlog.NewTail(victimLog)
 	waitFor(t, time.Minute, "both executions started", func() bool {
-		evs, err := readExecLog(victimLog)
+		evs, err := victimTail.Events()
 		if err != nil {
 			t.Fatal(err)
 		}
