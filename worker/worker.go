@@ -504,14 +504,15 @@ func (w *Worker) handler(name string) (Handler, bool) {
 	return h, ok
 }
 
-// checkMigrated reads one task, by an ID no task has, to refuse to start on
-// a database that was never migrated: polling it would only log the same
-// error every poll interval. Any other failure (the database unreachable
-// for now) does not stop the start: the worker rides out outages.
+// checkMigrated reads one task, by a fresh ID no task has, to refuse to
+// start on a database that was never migrated: polling it would only log
+// the same error every poll interval. Any other failure (the database
+// unreachable for now) does not stop the start: the worker rides out
+// outages.
 func (w *Worker) checkMigrated(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 	defer cancel()
-	_, _, err := w.store.Get(cctx, rdq.ID{})
+	_, _, err := w.store.Get(cctx, rdq.NewID())
 	switch {
 	case err == nil, errors.Is(err, store.ErrNotFound):
 		return nil
