@@ -123,16 +123,7 @@ func chaosEnqueue(t *testing.T, s store.Store, queue string, n int) []rdq.ID {
 	for start := 0; start < n; start += 250 {
 		var batch []store.NewTask
 		for i := start; i < min(start+250, n); i++ {
-			mode := "ok"
-			switch i % 20 {
-			case 0, 1:
-				mode = "always"
-			case 2:
-				mode = "permanent"
-			case 3, 4, 5:
-				mode = "flaky"
-			}
-			payload, err := json.Marshal(execlog.Payload{Mode: mode, SleepMS: 20 + (i*37)%60})
+			payload, err := json.Marshal(execlog.MixPayload(i, 20, 60))
 			if err != nil {
 				t.Fatal(err)
 			}

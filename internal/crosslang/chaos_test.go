@@ -199,16 +199,7 @@ func TestMixedChaos(t *testing.T) {
 	for start := 0; start < chaosTasks; start += 250 {
 		var batch []store.NewTask
 		for i := start; i < min(start+250, chaosTasks); i++ {
-			mode := "ok"
-			switch i % 20 {
-			case 0, 1:
-				mode = "always"
-			case 2:
-				mode = "permanent"
-			case 3, 4, 5:
-				mode = "flaky"
-			}
-			payload, err := json.Marshal(execlog.Payload{Mode: mode, SleepMS: 100 + (i*37)%200})
+			payload, err := json.Marshal(execlog.MixPayload(i, 100, 200))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -88,6 +88,23 @@ type Payload struct {
 	SleepMS int `json:"sleep_ms"`
 }
 
+// MixPayload returns the payload of the i-th task of a chaos run: of every
+// 20 tasks, 14 succeed, 3 fail once ("flaky"), 2 always fail and 1 fails
+// permanently; each works baseMS plus up to spreadMS milliseconds, varying
+// with i.
+func MixPayload(i, baseMS, spreadMS int) Payload {
+	mode := "ok"
+	switch i % 20 {
+	case 0, 1:
+		mode = "always"
+	case 2:
+		mode = "permanent"
+	case 3, 4, 5:
+		mode = "flaky"
+	}
+	return Payload{Mode: mode, SleepMS: baseMS + (i*37)%spreadMS}
+}
+
 // Handler returns the chaos tests' handler, which logs to w: it works for
 // the payload's SleepMS, logging its start and its end, then fails or not
 // as the payload's Mode says. Cancelled first, it logs "cancelled" and

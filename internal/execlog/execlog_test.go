@@ -1,6 +1,7 @@
 package execlog
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,5 +168,19 @@ func TestCheckChaos(t *testing.T) {
 		if !found {
 			t.Errorf("%s: errors %v, want one containing %q", name, errs, c.want)
 		}
+	}
+}
+
+func TestMixPayload(t *testing.T) {
+	count := map[string]int{}
+	for i := range 40 {
+		p := MixPayload(i, 20, 60)
+		count[p.Mode]++
+		if p.SleepMS < 20 || p.SleepMS >= 80 {
+			t.Errorf("task %d works %d ms, want 20 to 79", i, p.SleepMS)
+		}
+	}
+	if want := map[string]int{"ok": 28, "flaky": 6, "always": 4, "permanent": 2}; !maps.Equal(count, want) {
+		t.Errorf("modes of 40 tasks %v, want %v", count, want)
 	}
 }
