@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// runChunks spends a budget of total tasks in chunks of at most d.chunk,
+// runChunks spends a budget of total tasks in chunks of at most d.bulk,
 // with up to d.parallel chunks in flight, each a call of step (one store
 // transaction). It stops when the budget is spent, when a chunk comes back
 // short (the selection is exhausted), on the first error, or when ctx is
@@ -31,7 +31,7 @@ func (d *DLQ) runChunks(ctx context.Context, total int64, step func(ctx context.
 				mu.Unlock()
 				return
 			}
-			limit := min(int64(d.chunk), remaining)
+			limit := min(int64(d.bulk), remaining)
 			remaining -= limit
 			mu.Unlock()
 
@@ -55,8 +55,8 @@ func (d *DLQ) runChunks(ctx context.Context, total int64, step func(ctx context.
 		}
 	}
 	workers := d.parallel
-	if int64(workers) > (total+int64(d.chunk)-1)/int64(d.chunk) {
-		workers = int((total + int64(d.chunk) - 1) / int64(d.chunk))
+	if int64(workers) > (total+int64(d.bulk)-1)/int64(d.bulk) {
+		workers = int((total + int64(d.bulk) - 1) / int64(d.bulk))
 	}
 	wg.Add(workers)
 	for i := 1; i < workers; i++ {

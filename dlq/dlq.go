@@ -44,7 +44,8 @@ type Backend interface {
 // Defaults and limits of a DLQ.
 const (
 	// DefaultChunkSize is how many tasks one chunk of a bulk redrive or
-	// purge touches, in one transaction, when Config.ChunkSize is zero.
+	// purge touches, in one transaction, when Config.ChunkSize is zero and
+	// the backend names no chunk size of its own (store.BulkChunker).
 	DefaultChunkSize = 5000
 	// MaxChunkSize bounds Config.ChunkSize.
 	MaxChunkSize = 100000
@@ -66,8 +67,10 @@ const (
 // Config configures a DLQ. The zero Config is valid.
 type Config struct {
 	// ChunkSize is how many tasks one chunk of a bulk mutation touches;
-	// zero means DefaultChunkSize. Smaller chunks hold locks for less time
-	// and report progress more often.
+	// zero means DefaultChunkSize, except for the chunks of a redrive or
+	// purge by filter on a backend that implements store.BulkChunker,
+	// which take its BulkChunkSize (up to MaxChunkSize). Smaller chunks
+	// hold locks for less time and report progress more often.
 	ChunkSize int
 	// Parallelism is how many chunks of a bulk mutation run at once, each
 	// in its own transaction and on its own connection; zero means
@@ -92,7 +95,8 @@ type Config struct {
 // use.
 type DLQ struct {
 	b        Backend
-	chunk    int
+	chunk    int // tasks named by ID per store call, and page size of reads
+	bulk     int // Limit of each RedriveDead and PurgeDead call
 	parallel int
 	maxLife  int
 	log      *slog.Logger
@@ -116,8 +120,12 @@ func New(b Backend, cfg Config) (*DLQ, error) {
 		return nil, fmt.Errorf("%w: dlq: MaxLife %d is negative: use 0 for no cap", rdq.ErrInvalid, cfg.MaxLife)
 	}
 	d := &DLQ{b: b, chunk: cfg.ChunkSize, parallel: cfg.Parallelism, maxLife: cfg.MaxLife, log: cfg.Logger}
+	d.bulk = d.chunk
 	if d.chunk == 0 {
-		d.chunk = DefaultChunkSize
+		d.chunk, d.bulk = DefaultChunkSize, DefaultChunkSize
+		if bc, ok := b.(store.BulkChunker); ok {
+			d.bulk = min(max(bc.BulkChunkSize(), 1), MaxChunkSize)
+		}
 	}
 	if d.parallel == 0 {
 		d.parallel = DefaultParallelism

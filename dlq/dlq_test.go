@@ -1,6 +1,7 @@
 package dlq_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -948,5 +949,87 @@ func TestParallelChunks(t *testing.T) {
 	}
 	if n, _ := q.Count(ctx, dlq.Filter{}); n != 0 {
 		t.Fatalf("%d dead left", n)
+	}
+}
+
+// chunkingBackend names its own bulk chunk size (store.BulkChunker) and
+// records how many tasks each store call was asked to change.
+type chunkingBackend struct {
+	dlq.Backend
+	size int
+
+	mu      sync.Mutex
+	redrive []int // the Limit of each RedriveDead call
+	purge   []int // the Limit of each PurgeDead call
+	ids     []int // the number of IDs of each Redrive call
+}
+
+func (b *chunkingBackend) BulkChunkSize() int { return b.size }
+
+func (b *chunkingBackend) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (store.RedriveDeadResult, error) {
+	b.mu.Lock()
+	b.redrive = append(b.redrive, p.Limit)
+	b.mu.Unlock()
+	return b.Backend.RedriveDead(ctx, p)
+}
+
+func (b *chunkingBackend) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, error) {
+	b.mu.Lock()
+	b.purge = append(b.purge, p.Limit)
+	b.mu.Unlock()
+	return b.Backend.PurgeDead(ctx, p)
+}
+
+func (b *chunkingBackend) Redrive(ctx context.Context, p store.RedriveParams) ([]error, error) {
+	b.mu.Lock()
+	b.ids = append(b.ids, len(p.IDs))
+	b.mu.Unlock()
+	return b.Backend.Redrive(ctx, p)
+}
+
+// TestBackendChunkSize: without a ChunkSize, a redrive or purge by filter
+// runs in chunks of the backend's BulkChunkSize, and tasks named by ID go
+// in batches of DefaultChunkSize; a ChunkSize applies to all of them.
+func TestBackendChunkSize(t *testing.T) {
+	s, _, tasks := newDLQ(t, 45, dlq.Config{})
+	ctx := ctxT(t)
+	b := &chunkingBackend{Backend: s, size: 4}
+	q, err := dlq.New(b, dlq.Config{Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Redrive(ctx, dlq.Filter{Queue: "billing"}, dlq.RedriveOptions{Actor: "a", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]rdq.ID, 0, 6)
+	for _, task := range expect(tasks, dlq.Filter{Queue: "emails"})[:6] {
+		ids = append(ids, task.ID)
+	}
+	if _, err := q.RedriveTasks(ctx, ids, dlq.RedriveOptions{Actor: "a", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Purge(ctx, dlq.Filter{}, dlq.PurgeOptions{All: true, Actor: "a", Reason: "r", Max: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{4, 4, 4, 3}; !slices.Equal(b.redrive, want) {
+		t.Errorf("RedriveDead limits %v, want %v", b.redrive, want)
+	}
+	if want := []int{6}; !slices.Equal(b.ids, want) {
+		t.Errorf("Redrive batches %v, want %v", b.ids, want)
+	}
+	if want := []int{4, 4, 2}; !slices.Equal(b.purge, want) {
+		t.Errorf("PurgeDead limits %v, want %v", b.purge, want)
+	}
+
+	b2 := &chunkingBackend{Backend: s, size: 4}
+	q2, err := dlq.New(b2, dlq.Config{ChunkSize: 5, Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q2.Purge(ctx, dlq.Filter{}, dlq.PurgeOptions{All: true, Actor: "a", Reason: "r", Max: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{5, 2}; !slices.Equal(b2.purge, want) {
+		t.Errorf("with ChunkSize 5, PurgeDead limits %v, want %v", b2.purge, want)
 	}
 }

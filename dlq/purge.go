@@ -42,10 +42,11 @@ type PurgeResult struct {
 }
 
 // Purge deletes the dead tasks matching f, with their attempt history, in
-// chunks of Config.ChunkSize, up to Config.Parallelism at once, each one
-// transaction with its own "purge" audit entry. It stops when every task
-// that matched at the start is gone or opts.Max is reached. Only DEAD tasks are ever deleted: IDs of tasks in
-// another state are left alone and not counted.
+// chunks (of Config.ChunkSize, or the backend's BulkChunkSize: see Config),
+// up to Config.Parallelism at once, each one transaction with its own
+// "purge" audit entry. It stops when every task that matched at the start
+// is gone or opts.Max is reached. Only DEAD tasks are ever deleted: IDs of
+// tasks in another state are left alone and not counted.
 //
 // An empty filter is refused with ErrAllRequired unless opts.All is set.
 func (d *DLQ) Purge(ctx context.Context, f Filter, opts PurgeOptions) (PurgeResult, error) {

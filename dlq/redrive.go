@@ -112,10 +112,10 @@ func validateRedrive(opts RedriveOptions) error {
 
 // Redrive moves the dead tasks matching f back to PENDING with the retry
 // policy reset (attempts 0, life + 1), keeping their history. It works in
-// chunks of Config.ChunkSize, up to Config.Parallelism at once, each one
-// transaction with its own audit entry naming the filter, until every task
-// that matched at the start is done, opts.Max is reached, or only tasks at
-// the MaxLife cap are left.
+// chunks (of Config.ChunkSize, or the backend's BulkChunkSize: see Config),
+// up to Config.Parallelism at once, each one transaction with its own audit
+// entry naming the filter, until every task that matched at the start is
+// done, opts.Max is reached, or only tasks at the MaxLife cap are left.
 //
 // An empty filter is refused with ErrAllRequired unless opts.All is set.
 // A dry run returns Matched and the number that would be redriven; with a

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -231,8 +232,9 @@ func (s *Store) DeadGroups(ctx context.Context, filter store.DeadFilter) ([]stor
 	return groups, nil
 }
 
-// RedriveDead implements store.Admin: one chunk is one UPDATE over the
-// selection, with its audit entry, in one transaction.
+// RedriveDead implements store.Admin: one chunk is one transaction that
+// picks the chunk through the index serving the selection, updates the
+// picked rows by row id and writes the audit entry.
 func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (store.RedriveDeadResult, error) {
 	var res store.RedriveDeadResult
 	if p.Limit < 1 {
@@ -247,38 +249,53 @@ func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (sto
 		return res, fmt.Errorf("sqlitestore: redrive dead: %w", err)
 	}
 	pick := &selection{}
+	pick.add(sqlRedriveDeadPickHead)
 	pick.add(sel.where.String(), sel.args...)
 	if p.MaxLife > 0 {
 		pick.add(deadFilterBelowLife, p.MaxLife)
 	}
 	pick.add(deadNewestFirst)
-	update := sqlRedriveDeadHead + pick.where.String() + sqlRedriveDeadTail
+	pick.add(sqlLimit, p.Limit)
+	pick.add(sqlRedriveDeadPickTail)
 	atLimit := sqlCountDead + sel.where.String() + deadFilterAtLife
-	spread := micros(p.Spread)
+	scale := float64(micros(p.Spread)) / spreadPrime
 
 	err = s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		res = store.RedriveDeadResult{}
-		args := append([]any{now + micros(p.Delay), spread, now}, pick.args...)
-		args = append(args, p.Limit)
-		r, err := tx.ExecContext(ctx, update, args...)
-		if err != nil {
-			return fmt.Errorf("redriving: %w", err)
-		}
-		if res.Redriven, err = r.RowsAffected(); err != nil {
-			return fmt.Errorf("reading rows affected: %w", err)
-		}
-		if p.MaxLife > 0 {
-			countArgs := append(append([]any(nil), sel.args...), p.MaxLife)
-			if err := tx.QueryRowContext(ctx, atLimit, countArgs...).Scan(&res.AtLimit); err != nil {
-				return fmt.Errorf("counting tasks at the redrive limit: %w", err)
+		return withBulkCache(ctx, tx, func() error {
+			var (
+				picked int64
+				rowids string
+			)
+			if err := tx.QueryRowContext(ctx, pick.where.String(), pick.args...).Scan(&picked, &rowids); err != nil {
+				return fmt.Errorf("selecting the tasks: %w", err)
 			}
-		}
-		if res.Redriven == 0 {
-			return nil
-		}
-		return s.audit(ctx, tx, now, auditRecord{
-			actor: p.Actor, action: "redrive", filter: filter, count: res.Redriven, reason: p.Reason,
-			details: store.RedriveDetails(p),
+			if picked > 0 {
+				r, err := tx.ExecContext(ctx, sqlRedriveDeadRows, now+micros(p.Delay), now, rowids,
+					rand.Int64N(spreadPrime), 1+rand.Int64N(spreadPrime-1), rand.Int64N(spreadPrime), scale)
+				if err != nil {
+					return fmt.Errorf("redriving: %w", err)
+				}
+				if res.Redriven, err = r.RowsAffected(); err != nil {
+					return fmt.Errorf("reading rows affected: %w", err)
+				}
+				if res.Redriven != picked {
+					return fmt.Errorf("redriving: redrove %d of the %d tasks picked", res.Redriven, picked)
+				}
+			}
+			if p.MaxLife > 0 {
+				countArgs := append(append([]any(nil), sel.args...), p.MaxLife)
+				if err := tx.QueryRowContext(ctx, atLimit, countArgs...).Scan(&res.AtLimit); err != nil {
+					return fmt.Errorf("counting tasks at the redrive limit: %w", err)
+				}
+			}
+			if res.Redriven == 0 {
+				return nil
+			}
+			return s.audit(ctx, tx, now, auditRecord{
+				actor: p.Actor, action: "redrive", filter: filter, count: res.Redriven, reason: p.Reason,
+				details: store.RedriveDetails(p),
+			})
 		})
 	})
 	if err != nil {
@@ -286,6 +303,37 @@ func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (sto
 	}
 	return res, nil
 }
+
+// BulkChunkSize implements store.BulkChunker. Each RedriveDead or
+// PurgeDead call holds the database's write lock and rewrites every page it
+// touches, in the table and in each index, whatever the number of tasks on
+// the page: fewer, larger calls touch each page fewer times. A call of this
+// size holds the write lock for a few seconds.
+func (s *Store) BulkChunkSize() int { return bulkChunkSize }
+
+// bulkChunkSize is the Store's BulkChunkSize.
+const bulkChunkSize = 50_000
+
+// withBulkCache runs fn, one call of a bulk mutation in tx, with the write
+// connection's page cache raised to 256 MiB (sqlBulkCache), and lowers it
+// back to 64 MiB (sqlWriteCache) before the transaction commits. A chunk of
+// bulkChunkSize tasks then changes its pages in memory, rather than writing
+// them to the WAL and reading them back each time the cache fills up, and
+// the Store keeps no more than 64 MiB of cache between bulk mutations.
+func withBulkCache(ctx context.Context, tx *sql.Tx, fn func() error) error {
+	if _, err := tx.ExecContext(ctx, sqlBulkCache); err != nil {
+		return fmt.Errorf("raising the page cache: %w", err)
+	}
+	err := fn()
+	if _, rerr := tx.ExecContext(ctx, sqlWriteCache); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("restoring the page cache: %w", rerr))
+	}
+	return err
+}
+
+// spreadPrime is the modulus of the map sqlRedriveDeadRows draws each
+// task's share of the spread with: 2^31 - 1, a prime.
+const spreadPrime = 2147483647
 
 // PurgeDead implements store.Admin: one chunk is one DELETE over the
 // selection, with its audit entry, in one transaction.
@@ -314,24 +362,26 @@ func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, 
 	var n int64
 	err = s.write(ctx, func(tx *sql.Tx, now int64) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, del, args...)
-		if err != nil {
-			return fmt.Errorf("deleting: %w", err)
-		}
-		ids, err := s.forgetKeys(ctx, tx, rows, action == "retention", now)
-		if err != nil {
-			return fmt.Errorf("deleting: %w", err)
-		}
-		n = int64(len(ids))
-		if n == 0 {
-			return nil
-		}
-		rec := auditRecord{actor: p.Actor, action: action, filter: filter, count: n, reason: p.Reason}
-		if len(p.Filter.IDs) > 0 {
-			sort.Slice(ids, func(i, j int) bool { return compareID(ids[i], ids[j]) < 0 })
-			rec.ids = ids
-		}
-		return s.audit(ctx, tx, now, rec)
+		return withBulkCache(ctx, tx, func() error {
+			rows, err := tx.QueryContext(ctx, del, args...)
+			if err != nil {
+				return fmt.Errorf("deleting: %w", err)
+			}
+			ids, err := s.forgetKeys(ctx, tx, rows, action == "retention", now)
+			if err != nil {
+				return fmt.Errorf("deleting: %w", err)
+			}
+			n = int64(len(ids))
+			if n == 0 {
+				return nil
+			}
+			rec := auditRecord{actor: p.Actor, action: action, filter: filter, count: n, reason: p.Reason}
+			if len(p.Filter.IDs) > 0 {
+				sort.Slice(ids, func(i, j int) bool { return compareID(ids[i], ids[j]) < 0 })
+				rec.ids = ids
+			}
+			return s.audit(ctx, tx, now, rec)
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: purge dead: %w", err)

@@ -12,7 +12,7 @@ type PlanCase struct {
 	Name   string
 	SQL    string
 	Args   []any
-	Index  string // the index the plan must use; "pk" for the tasks primary key
+	Index  string // the index the plan must use; "pk" for the tasks primary key, "rowid" for the row id
 	NoSort bool   // the plan must not sort
 }
 
@@ -76,12 +76,13 @@ func PlanCases() []PlanCase {
 		if err != nil {
 			panic(err)
 		}
-		redrive := sqlRedriveDeadHead + sel.where.String() + deadNewestFirst + sqlRedriveDeadTail
-		args := append(append([]any{0, 0, 0}, sel.args...), 100)
+		redrive := sqlRedriveDeadPickHead + sel.where.String() + deadNewestFirst + sqlLimit + sqlRedriveDeadPickTail
+		args := append(append([]any(nil), sel.args...), 100)
 		cases = append(cases, PlanCase{"redrive dead " + d.index, redrive, args, d.index, true})
 		purge := sqlPurgeDeadHead + sel.where.String() + deadNewestFirst + sqlPurgeDeadTail
 		cases = append(cases, PlanCase{"purge dead " + d.index, purge, append(append([]any(nil), sel.args...), 100), d.index, true})
 	}
+	cases = append(cases, PlanCase{"redrive dead rows", sqlRedriveDeadRows, []any{0, 0, "[1]", 0, 1, 0, 0.0}, "rowid", true})
 	return cases
 }
 

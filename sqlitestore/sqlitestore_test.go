@@ -667,6 +667,84 @@ func TestAdminFilters(t *testing.T) {
 	}
 }
 
+// TestRedriveDeadSpread: a bulk redrive spreads the tasks' next attempts
+// uniformly over [now+Delay, now+Delay+Spread), whole chunks of tasks with
+// consecutive row ids included, and puts them all at now+Delay without a
+// spread.
+func TestRedriveDeadSpread(t *testing.T) {
+	t.Parallel()
+	const n, bins = 4000, 20
+	s, path := newStore(t)
+	seedDeadBulk(t, path, n)
+	db := rawDB(t, path)
+	ctx := t.Context()
+	now := epoch()
+	redriveAll := func(spread time.Duration) {
+		t.Helper()
+		var total int64
+		for {
+			res, err := s.RedriveDead(ctx, store.RedriveDeadParams{Limit: 1000, Delay: 10 * time.Second, Spread: spread, Actor: "a", Now: &now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Redriven == 0 {
+				break
+			}
+			total += res.Redriven
+		}
+		if total != n {
+			t.Fatalf("redrove %d of %d", total, n)
+		}
+	}
+	due := func() []int64 {
+		t.Helper()
+		rows, err := db.Query(`SELECT next_attempt_at FROM rdq_tasks`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for rows.Next() {
+			var v int64
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, v-now.Add(10*time.Second).UnixMicro())
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	redriveAll(time.Hour)
+	spread := time.Hour.Microseconds()
+	var counts [bins]int
+	for _, d := range due() {
+		if d < 0 || d >= spread {
+			t.Fatalf("next attempt at now+10s+%s, want within the hour's spread", time.Duration(d)*time.Microsecond)
+		}
+		counts[d*bins/spread]++
+	}
+	// n/bins = 200 expected per bin; a uniform draw falls below 100 or
+	// above 300 with a probability under 1e-12.
+	for i, c := range counts {
+		if c < 100 || c > 300 {
+			t.Errorf("bin %d of %d holds %d of %d tasks: %v", i, bins, c, n, counts)
+			break
+		}
+	}
+
+	if _, err := db.Exec(`UPDATE rdq_tasks SET status = 'DEAD', finished_at = ?`, now.UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	redriveAll(0)
+	for _, d := range due() {
+		if d != 0 {
+			t.Fatalf("without a spread, next attempt at now+10s+%s", time.Duration(d)*time.Microsecond)
+		}
+	}
+}
+
 // TestQueryPlansUseIndexes checks with EXPLAIN QUERY PLAN that the claim
 // and every dead-letter filter read an index and need no sort.
 func TestQueryPlansUseIndexes(t *testing.T) {
@@ -692,7 +770,8 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		}
 		text := strings.Join(plan, "; ")
 		if !strings.Contains(text, "USING INDEX "+tc.Index) && !strings.Contains(text, "USING COVERING INDEX "+tc.Index) &&
-			!(tc.Index == "pk" && strings.Contains(text, "sqlite_autoindex_rdq_tasks_1")) {
+			!(tc.Index == "pk" && strings.Contains(text, "sqlite_autoindex_rdq_tasks_1")) &&
+			!(tc.Index == "rowid" && strings.Contains(text, "SEARCH rdq_tasks USING INTEGER PRIMARY KEY (rowid=?)")) {
 			t.Errorf("%s: plan %q does not use %s", tc.Name, text, tc.Index)
 		}
 		if tc.NoSort && strings.Contains(text, "TEMP B-TREE") {

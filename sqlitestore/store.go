@@ -124,7 +124,9 @@ var (
 //   - foreign_keys=ON: deleting a task deletes its attempts;
 //   - cache_size: up to 64 MiB of page cache for the write connection and
 //     16 MiB for each of the read connections, filled only as the file is
-//     read, so that bulk DLQ operations on large files work in memory.
+//     read. Each call of a bulk redrive or purge by filter raises the
+//     write connection's to 256 MiB until it commits, so that it works in
+//     memory on large files.
 //
 // Close the Store when done.
 func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
@@ -169,7 +171,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 
 	wq := cloneValues(common)
 	wq.Add("_pragma", "journal_mode(WAL)")
-	wq.Add("_pragma", "cache_size(-65536)")
+	wq.Add("_pragma", "cache_size(-65536)") // as sqlWriteCache
 	wq.Set("_txlock", "immediate")
 	s.w, err = sql.Open("sqlite", fileURI(abs, wq))
 	if err != nil {

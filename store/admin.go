@@ -56,6 +56,18 @@ type Admin interface {
 	Stats(ctx context.Context, p StatsParams) ([]QueueStats, error)
 }
 
+// BulkChunker is implemented by stores whose bulk mutations by filter
+// (Admin.RedriveDead and Admin.PurgeDead) run best in chunks of a size of
+// their own. It is optional and only a hint: package dlq uses it for those
+// chunks when its Config sets no ChunkSize, and its own default otherwise.
+// A store where each call holds a lock on the whole database (SQLite)
+// prefers fewer, larger chunks; a store with row locks needs no hint.
+type BulkChunker interface {
+	// BulkChunkSize is the Limit a caller should pass to each
+	// RedriveDead and PurgeDead call of a bulk mutation; at least 1.
+	BulkChunkSize() int
+}
+
 // DeadFilter selects dead tasks. Zero fields match everything; set fields
 // combine with AND.
 type DeadFilter struct {

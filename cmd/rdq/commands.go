@@ -447,7 +447,7 @@ func (e *env) registerMutation(fs *flag.FlagSet, m *mutationFlags) {
 	fs.StringVar(&m.reason, "reason", "", "why, for the audit log (a ticket, an incident, the fix deployed); required")
 	fs.BoolVar(&m.yes, "yes", false, "do not ask for confirmation")
 	fs.BoolVar(&m.dryRun, "dry-run", false, "count what would change, change nothing")
-	fs.IntVar(&m.chunk, "chunk-size", dlq.DefaultChunkSize, "tasks per transaction in a bulk change")
+	fs.IntVar(&m.chunk, "chunk-size", 0, "tasks per transaction in a bulk change (default: the database's own, 50000 on SQLite, else 5000)")
 	fs.IntVar(&m.parallel, "parallelism", dlq.DefaultParallelism, "transactions of a bulk change running at once")
 }
 
@@ -456,8 +456,8 @@ func (m *mutationFlags) config() dlq.Config {
 }
 
 func (m *mutationFlags) check() error {
-	if m.chunk < 1 || m.chunk > dlq.MaxChunkSize {
-		return usageErrorf("--chunk-size %d: use 1 to %d", m.chunk, dlq.MaxChunkSize)
+	if m.chunk < 0 || m.chunk > dlq.MaxChunkSize {
+		return usageErrorf("--chunk-size %d: use 1 to %d, or 0 for the database's own", m.chunk, dlq.MaxChunkSize)
 	}
 	if m.parallel < 1 || m.parallel > dlq.MaxParallelism {
 		return usageErrorf("--parallelism %d: use 1 to %d", m.parallel, dlq.MaxParallelism)
@@ -898,7 +898,9 @@ func (e *env) openDLQBackend(cfg dlq.Config) (*dlq.DLQ, *backend, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	q, err := dlq.New(b, cfg)
+	// The store itself, not the wrapper: dlq looks for its optional
+	// interfaces (its bulk chunk size).
+	q, err := dlq.New(b.Backend, cfg)
 	if err != nil {
 		b.close()
 		return nil, nil, err
