@@ -62,7 +62,10 @@ func (s *Store) listTasksQuery(p store.ListTasksParams) (string, []any, error) {
 	}
 	st.set("after", after)
 	st.set("limit", st.param(p.Limit))
-	if (p.State == store.StatePending || p.State == store.StateRetrying) && p.Filter.Queue != "" {
+	if p.State == store.StatePending || p.State == store.StateRetrying {
+		if p.Filter.Queue == "" {
+			return st.render(s.q, sqlListTasksWaiting), st.args, nil
+		}
 		return st.render(s.q, sqlListTasksHeld), st.args, nil
 	}
 	return st.render(s.q, sqlListTasks), st.args, nil

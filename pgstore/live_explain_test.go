@@ -55,6 +55,9 @@ func TestLiveQueriesUseIndexes(t *testing.T) {
 		// collect the state's matching rows from the same index and
 		// sort them, which is its call to make.
 		ordered bool
+		// perQueue: the plan must find the queues by skipping through
+		// the index and read a bounded range of each queue.
+		perQueue bool
 	}
 	var queries []query
 	for _, c := range []struct {
@@ -62,10 +65,10 @@ func TestLiveQueriesUseIndexes(t *testing.T) {
 		f     store.TaskFilter
 		index string
 	}{
-		{store.StatePending, store.TaskFilter{}, "tasks_pending_idx"},
+		{store.StatePending, store.TaskFilter{}, "tasks_claim_idx"},
 		{store.StatePending, store.TaskFilter{Queue: "q3"}, "tasks_claim_idx"},
-		{store.StatePending, store.TaskFilter{Handler: "h2"}, "tasks_pending_idx"},
-		{store.StateRetrying, store.TaskFilter{}, "tasks_pending_idx"},
+		{store.StatePending, store.TaskFilter{Handler: "h2"}, "tasks_claim_idx"},
+		{store.StateRetrying, store.TaskFilter{}, "tasks_claim_idx"},
 		{store.StateRetrying, store.TaskFilter{Queue: "q3"}, "tasks_claim_idx"},
 		{store.StateInFlight, store.TaskFilter{}, "tasks_lease_expiry_idx"},
 		{store.StateInFlight, store.TaskFilter{Queue: "q3"}, "tasks_lease_expiry_idx"},
@@ -78,16 +81,20 @@ func TestLiveQueriesUseIndexes(t *testing.T) {
 				name += ", next page"
 			}
 			sql, args := pgstore.ListTasksQuery(s, store.ListTasksParams{State: c.state, Filter: c.f, After: after, Limit: 50})
-			ordered := after == nil && c.f.Handler == "" && c.f.Queue == "" && c.f.MessageContains == ""
-			queries = append(queries, query{name, sql, args, c.index, ordered})
+			// The waiting states of every queue merge one ordered
+			// range per queue (sqlListTasksWaiting): a sort of at most
+			// limit rows per queue.
+			perQueue := (c.state == store.StatePending || c.state == store.StateRetrying) && c.f.Queue == ""
+			ordered := after == nil && c.f.Handler == "" && c.f.Queue == "" && c.f.MessageContains == "" && !perQueue
+			queries = append(queries, query{name, sql, args, c.index, ordered, perQueue})
 		}
 	}
 	sql, args := pgstore.TaskByKeyQuery(s)
-	queries = append(queries, query{"task by key", sql, args, "tasks_idempotency_key_idx", false})
+	queries = append(queries, query{"task by key", sql, args, "tasks_idempotency_key_idx", false, false})
 	lookup, lookupArgs, prune, pruneArgs := pgstore.KeyQueries(s)
 	queries = append(queries,
-		query{"purged key lookup", lookup, lookupArgs, "idempotency_keys_pkey", false},
-		query{"prune keys", prune, pruneArgs, "idempotency_keys_purged_idx", false})
+		query{"purged key lookup", lookup, lookupArgs, "idempotency_keys_pkey", false, false},
+		query{"prune keys", prune, pruneArgs, "idempotency_keys_purged_idx", false, false})
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		for _, q := range queries {
 			plan := explain(t, ctx, conn.Conn(), mode, q.sql, q.args)
@@ -100,6 +107,9 @@ func TestLiveQueriesUseIndexes(t *testing.T) {
 			walks := strings.Contains(plan, "Scan using "+q.index) || strings.Contains(plan, "Scan Backward using "+q.index)
 			if q.ordered && (!walks || strings.Contains(plan, "Sort")) {
 				t.Errorf("%s (%s): plan does not walk %s in order:\n%s", q.name, mode, q.index, plan)
+			}
+			if q.perQueue && (!strings.Contains(plan, "Recursive Union") || !strings.Contains(plan, "Index Cond: ((queue = ")) {
+				t.Errorf("%s (%s): plan does not read %s one queue at a time:\n%s", q.name, mode, q.index, plan)
 			}
 		}
 	}

@@ -1037,3 +1037,94 @@ func TestUnstorableTextIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSuccessInTaskRow checks the history of tasks whose success is kept
+// in the task row (no attempts row), next to one that failed first, one
+// whose success carries text (kept as a row) and one whose success row was
+// written by an earlier schema version (read once, not twice).
+func TestSuccessInTaskRow(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, schema := pgtest.NewStore(t)
+	pool := pgtest.Pool(t)
+	rows := func(id rdq.ID) (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.attempts WHERE task_id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	res := enqueue(t, s, at(now), newTask("q"), newTask("q"), newTask("q"), newTask("q"))
+	plain, failedFirst, withText, legacy := res[0].Task.ID, res[1].Task.ID, res[2].Task.ID, res[3].Task.ID
+	tasks := claim(t, s, at(now), "q", 4)
+	if len(tasks) != 4 {
+		t.Fatalf("claimed %d tasks, want 4", len(tasks))
+	}
+	leases := map[rdq.ID]*rdq.Task{}
+	for _, task := range tasks {
+		leases[task.ID] = task
+	}
+	ok := func(id rdq.ID) store.Completion {
+		return store.Completion{Lease: lease(leases[id]), Status: rdq.StatusSucceeded, Attempt: attempt(rdq.OutcomeSuccess, "")}
+	}
+	text := ok(withText)
+	text.Attempt.Failure.Message = "done, with a note"
+	retry := store.Completion{Lease: lease(leases[failedFirst]), Status: rdq.StatusPending, Attempt: attempt(rdq.OutcomeRetryableFailure, "503")}
+	done := now.Add(time.Second)
+	for i, err := range finish(t, s, at(done), ok(plain), retry, text, ok(legacy)) {
+		if err != nil {
+			t.Fatalf("completion %d: %v", i, err)
+		}
+	}
+	again := claim(t, s, at(done), "q", 1)
+	if len(again) != 1 || again[0].ID != failedFirst {
+		t.Fatalf("claimed %v after the retry, want %s", again, failedFirst)
+	}
+	later := done.Add(time.Second)
+	if errs := finish(t, s, at(later), store.Completion{Lease: lease(again[0]), Status: rdq.StatusSucceeded,
+		Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeSuccess, WorkerID: "w2", Duration: 20 * time.Millisecond}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	// The row an earlier version wrote for the same success.
+	if _, err := pool.Exec(ctx, `INSERT INTO `+schema+`.attempts (task_id, number, life, outcome, worker_id, lease_token, started_at, finished_at)
+		SELECT id, last_attempt_number, life, 'SUCCESS', 'w1', lease_token, $2, finished_at FROM `+schema+`.tasks WHERE id = $1`,
+		legacy, done.Add(-10*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(id rdq.ID, wantRows int, want ...rdq.Attempt) {
+		t.Helper()
+		task, history := get(t, s, id)
+		if task.Status != rdq.StatusSucceeded {
+			t.Errorf("task %s: status %s, want SUCCEEDED", id, task.Status)
+		}
+		if n := rows(id); n != wantRows {
+			t.Errorf("task %s: %d attempts rows, want %d", id, n, wantRows)
+		}
+		if len(history) != len(want) {
+			t.Fatalf("task %s: history %+v, want %d attempts", id, history, len(want))
+		}
+		for i, w := range want {
+			h := history[i]
+			if h.TaskID != id || h.Number != w.Number || h.Life != 0 || h.Outcome != w.Outcome || h.WorkerID != w.WorkerID ||
+				h.ErrorType != w.ErrorType || h.Message != w.Message || h.LeaseToken != w.LeaseToken ||
+				!h.StartedAt.Equal(w.StartedAt) || !h.FinishedAt.Equal(w.FinishedAt) {
+				t.Errorf("task %s: attempt %d is %+v, want %+v", id, i+1, h, w)
+			}
+		}
+	}
+	success := func(_ rdq.ID, number int, worker string, token int64, start, end time.Time) rdq.Attempt {
+		return rdq.Attempt{Number: number, Outcome: rdq.OutcomeSuccess, WorkerID: worker, LeaseToken: token, StartedAt: start, FinishedAt: end}
+	}
+	tok := func(id rdq.ID) int64 { return leases[id].LeaseToken }
+	check(plain, 0, success(plain, 1, "w1", tok(plain), done.Add(-10*time.Millisecond), done))
+	withNote := success(withText, 1, "w1", tok(withText), done.Add(-10*time.Millisecond), done)
+	withNote.Message = "done, with a note"
+	check(withText, 1, withNote)
+	check(legacy, 1, success(legacy, 1, "w1", tok(legacy), done.Add(-10*time.Millisecond), done))
+	check(failedFirst, 1,
+		rdq.Attempt{Number: 1, Outcome: rdq.OutcomeRetryableFailure, WorkerID: "w1", LeaseToken: tok(failedFirst),
+			ErrorType: failure("503").Type, Message: "503", StartedAt: done.Add(-10 * time.Millisecond), FinishedAt: done},
+		success(failedFirst, 2, "w2", again[0].LeaseToken, later.Add(-20*time.Millisecond), later))
+}

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -58,7 +59,7 @@ func scanTask(row pgx.Row, extra ...any) (*rdq.Task, error) {
 		id                [16]byte
 		key               *string
 		status            string
-		headers           map[string]string
+		headers           []byte // JSON; decoded only when not empty
 		leaseExpires      pgtype.Timestamptz
 		finished          pgtype.Timestamptz
 		attempts, life    int32
@@ -77,8 +78,13 @@ func scanTask(row pgx.Row, extra ...any) (*rdq.Task, error) {
 	t.ID = id
 	t.Handler = hdlr
 	t.ContentType = contentType
-	if len(headers) > 0 {
-		t.Headers = headers
+	if len(headers) > 0 && string(headers) != "{}" {
+		if err := json.Unmarshal(headers, &t.Headers); err != nil {
+			return nil, fmt.Errorf("pgstore: task %s has headers that are not a JSON object of strings: %w", rdq.ID(id), err)
+		}
+		if len(t.Headers) == 0 {
+			t.Headers = nil
+		}
 	}
 	if key != nil {
 		t.IdempotencyKey = *key

@@ -204,6 +204,15 @@ JOIN unnest($2::text[], $3::text[]) AS k(queue, idempotency_key)
 // paused_handlers_pkey check on each candidate catches the few a pause
 // could not hold because they were written concurrently with it.
 //
+// The locked rows are updated by their physical address (a TID scan of the
+// ctids the subquery locked), not looked up again through tasks_pkey. A
+// row this transaction holds locked keeps its ctid until the update. The
+// plan has no join whose shape depends on the limit, so PostgreSQL keeps
+// one generic plan instead of planning every claim afresh. A row the
+// subquery locked in a version newer than the statement's snapshot (updated
+// and committed by another transaction in between) is not visible to the
+// TID scan and is left unclaimed, still PENDING, for a later claim.
+//
 // $4 Now override.
 const sqlClaim = `
 UPDATE {schema}.tasks AS t
@@ -213,11 +222,11 @@ SET status = 'IN_FLIGHT',
     lease_owner = $5,
     claimed_at = coalesce($4::timestamptz, now()),
     updated_at = coalesce($4::timestamptz, now())
-WHERE t.id IN (
-    SELECT d.id
+WHERE t.status = 'PENDING' AND t.ctid = ANY (ARRAY(
+    SELECT d.ctid
     FROM unnest($1::text[]) AS q(queue)
     CROSS JOIN LATERAL (
-        SELECT d.id, d.next_attempt_at
+        SELECT d.ctid, d.next_attempt_at
         FROM {schema}.tasks AS d
         WHERE d.status = 'PENDING' AND NOT d.held
           AND d.queue = q.queue
@@ -230,7 +239,7 @@ WHERE t.id IN (
         FOR UPDATE SKIP LOCKED
     ) AS d
     ORDER BY d.next_attempt_at
-    LIMIT $2)
+    LIMIT $2))
 RETURNING ` + taskColumns + `
 `
 
@@ -257,9 +266,15 @@ RETURNING t.id, t.lease_token`
 // sqlFinish applies a batch of completions whose leases are current: the
 // first completion of each (id, token) in the batch counts; the others, and
 // completions with stale tokens, change nothing. An attempt, when given, is
-// numbered one past the task's highest recorded attempt number (across
-// lives) and counted. Returns the batch positions (1-based) applied. Queues
-// with a retry due now are notified.
+// numbered one past the task's highest attempt number (across lives; the
+// task's last_attempt_number, which every statement recording an attempt
+// advances) and counted. Returns the batch positions (1-based) applied.
+// Queues with a retry due now are notified.
+//
+// A plain success (outcome SUCCESS, status SUCCEEDED, no error text) is
+// recorded in the task row rather than as an attempts row (in_row): its
+// worker in lease_owner, its start in claimed_at; sqlGetAttempts reads it
+// from there. The hot path's commonest result then writes one row, not two.
 //
 // Tasks that went DEAD are counted into dead_counts in the same statement:
 // one upsert row per (queue, handler, error type, fingerprint), all into
@@ -267,8 +282,8 @@ RETURNING t.id, t.lease_token`
 // the rows in the same order). With no task going DEAD it inserts nothing.
 //
 // Indexes: tasks_pkey (update, one lookup per completion, as for
-// sqlHeartbeat), attempts_pkey (max number, insert), dead_counts_pkey
-// (conflict arbiter).
+// sqlHeartbeat), attempts_pkey (insert of the attempts not in_row),
+// dead_counts_pkey (conflict arbiter).
 //
 // $1..$11 parallel arrays, one element per completion: id, token, new
 // status, retry in (µs), and the attempt (NULL outcome for none): outcome,
@@ -287,7 +302,9 @@ clock AS (
     SELECT coalesce($12::timestamptz, now()) AS now
 ),
 winners AS (
-    SELECT DISTINCT ON (i.id, i.token) i.*
+    SELECT DISTINCT ON (i.id, i.token) i.*,
+           i.outcome = 'SUCCESS' AND i.status = 'SUCCEEDED'
+             AND i.error_type = '' AND i.message = '' AND i.stack = '' AS in_row
     FROM input i
     ORDER BY i.id, i.token, i.ord
 ),
@@ -295,11 +312,10 @@ finished AS (
     UPDATE {schema}.tasks AS t
     SET status = w.status,
         attempts = t.attempts + CASE WHEN w.outcome IS NULL THEN 0 ELSE 1 END,
-        last_attempt_number = CASE WHEN w.outcome IS NULL THEN t.last_attempt_number
-            ELSE greatest(t.last_attempt_number,
-                          (SELECT coalesce(max(a.number), 0) FROM {schema}.attempts a
-                           WHERE a.task_id = t.id)) + 1
-            END,
+        last_attempt_number = t.last_attempt_number + CASE WHEN w.outcome IS NULL THEN 0 ELSE 1 END,
+        claimed_at = CASE WHEN w.in_row THEN c.now - w.duration_us * interval '1 microsecond'
+            ELSE t.claimed_at END,
+        lease_owner = CASE WHEN w.in_row THEN w.worker_id ELSE t.lease_owner END,
         next_attempt_at = CASE WHEN w.status = 'PENDING'
             THEN c.now + w.retry_us * interval '1 microsecond'
             ELSE t.next_attempt_at END,
@@ -320,7 +336,7 @@ finished AS (
     RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
               t.handler, t.last_error_type, t.last_error_fingerprint,
               w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
-              w.duration_us
+              w.duration_us, w.in_row
 ),
 shard AS (
     SELECT floor(random() * 16)::smallint AS n
@@ -341,7 +357,7 @@ recorded AS (
     SELECT f.id, f.last_attempt_number, f.life, f.outcome, f.error_type, f.message, f.stack,
            f.worker_id, f.token, c.now - f.duration_us * interval '1 microsecond', c.now
     FROM finished f CROSS JOIN clock c
-    WHERE f.outcome IS NOT NULL
+    WHERE f.outcome IS NOT NULL AND NOT f.in_row
 ),
 notified AS (
     SELECT count(pg_notify($13, q.queue)) AS n
@@ -391,7 +407,7 @@ SELECT r.ord FROM released r CROSS JOIN notified`
 // last error; then a new token and a lease of $3 µs owned by $4.
 //
 // Indexes: tasks_lease_expiry_idx (lease_expires_at) WHERE status =
-// 'IN_FLIGHT'; attempts_pkey (max number, insert).
+// 'IN_FLIGHT'; attempts_pkey (insert).
 //
 // $5 Now override; $6, $7, $8 the lease-expired failure's type, message and
 // fingerprint.
@@ -416,9 +432,7 @@ reclaimed AS (
         lease_owner = $4,
         claimed_at = c.now,
         attempts = t.attempts + 1,
-        last_attempt_number = greatest(t.last_attempt_number,
-                                       (SELECT coalesce(max(a.number), 0) FROM {schema}.attempts a
-                                        WHERE a.task_id = t.id)) + 1,
+        last_attempt_number = t.last_attempt_number + 1,
         last_error_type = $6,
         last_error_message = $7,
         last_error_fingerprint = $8,
@@ -440,13 +454,22 @@ SELECT ` + taskColumns + ` FROM reclaimed t`
 // sqlGetTask reads one task. Index: tasks_pkey.
 const sqlGetTask = `SELECT ` + taskColumns + ` FROM {schema}.tasks AS t WHERE t.id = $1`
 
-// sqlGetAttempts reads a task's history in number order. Index:
-// attempts_pkey (task_id, number).
+// sqlGetAttempts reads a task's history in number order: its attempts
+// rows, and the success sqlFinish recorded in the task row, if any (a
+// SUCCEEDED task whose last attempt number has no row). Indexes:
+// attempts_pkey (task_id, number), tasks_pkey.
 const sqlGetAttempts = `
 SELECT ` + attemptColumns + `
 FROM {schema}.attempts AS a
 WHERE a.task_id = $1
-ORDER BY a.number`
+UNION ALL
+SELECT t.id, t.last_attempt_number, t.life, 'SUCCESS', '', '', '', t.lease_owner, t.lease_token,
+       t.claimed_at, t.finished_at
+FROM {schema}.tasks AS t
+WHERE t.id = $1 AND t.status = 'SUCCEEDED' AND t.last_attempt_number > 0
+  AND NOT EXISTS (SELECT 1 FROM {schema}.attempts AS a
+                  WHERE a.task_id = t.id AND a.number = t.last_attempt_number)
+ORDER BY 2`
 
 // sqlRedriveLock locks the tasks a redrive names and reads what decides
 // each one's fate. Index: tasks_pkey.
@@ -960,11 +983,11 @@ WHERE (k.queue, k.key) IN (
 // state's condition, {filter} the AND-ed TaskFilter conditions, {after}
 // the keyset condition and {order} the state's order.
 //
-// Indexes: pending and retrying: tasks_pending_idx (next_attempt_at, id),
-// or tasks_claim_idx (queue, next_attempt_at) with a Queue filter; in
-// flight: tasks_lease_expiry_idx (lease_expires_at); succeeded:
-// tasks_succeeded_idx (finished_at), read backwards. Each is read in
-// order and stops after {limit} rows.
+// Indexes: in flight: tasks_lease_expiry_idx (lease_expires_at);
+// succeeded: tasks_succeeded_idx (finished_at), read backwards. Each is
+// read in order and stops after {limit} rows. The waiting states have
+// statements of their own: sqlListTasksHeld (one queue) and
+// sqlListTasksWaiting (every queue).
 const sqlListTasks = `
 SELECT ` + taskColumns + `
 FROM {schema}.tasks AS t
@@ -992,6 +1015,62 @@ FROM (
     (SELECT ` + taskColumns + `
      FROM {schema}.tasks AS t
      WHERE {state} AND t.held{filter}{after}
+     ORDER BY {order}
+     LIMIT {limit})
+) AS t
+ORDER BY {order}
+LIMIT {limit}`
+
+// sqlListTasksWaiting is sqlListTasksHeld for every queue: the queues with
+// waiting tasks are found by skipping through the two indexes' leading
+// column (one descent per queue, held or not), and each queue's page is
+// read as sqlListTasksHeld reads it; the pages are merged. A page costs
+// {limit} rows per queue, never a pass over the waiting tasks. (No index
+// orders the waiting tasks of every queue by due time: one would be written
+// by every submit and retry, the hot path, for the sake of this listing.)
+//
+// Indexes: tasks_claim_idx (queue, next_attempt_at, id) and tasks_held_idx
+// (queue, handler, attempts, next_attempt_at), as for sqlListTasksHeld.
+const sqlListTasksWaiting = `
+WITH RECURSIVE ready(queue) AS (
+    (SELECT t.queue FROM {schema}.tasks AS t
+     WHERE t.status = 'PENDING' AND NOT t.held
+     ORDER BY t.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.queue FROM {schema}.tasks AS t
+            WHERE t.status = 'PENDING' AND NOT t.held AND t.queue > r.queue
+            ORDER BY t.queue LIMIT 1)
+    FROM ready r
+    WHERE r.queue IS NOT NULL
+),
+held(queue) AS (
+    (SELECT t.queue FROM {schema}.tasks AS t
+     WHERE t.status = 'PENDING' AND t.held
+     ORDER BY t.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.queue FROM {schema}.tasks AS t
+            WHERE t.status = 'PENDING' AND t.held AND t.queue > h.queue
+            ORDER BY t.queue LIMIT 1)
+    FROM held h
+    WHERE h.queue IS NOT NULL
+),
+queues AS (
+    SELECT r.queue FROM ready r WHERE r.queue IS NOT NULL
+    UNION
+    SELECT h.queue FROM held h WHERE h.queue IS NOT NULL
+)
+SELECT t.*
+FROM queues q
+CROSS JOIN LATERAL (
+    (SELECT ` + taskColumns + `
+     FROM {schema}.tasks AS t
+     WHERE {state} AND NOT t.held AND t.queue = q.queue{filter}{after}
+     ORDER BY {order}
+     LIMIT {limit})
+    UNION ALL
+    (SELECT ` + taskColumns + `
+     FROM {schema}.tasks AS t
+     WHERE {state} AND t.held AND t.queue = q.queue{filter}{after}
      ORDER BY {order}
      LIMIT {limit})
 ) AS t
@@ -1035,7 +1114,7 @@ SELECT (SELECT count(*) FROM moved), (SELECT n FROM notified)`
 // attempt each (numbered one past the task's highest attempt number, as in
 // sqlFinish), counts them into dead_counts and returns how many it moved.
 //
-// Indexes: tasks_pkey (update), attempts_pkey (max number, insert),
+// Indexes: tasks_pkey (update), attempts_pkey (insert),
 // dead_counts_pkey (conflict arbiter).
 //
 // $1 ids, $2 Now override, $3 error type, $4 message, $5 fingerprint,
@@ -1048,8 +1127,7 @@ cancelled AS (
     UPDATE {schema}.tasks AS t
     SET status = 'DEAD',
         attempts = t.attempts + 1,
-        last_attempt_number = greatest(t.last_attempt_number,
-            (SELECT coalesce(max(a.number), 0) FROM {schema}.attempts a WHERE a.task_id = t.id)) + 1,
+        last_attempt_number = t.last_attempt_number + 1,
         finished_at = c.now,
         lease_expires_at = NULL,
         last_error_type = $3,

@@ -333,7 +333,9 @@ class WorkerTest extends DbTestBase {
         });
         assertEquals(0, overlaps.get());
         assertEquals(300, runs.get(), "each task ran exactly once");
-        assertEquals(300, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'SUCCESS'"));
+        // Each succeeded at its first attempt (a success is kept in the task row) and no other attempt was recorded.
+        assertEquals(300, scalar("SELECT count(*) FROM {schema}.tasks WHERE status = 'SUCCEEDED' AND last_attempt_number = 1"));
+        assertEquals(0, scalar("SELECT count(*) FROM {schema}.attempts"));
     }
 
     @Test
@@ -361,7 +363,7 @@ class WorkerTest extends DbTestBase {
         assertTrue(st.finishStatements() < 10, "50 finishes written in " + st.finishStatements() + " statements");
         // 50 leases extended per statement: far fewer statements than leases × rounds.
         assertTrue(st.heartbeatStatements() < 40, st.heartbeatStatements() + " heartbeat statements");
-        assertEquals(50, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'SUCCESS'"));
-        assertEquals(0, scalar("SELECT count(*) FROM {schema}.attempts WHERE outcome = 'LEASE_EXPIRED'"));
+        assertEquals(50, scalar("SELECT count(*) FROM {schema}.tasks WHERE status = 'SUCCEEDED' AND last_attempt_number = 1"));
+        assertEquals(0, scalar("SELECT count(*) FROM {schema}.attempts"));
     }
 }
