@@ -2,12 +2,18 @@ package rdq
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // fingerprintGolden is testdata/fingerprints.json: the golden table every
@@ -199,6 +205,49 @@ func FuzzNormalizeMessage(f *testing.F) {
 		}
 		if strings.HasPrefix(n, " ") || strings.HasSuffix(n, " ") || strings.Contains(n, "  ") {
 			t.Errorf("white space not collapsed: %q", n)
+		}
+	})
+}
+
+// TestFingerprintCache checks that the cache of recent fingerprints never
+// changes a result: fingerprints drawn from a small pool of failures (so
+// that entries are hit, and replaced when two share a slot), from several
+// goroutines at once, are always the documented hash of the type and the
+// normalized message; messages too long to be cached too.
+func TestFingerprintCache(t *testing.T) {
+	want := func(errorType, message string) string {
+		sum := sha256.Sum256([]byte(errorType + "\x00" + NormalizeMessage(message)))
+		return hex.EncodeToString(sum[:8])
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		type failure struct{ errorType, message string }
+		pool := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) failure {
+			return failure{
+				rapid.SampledFrom([]string{"timeout", "*net.OpError", "http_503", ""}).Draw(rt, "type"),
+				rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z ]{0,20}[0-9]{1,6}`),
+					rapid.Just(strings.Repeat("long message 42 ", 100))).Draw(rt, "message"),
+			}
+		}), 1, 600).Draw(rt, "pool")
+		picks := rapid.SliceOfN(rapid.IntRange(0, len(pool)-1), 1, 2000).Draw(rt, "picks")
+		var wg sync.WaitGroup
+		errs := make(chan string, 4)
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < len(picks); i += 4 {
+					f := pool[picks[i]]
+					if got, w := Fingerprint(f.errorType, f.message), want(f.errorType, f.message); got != w {
+						errs <- fmt.Sprintf("Fingerprint(%q, %q) = %s, want %s", f.errorType, f.message, got, w)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			rt.Fatal(e)
 		}
 	})
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -368,8 +370,40 @@ func asciiLower(s string) string {
 //
 // It is the default; a queue's Policy.Fingerprint replaces it.
 func Fingerprint(errorType, message string) string {
+	if len(errorType)+len(message) > fpCacheMaxBytes {
+		return fingerprint(errorType, message)
+	}
+	var h maphash.Hash
+	h.SetSeed(fpCacheSeed)
+	h.WriteString(errorType)
+	h.WriteByte(0)
+	h.WriteString(message)
+	slot := &fpCache[h.Sum64()%uint64(len(fpCache))]
+	if e := slot.Load(); e != nil && e.errorType == errorType && e.message == message {
+		return e.fingerprint
+	}
+	fp := fingerprint(errorType, message)
+	slot.Store(&fpEntry{errorType: strings.Clone(errorType), message: strings.Clone(message), fingerprint: fp})
+	return fp
+}
+
+func fingerprint(errorType, message string) string {
 	return hashFingerprint(errorType + "\x00" + NormalizeMessage(message))
 }
+
+// A small cache of recent fingerprints: during an outage thousands of
+// attempts fail with the same message, and normalizing it is most of the
+// cost of describing a failure. Direct-mapped (a new entry replaces the one
+// in its slot), safe for concurrent use, holding at most fpCacheMaxBytes of
+// text per slot; the result is the same with or without it.
+const fpCacheMaxBytes = 1 << 10
+
+var (
+	fpCache     [256]atomic.Pointer[fpEntry]
+	fpCacheSeed = maphash.MakeSeed()
+)
+
+type fpEntry struct{ errorType, message, fingerprint string }
 
 // hashFingerprint is the first 8 bytes of the SHA-256 of text, in
 // lower-case hexadecimal.

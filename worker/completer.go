@@ -281,7 +281,7 @@ func (e *unstorableError) ErrorType() string { return "result_unstorable" }
 func (w *Worker) recordFinish(it finishItem) {
 	q := it.e.q.name
 	if it.c.Attempt != nil {
-		w.metrics.attempts.WithLabelValues(q, string(it.d.Outcome)).Inc()
+		w.metrics.attempt(it.e.q, it.d.Outcome).Inc()
 	}
 	switch it.c.Status {
 	case rdq.StatusSucceeded:

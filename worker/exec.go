@@ -275,10 +275,10 @@ func (w *Worker) startExecutionProbe(q *queue, t *rdq.Task, claimed time.Time, p
 	w.leases.mu.Unlock()
 	w.leases.add(e)
 	q.running.Add(1)
-	w.metrics.inFlight.WithLabelValues(q.name).Inc()
+	w.metrics.inFlight(q).Inc()
 	w.execs.Add(1)
 	w.logTask(slog.LevelDebug, "task claimed", e, slog.Int("life", t.Life))
-	go w.execute(ctx, e, t)
+	w.executors.run(&w.execs, func() { w.execute(ctx, e, t) })
 }
 
 // leaseExpiring cancels e's handler when its lease, not renewed, is about to
@@ -300,8 +300,10 @@ func (w *Worker) leaseExpiring(e *execution) {
 // execute runs the handler of e and hands its result to the completer. The
 // handler runs on this goroutine; whatever way it ends (return, panic or
 // runtime.Goexit), the deferred finish records it.
+//
+// The caller (executors.run) marks the execution done in w.execs once it
+// returns.
 func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
-	defer w.execs.Done()
 	q := e.q
 	// The slot is freed once the result is handed off, so that a slow
 	// store holds back claiming instead of piling up results.
@@ -330,7 +332,7 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		// dead-letter it without running the handler or counting an
 		// attempt; its last recorded failure stays its cause.
 		w.leases.stopExpiry(e)
-		w.metrics.inFlight.WithLabelValues(q.name).Dec()
+		w.metrics.inFlight(q).Dec()
 		if w.leases.afterReturn(e, false) != verdictFinish {
 			return
 		}
@@ -373,8 +375,8 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 	w.leases.stopExpiry(e)
 	cause := context.Cause(hctx) // the worker's own errors, never the handler's
 
-	w.metrics.inFlight.WithLabelValues(q.name).Dec()
-	w.metrics.handlerDuration.WithLabelValues(q.name, e.handler).Observe(dur.Seconds())
+	w.metrics.inFlight(q).Dec()
+	w.metrics.handlerDurationOf(q, e.handler).Observe(dur.Seconds())
 
 	var te *rdq.TimeoutError
 	var le *LeaseExpiringError

@@ -25,6 +25,7 @@ type queue struct {
 	// expires the handler is cancelled.
 	leaseMargin time.Duration
 	breaker     *breakerState // nil: no breaker
+	metrics     *queueMetrics // set by Start
 
 	running   atomic.Int64  // executions holding a slot (until their result is handed off)
 	wake      chan struct{} // a notification: tasks may be due

@@ -62,7 +62,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -289,7 +291,9 @@ type Worker struct {
 
 	loops sync.WaitGroup // fetch, notification and maintenance loops
 	execs sync.WaitGroup // executions
-	bg    sync.WaitGroup // heartbeat loop and completer
+	// Executions run on goroutines that are reused (see executors).
+	executors executors
+	bg        sync.WaitGroup // heartbeat loop and completer
 
 	leases        *leaseSet
 	completer     *completer
@@ -548,6 +552,10 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	w.state = stateRunning
+	handlers := slices.Collect(maps.Keys(w.handlers))
+	for _, q := range w.queues {
+		q.metrics = newQueueMetrics(handlers)
+	}
 
 	w.baseCtx, w.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
 	w.loopCtx, w.cancelLoops = context.WithCancel(w.baseCtx)
@@ -556,6 +564,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.hbStop = make(chan struct{})
 	w.stopDone = make(chan struct{})
 
+	w.executors.start()
 	w.bg.Add(2)
 	go w.completer.run()
 	go w.heartbeatLoop()
@@ -645,6 +654,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		}
 	}
 
+	w.executors.stop()
 	w.leases.completing.Wait()
 	w.completer.close()
 	close(w.hbStop)
