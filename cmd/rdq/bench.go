@@ -25,7 +25,8 @@ database alone can do (absolute figures drift on shared machines; the ratio
 does not). The workloads (--workloads, comma-separated; default all):
 
   noop       submit N tasks in batches; workers claim them, run a no-op
-             handler and finish them (an attempt row for each): tasks/s
+             handler and finish them, each with its attempt in its
+             history: tasks/s
   fail-once  every task fails its first attempt, is retried at once and
              succeeds: tasks/s, and its share of the no-op rate
   storm      every attempt fails; tasks are retried at once until their
@@ -36,6 +37,12 @@ The ceiling (PostgreSQL only; --ceiling 0 skips it) is raw SQL with no
 application code, from two connections: each transaction inserts 500 tasks,
 claims 500 due tasks with FOR UPDATE SKIP LOCKED and deletes them, in a
 scratch schema it drops afterwards.
+
+Each workload also prints the CPU time this process (the client and the
+workers, not the database) spent per task or attempt. Where rdq and the
+database share a machine, they share its cores: no workload can run faster
+than the cores divided by the CPU per task of both together, while the
+ceiling spends none on an application.
 
 On PostgreSQL the measured workloads follow a warm-up (--warmup no-op
 tasks, default 5,000; 0 skips it) and an ANALYZE of rdq's tables, so they
@@ -64,6 +71,10 @@ type jsonBenchWorkload struct {
 	// OfCeiling is the workload's rate (tasks/s, or attempts/s for the
 	// storm) as a share of the ceiling; 0 without one.
 	OfCeiling float64 `json:"of_ceiling,omitempty"`
+	// ProcessCPUSeconds is the CPU time the rdq process (client and
+	// workers, not the database) used during the workload; absent where
+	// the platform does not report it.
+	ProcessCPUSeconds float64 `json:"process_cpu_seconds,omitempty"`
 }
 
 type jsonBench struct {
@@ -190,11 +201,11 @@ func (e *env) bench(args []string) error {
 			Workload: string(k), Queue: queue, Tasks: tasks, Attempts: res.Attempts,
 			SubmitSeconds: res.Submit.Seconds(), TotalSeconds: res.Elapsed.Seconds(),
 			TasksPerSecond: res.TasksPerSecond, AttemptsPerSecond: res.AttemptsPerSecond,
-			Succeeded: res.Succeeded, Dead: res.Dead,
+			Succeeded: res.Succeeded, Dead: res.Dead, ProcessCPUSeconds: res.ProcessCPU.Seconds(),
 		}
-		rate, unit := res.TasksPerSecond, "tasks/s"
+		rate, unit, per := res.TasksPerSecond, "tasks/s", int64(tasks)
 		if k == workload.Storm {
-			rate, unit = res.AttemptsPerSecond, "attempts/s"
+			rate, unit, per = res.AttemptsPerSecond, "attempts/s", res.Attempts
 		}
 		if out.CeilingTasksPerSecond > 0 {
 			w.OfCeiling = rate / out.CeilingTasksPerSecond
@@ -208,17 +219,21 @@ func (e *env) bench(args []string) error {
 		if e.g.json {
 			continue
 		}
-		line := fmt.Sprintf("%-10s %10s %-10s", k, fmtCount(int64(rate)), unit)
+		var notes []string
 		if w.OfCeiling > 0 {
-			line += fmt.Sprintf(" %3.0f%% of the ceiling", 100*w.OfCeiling)
+			notes = append(notes, fmt.Sprintf("%3.0f%% of the ceiling", 100*w.OfCeiling))
 		}
 		switch {
 		case k == workload.FailOnce && noop > 0:
-			line += fmt.Sprintf(", %.0f%% of noop", 100*res.TasksPerSecond/noop)
+			notes = append(notes, fmt.Sprintf("%.0f%% of noop", 100*res.TasksPerSecond/noop))
 		case k == workload.Storm:
-			line += fmt.Sprintf(" (%s tasks × %d attempts, all dead with full histories)", fmtCount(int64(tasks)), *attempts)
+			notes = append(notes, fmt.Sprintf("%s tasks × %d attempts, all dead with full histories", fmtCount(int64(tasks)), *attempts))
 		}
-		fmt.Fprintln(e.stdout, line)
+		if res.ProcessCPU > 0 && per > 0 {
+			notes = append(notes, fmt.Sprintf("rdq's own CPU %.0f µs per %s",
+				float64(res.ProcessCPU.Microseconds())/float64(per), strings.TrimSuffix(unit, "s/s")))
+		}
+		fmt.Fprintf(e.stdout, "%-10s %10s %-10s %s\n", k, fmtCount(int64(rate)), unit, strings.Join(notes, "; "))
 	}
 	if e.g.json {
 		return writeJSON(e.stdout, out)

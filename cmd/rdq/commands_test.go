@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -479,6 +480,7 @@ func TestBenchWorkloadsAgainstCeiling(t *testing.T) {
 			Dead              int64   `json:"dead"`
 			AttemptsPerSecond float64 `json:"attempts_per_second"`
 			OfCeiling         float64 `json:"of_ceiling"`
+			ProcessCPUSeconds float64 `json:"process_cpu_seconds"`
 		} `json:"workloads"`
 	}
 	mustJSON(t, h.ok("bench", "--tasks", "200", "--storm-tasks", "100", "--attempts", "3", "--batch", "50",
@@ -495,9 +497,12 @@ func TestBenchWorkloadsAgainstCeiling(t *testing.T) {
 		if got.Workload != w.name || got.Attempts != w.attempts || got.Succeeded != w.ok || got.Dead != w.dead || got.OfCeiling <= 0 || got.AttemptsPerSecond <= 0 {
 			t.Errorf("workload %d = %+v, want %s with %d attempts, %d succeeded, %d dead, a share of the ceiling", i, got, w.name, w.attempts, w.ok, w.dead)
 		}
+		if got.ProcessCPUSeconds <= 0 && runtime.GOOS != "windows" {
+			t.Errorf("workload %d = %+v: no CPU time of the rdq process", i, got)
+		}
 	}
 	out := h.ok("bench", "--tasks", "100", "--storm-tasks", "50", "--batch", "50", "--concurrency", "20", "--ceiling", "300ms", "--warmup", "0")
-	for _, line := range []string{"ceiling", "noop", "fail-once", "storm", "of the ceiling", "% of noop", "attempts/s"} {
+	for _, line := range []string{"ceiling", "noop", "fail-once", "storm", "of the ceiling", "% of noop", "attempts/s", "rdq's own CPU"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("bench output lacks %q:\n%s", line, out)
 		}

@@ -67,6 +67,10 @@ type Result struct {
 	Submit, Elapsed time.Duration
 	// TasksPerSecond and AttemptsPerSecond are over Elapsed.
 	TasksPerSecond, AttemptsPerSecond float64
+	// ProcessCPU is the CPU time this process (the submitting client and
+	// the workers) used over Elapsed; zero where the platform does not
+	// report it. The database's CPU is not in it.
+	ProcessCPU time.Duration
 	// Succeeded and Dead count the queue's tasks at the end.
 	Succeeded, Dead int64
 }
@@ -165,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		ws = append(ws, w)
 	}
-	start := time.Now()
+	start, cpuStart := time.Now(), processCPU()
 	for _, w := range ws {
 		if err := w.Start(ctx); err != nil {
 			return Result{}, errors.Join(err, stopAll())
@@ -191,8 +195,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("workload: stopping workers: %w", err)
 	}
 	elapsed := time.Since(start)
+	var cpu time.Duration
+	if cpuStart > 0 {
+		cpu = processCPU() - cpuStart
+	}
 	res := Result{
-		Kind: cfg.Kind, Tasks: cfg.Tasks, Attempts: calls.Load(), Submit: submitted, Elapsed: elapsed,
+		Kind: cfg.Kind, Tasks: cfg.Tasks, Attempts: calls.Load(), Submit: submitted, Elapsed: elapsed, ProcessCPU: cpu,
 		TasksPerSecond:    float64(cfg.Tasks) / elapsed.Seconds(),
 		AttemptsPerSecond: float64(calls.Load()) / elapsed.Seconds(),
 	}
@@ -217,8 +225,46 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err := checkDead(ctx, cfg.Store, admin, cfg.Queue, cfg.Tasks, attempts); err != nil {
 			return res, err
 		}
+	} else if err := checkSucceeded(ctx, cfg.Store, cfg.Queue, cfg.Kind); err != nil {
+		return res, err
 	}
 	return res, nil
+}
+
+// checkSucceeded checks the histories of a sample of queue's succeeded
+// tasks, on stores that list live tasks: one success (NoOp), or a
+// retryable failure then a success (FailOnce).
+func checkSucceeded(ctx context.Context, st store.Store, queue string, kind Kind) error {
+	live, ok := st.(store.LiveTasks)
+	if !ok {
+		return nil
+	}
+	want := []rdq.Outcome{rdq.OutcomeSuccess}
+	if kind == FailOnce {
+		want = []rdq.Outcome{rdq.OutcomeRetryableFailure, rdq.OutcomeSuccess}
+	}
+	sample, err := live.ListTasks(ctx, store.ListTasksParams{State: store.StateSucceeded, Filter: store.TaskFilter{Queue: queue}, Limit: 50})
+	if err != nil {
+		return fmt.Errorf("workload: listing succeeded tasks: %w", err)
+	}
+	if len(sample) == 0 {
+		return fmt.Errorf("workload %s: no succeeded task listed in queue %s", kind, queue)
+	}
+	for _, t := range sample {
+		_, history, err := st.Get(ctx, t.ID)
+		if err != nil {
+			return fmt.Errorf("workload %s: reading task %s: %w", kind, t.ID, err)
+		}
+		if len(history) != len(want) {
+			return fmt.Errorf("workload %s: task %s has %d attempts in its history, want %d", kind, t.ID, len(history), len(want))
+		}
+		for i, a := range history {
+			if a.Number != i+1 || a.Outcome != want[i] || a.WorkerID == "" || a.LeaseToken == 0 || a.FinishedAt.Before(a.StartedAt) {
+				return fmt.Errorf("workload %s: task %s attempt %d is %+v, want number %d, %s", kind, t.ID, i+1, a, i+1, want[i])
+			}
+		}
+	}
+	return nil
 }
 
 // checkDead checks that every dead task of queue counts attempts attempts,
