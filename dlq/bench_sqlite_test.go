@@ -135,36 +135,11 @@ func BenchmarkRedriveAllSQLite(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			f := dlq.Filter{DeadBefore: benchEnd.Add(time.Hour)}
-			var chunks []time.Duration
-			last := time.Now()
-			progress := func(done, total int64) {
-				now := time.Now()
-				if done > 0 {
-					chunks = append(chunks, now.Sub(last))
-				}
-				last = now
-			}
-			for i := 0; i < b.N; i++ {
-				chunks, last = chunks[:0], time.Now()
-				res, err := q.Redrive(ctx, f, dlq.RedriveOptions{Actor: "bench", Reason: "benchmark", Spread: time.Hour, Progress: progress})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.Redriven != int64(benchLite.n) {
-					b.Fatalf("redrove %d of %d", res.Redriven, benchLite.n)
-				}
-				b.StopTimer()
+			benchRedriveAll(b, q, benchLite.n, func() {
 				if _, err := benchLite.db.ExecContext(ctx, benchSQLiteResetSQL); err != nil {
 					b.Fatal(err)
 				}
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(benchLite.n)*float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
-			if k := len(chunks) / 10; k > 0 {
-				b.ReportMetric(meanMS(chunks[:k]), "ms/chunk-first10%")
-				b.ReportMetric(meanMS(chunks[len(chunks)-k:]), "ms/chunk-last10%")
-			}
+			})
 		})
 	}
 }
