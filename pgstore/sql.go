@@ -303,8 +303,8 @@ clock AS (
 ),
 winners AS (
     SELECT DISTINCT ON (i.id, i.token) i.*,
-           i.outcome = 'SUCCESS' AND i.status = 'SUCCEEDED'
-             AND i.error_type = '' AND i.message = '' AND i.stack = '' AS in_row
+           (i.outcome = 'SUCCESS' AND i.status = 'SUCCEEDED'
+             AND i.error_type = '' AND i.message = '' AND i.stack = '') IS TRUE AS in_row
     FROM input i
     ORDER BY i.id, i.token, i.ord
 ),
