@@ -63,6 +63,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 
 	cursor := &store.Cursor{FinishedAt: time.Now().Add(-time.Hour), ID: rdq.MustParseID("80000000-0000-7000-8000-000000000000")}
 	claimSQL, claimArgs := pgstore.ClaimQuery(s, []string{"q3"}, 10)
+	claimsSQL, claimsArgs := pgstore.ClaimQuery(s, []string{"q3", "q4"}, 10)
 	reclaimSQL, reclaimArgs := pgstore.ReclaimQuery(s, 10)
 	type query struct {
 		name  string
@@ -74,6 +75,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 		// An ordered index range per queue: not a bitmap scan, which
 		// would read and sort every due task of the queue.
 		{"claim", claimSQL, claimArgs, "Index Scan using tasks_claim_idx"},
+		{"claim of two queues", claimsSQL, claimsArgs, "Index Scan using tasks_claim_idx"},
 		{"reclaim", reclaimSQL, reclaimArgs, "Index Scan using tasks_lease_expiry_idx"},
 	}
 	finishSQL, finishArgs := pgstore.FinishQuery(s, 200)
@@ -278,4 +280,70 @@ func containsAny(s string, subs []string) bool {
 		}
 	}
 	return false
+}
+
+// TestClaimKeepsOnePlan checks that PostgreSQL, left to choose (the default
+// plan_cache_mode), settles on the generic plan of a worker's claim after
+// its first executions instead of planning every claim afresh: the plan
+// EXPLAIN EXECUTE shows then names the queue as a parameter.
+func TestClaimKeepsOnePlan(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, schema := pgtest.NewStore(t)
+	conn, err := pgtest.Pool(t).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	seedPlanData(t, ctx, conn.Conn(), schema)
+	sql, args := pgstore.ClaimQuery(s, []string{"q7"}, 10) // the seed's q7 holds only pending tasks
+	const name = "rdq_claim"
+	if _, err := conn.Conn().Prepare(ctx, name, sql); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := conn.Conn().Deallocate(ctx, name); err != nil {
+			t.Error(err)
+		}
+	}()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = auto"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		tag, err := tx.Exec(ctx, name, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tag.RowsAffected() != 10 {
+			t.Fatalf("claim %d took %d tasks, want 10", i+1, tag.RowsAffected())
+		}
+	}
+	var plan strings.Builder
+	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1, $2, $3, $4, $5)",
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan.String(), "(queue = $1)") {
+		t.Fatalf("after six claims the claim is still planned for its arguments:\n%s", plan.String())
+	}
 }

@@ -7,8 +7,12 @@ import (
 	"github.com/srjn45/rdq/store"
 )
 
-// ClaimQuery returns the claim statement and its arguments, for EXPLAIN.
+// ClaimQuery returns the claim statement for queues and its arguments, for
+// EXPLAIN: the one-queue statement for one queue, as Claim picks it.
 func ClaimQuery(s *Store, queues []string, limit int) (string, []any) {
+	if len(queues) == 1 {
+		return s.q.claimQueue, []any{queues[0], limit, micros(time.Minute), nil, "explain"}
+	}
 	return s.q.claim, []any{queues, limit, micros(time.Minute), nil, "explain"}
 }
 

@@ -194,27 +194,47 @@ JOIN unnest($2::text[], $3::text[]) AS k(queue, idempotency_key)
 // sqlClaim leases up to $2 due PENDING tasks of the queues $1 (distinct
 // names), oldest due first, skipping rows other claimers hold locked. Each
 // gets a new token (previous + 1) and a lease of $3 µs, owned by $5.
+// sqlClaimQueue does the same for the one queue $1 (a text), which is how
+// a worker claims.
 //
 // Index: tasks_claim_idx (queue, next_attempt_at) WHERE status = 'PENDING',
-// read once per queue by the lateral subquery as an ordered range that stops
-// after $2 rows; so a claim costs the same with a million due tasks as with
-// ten (a queue = ANY(...) condition would read and sort every due task).
-// Paused queues are skipped through paused_queues_pkey before any task is
-// read. The tasks of paused handlers are held, outside the index; the
-// paused_handlers_pkey check on each candidate catches the few a pause
-// could not hold because they were written concurrently with it.
+// read once per queue (by the lateral subquery of sqlClaim) as an ordered
+// range that stops after $2 rows; so a claim costs the same with a million
+// due tasks as with ten (a queue = ANY(...) condition would read and sort
+// every due task). Paused queues are skipped through paused_queues_pkey
+// before any task is read. The tasks of paused handlers are held, outside
+// the index; the paused_handlers_pkey check on each candidate catches the
+// few a pause could not hold because they were written concurrently with
+// it.
 //
 // The locked rows are updated by their physical address (a TID scan of the
 // ctids the subquery locked), not looked up again through tasks_pkey. A
-// row this transaction holds locked keeps its ctid until the update. The
-// plan has no join whose shape depends on the limit, so PostgreSQL keeps
-// one generic plan instead of planning every claim afresh. A row the
-// subquery locked in a version newer than the statement's snapshot (updated
-// and committed by another transaction in between) is not visible to the
-// TID scan and is left unclaimed, still PENDING, for a later claim.
+// row this transaction holds locked keeps its ctid until the update. A row
+// the subquery locked in a version newer than the statement's snapshot
+// (updated and committed by another transaction in between) is not visible
+// to the TID scan and is left unclaimed, still PENDING, for a later claim.
+// sqlClaimQueue's generic plan is its custom plan (the candidates come out
+// of the index in order, with no array of unknown length to size), so
+// PostgreSQL plans it once per connection rather than at every claim.
 //
 // $4 Now override.
-const sqlClaim = `
+const sqlClaim = claimUpdate + `
+    SELECT d.ctid
+    FROM unnest($1::text[]) AS q(queue)
+    CROSS JOIN LATERAL (` + claimCandidatesOfQ + `) AS d
+    ORDER BY d.next_attempt_at
+    LIMIT $2))
+RETURNING ` + taskColumns
+
+// sqlClaimQueue is sqlClaim for the one queue $1.
+const sqlClaimQueue = claimUpdate + claimCandidatesOf1 + `))
+RETURNING ` + taskColumns
+
+// claimUpdate, claimCandidatesOfQ and claimCandidatesOf1 are the parts of
+// the claim statements: the update of the locked rows, and the subquery
+// that locks the due tasks of the queue q.queue or $1.
+const (
+	claimUpdate = `
 UPDATE {schema}.tasks AS t
 SET status = 'IN_FLIGHT',
     lease_token = t.lease_token + 1,
@@ -222,10 +242,8 @@ SET status = 'IN_FLIGHT',
     lease_owner = $5,
     claimed_at = coalesce($4::timestamptz, now()),
     updated_at = coalesce($4::timestamptz, now())
-WHERE t.status = 'PENDING' AND t.ctid = ANY (ARRAY(
-    SELECT d.ctid
-    FROM unnest($1::text[]) AS q(queue)
-    CROSS JOIN LATERAL (
+WHERE t.status = 'PENDING' AND t.ctid = ANY (ARRAY(`
+	claimCandidatesOfQ = `
         SELECT d.ctid, d.next_attempt_at
         FROM {schema}.tasks AS d
         WHERE d.status = 'PENDING' AND NOT d.held
@@ -237,11 +255,21 @@ WHERE t.status = 'PENDING' AND t.ctid = ANY (ARRAY(
         ORDER BY d.next_attempt_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
-    ) AS d
-    ORDER BY d.next_attempt_at
-    LIMIT $2))
-RETURNING ` + taskColumns + `
-`
+    `
+	claimCandidatesOf1 = `
+        SELECT d.ctid
+        FROM {schema}.tasks AS d
+        WHERE d.status = 'PENDING' AND NOT d.held
+          AND d.queue = $1
+          AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = $1)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                          WHERE h.queue = $1 AND h.handler = d.handler)
+        ORDER BY d.next_attempt_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    `
+)
 
 // sqlHeartbeat extends the current leases among ($1[i], $2[i]) to $3 µs from
 // now and returns the (id, token) pairs it extended; the rest are stale.
@@ -1376,6 +1404,7 @@ type queries struct {
 	enqueue        string
 	enqueueLookup  string
 	claim          string
+	claimQueue     string
 	heartbeat      string
 	finish         string
 	release        string
@@ -1417,6 +1446,7 @@ func buildQueries(quotedSchema string) queries {
 		enqueue:               r.Replace(sqlEnqueue),
 		enqueueLookup:         r.Replace(sqlEnqueueLookup),
 		claim:                 r.Replace(sqlClaim),
+		claimQueue:            r.Replace(sqlClaimQueue),
 		heartbeat:             r.Replace(sqlHeartbeat),
 		finish:                r.Replace(sqlFinish),
 		release:               r.Replace(sqlRelease),

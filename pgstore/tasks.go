@@ -392,8 +392,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 	if p.Lease <= 0 {
 		return nil, errInvalid("claim: lease %s, want a positive duration", p.Lease)
 	}
-	queues := distinct(p.Queues)
-	rows, err := s.pool.Query(ctx, s.q.claim, queues, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID))
+	stmt, queues := s.q.claim, any(distinct(p.Queues))
+	if names := queues.([]string); len(names) == 1 {
+		stmt, queues = s.q.claimQueue, names[0]
+	}
+	rows, err := s.pool.Query(ctx, stmt, queues, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}

@@ -32,7 +32,7 @@ var javaStatements = []string{
 	"sqlEnqueueLookup",
 	"sqlKeyLookup",
 	"sqlPruneKeys",
-	"sqlClaim",
+	"sqlClaimQueue",
 	"sqlHeartbeat",
 	"sqlFinish",
 	"sqlRelease",

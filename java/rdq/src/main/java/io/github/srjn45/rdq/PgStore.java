@@ -79,7 +79,7 @@ final class PgStore {
         enqueueLookup = Sql.get("sqlEnqueueLookup", q);
         keyLookup = Sql.get("sqlKeyLookup", q);
         pruneKeys = Sql.get("sqlPruneKeys", q);
-        claim = Sql.get("sqlClaim", q);
+        claim = Sql.get("sqlClaimQueue", q);
         heartbeat = Sql.get("sqlHeartbeat", q);
         finish = Sql.get("sqlFinish", q);
         release = Sql.get("sqlRelease", q);
@@ -382,7 +382,7 @@ final class PgStore {
 
     List<Task> claim(Connection c, String queue, int limit, long leaseMicros, String workerId) throws SQLException {
         List<Task> out = new ArrayList<>();
-        try (PreparedStatement ps = claim.prepare(c, c.createArrayOf("text", new String[] {queue}), limit,
+        try (PreparedStatement ps = claim.prepare(c, queue, limit,
                 leaseMicros, null, clean(workerId)); ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 out.add(scanTask(rs));
