@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -102,23 +101,11 @@ func explainAnalyze(t *testing.T, conn *pgx.Conn, sql string, args []any) string
 			t.Error(err)
 		}
 	}()
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+sql, args...)
+	plan, err := planText(tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF) "+sql, args...))
 	if err != nil {
 		t.Fatalf("EXPLAIN ANALYZE: %v\n%s", err, sql)
 	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintln(&b, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
+	return plan
 }
 
 // TestClaimProbeWithWritersOfThePausedHandler checks two interleavings of

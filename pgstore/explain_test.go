@@ -254,23 +254,28 @@ func explain(t *testing.T, ctx context.Context, conn *pgx.Conn, planCacheMode, s
 	if len(placeholders) > 0 {
 		execute += "(" + strings.Join(placeholders, ", ") + ")"
 	}
-	rows, err := conn.Query(ctx, execute, literalArgs...)
+	plan, err := planText(conn.Query(ctx, execute, literalArgs...))
 	if err != nil {
 		t.Fatalf("EXPLAIN: %v\n%s", err, sql)
+	}
+	return plan
+}
+
+// planText reads the lines of an EXPLAIN's result.
+func planText(rows pgx.Rows, err error) (string, error) {
+	if err != nil {
+		return "", err
 	}
 	defer rows.Close()
 	var b strings.Builder
 	for rows.Next() {
 		var line string
 		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		b.WriteString(line + "\n")
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
+	return b.String(), rows.Err()
 }
 
 func containsAny(s string, subs []string) bool {
@@ -327,23 +332,12 @@ func TestClaimKeepsOnePlan(t *testing.T) {
 			t.Fatalf("claim %d took %d tasks, want 10", i+1, tag.RowsAffected())
 		}
 	}
-	var plan strings.Builder
-	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1, $2, $3, $4, $5)",
-		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+	plan, err := planText(tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1, $2, $3, $4, $5)",
+		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(plan.String(), "(queue = $1)") {
-		t.Fatalf("after six claims the claim is still planned for its arguments:\n%s", plan.String())
+	if !strings.Contains(plan, "(queue = $1)") {
+		t.Fatalf("after six claims the claim is still planned for its arguments:\n%s", plan)
 	}
 }
