@@ -123,20 +123,7 @@ func BenchmarkDeadLetter(b *testing.B) {
 	b.Run("RedriveDead/all", func(b *testing.B) {
 		pool := pgtest.Pool(b)
 		for b.Loop() {
-			var total int64
-			for {
-				res, err := s.RedriveDead(ctx, store.RedriveDeadParams{Limit: 10_000, Actor: "bench", Spread: time.Hour})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.Redriven == 0 {
-					break
-				}
-				total += res.Redriven
-			}
-			if total != int64(n) {
-				b.Fatalf("redrove %d of %d", total, n)
-			}
+			benchtest.RedriveAllDead(ctx, b, s, 10_000, n)
 			b.StopTimer()
 			if _, err := pool.Exec(ctx, fmt.Sprintf(
 				"UPDATE %s.tasks SET status = 'DEAD', finished_at = now(), life = 0", s.Schema())); err != nil {

@@ -242,20 +242,7 @@ func BenchmarkDeadLetter(b *testing.B) {
 		b.Run(r.name, func(b *testing.B) {
 			db := rawDB(b, path)
 			for b.Loop() {
-				var total int64
-				for {
-					res, err := s.RedriveDead(ctx, store.RedriveDeadParams{Limit: r.limit, Actor: "bench", Spread: time.Hour})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if res.Redriven == 0 {
-						break
-					}
-					total += res.Redriven
-				}
-				if total != int64(n) {
-					b.Fatalf("redrove %d of %d", total, n)
-				}
+				benchtest.RedriveAllDead(ctx, b, s, r.limit, n)
 				b.StopTimer()
 				// Dead again, at random times of the last 30 days as
 				// seeded, for the next iteration or sub-benchmark.

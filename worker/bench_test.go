@@ -28,7 +28,7 @@ func warmStore(b *testing.B) *pgstore.Store {
 
 // BenchmarkEndToEnd measures the whole path on PostgreSQL: submit b.N tasks
 // in batches, workers claim them, run a no-op handler and finish them, with
-// an attempt row written for each, on a warmed-up table (see warmStore).
+// each success in its history, on a warmed-up table (see warmStore).
 // It reports tasks/s from the first submit to the last finish written. Sized for a 2-core machine running the
 // database too:
 //

@@ -21,7 +21,7 @@ import (
 
 // EndToEnd measures the whole path on st: submit b.N tasks in batches of
 // 500, two workers (concurrency 200 each) claim them, run a no-op handler
-// and finish them, with an attempt row written for each. It reports tasks/s
+// and finish them, each with its success in its history. It reports tasks/s
 // from the first submit to the last finish written, and the heap after a
 // collection at the end (heap-MiB) and its growth over the second half of
 // the run (heap-growth-MiB): flat memory keeps both the same at any b.N.
@@ -241,4 +241,24 @@ func Workload(b *testing.B, st store.Store, kind workload.Kind) {
 	}
 	b.ReportMetric(res.TasksPerSecond, "tasks/s")
 	b.ReportMetric(res.AttemptsPerSecond, "attempts/s")
+}
+
+// RedriveAllDead redrives every dead task of st, in calls of up to limit
+// tasks, until a call finds none, and fails b unless want were redriven.
+func RedriveAllDead(ctx context.Context, b *testing.B, st store.Admin, limit, want int) {
+	b.Helper()
+	var total int64
+	for {
+		res, err := st.RedriveDead(ctx, store.RedriveDeadParams{Limit: limit, Actor: "bench", Spread: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Redriven == 0 {
+			break
+		}
+		total += res.Redriven
+	}
+	if total != int64(want) {
+		b.Fatalf("redrove %d of %d", total, want)
+	}
 }

@@ -16,7 +16,7 @@ import (
 // PostgreSQL, shaped like the Go worker's BenchmarkEndToEnd (worker/): one
 // Java process submits b.N tasks in batches of 500 while two Java workers
 // (concurrency 200 each) claim them, run a no-op handler and finish them,
-// an attempt row written for each. It reports tasks/s from the first submit
+// each success in its history. It reports tasks/s from the first submit
 // to the last finish written, as measured inside the JVM (JVM start-up
 // excluded). Compare with the Go figure of the same run:
 //
