@@ -194,6 +194,32 @@ func (b *breakerState) observe(now time.Time, handler string, task rdq.ID, faile
 	return trip{handler: handler, fingerprint: dominant, ratio: ratio, failed: win.failed, total: len(win.events), tasks: distinct}, true
 }
 
+// holdBack splits claimed tasks into those to run and those whose handler
+// this worker's breaker is tripping right now: the pause is being written
+// to the store, and until it commits the store still hands out the
+// handler's tasks. Running them would spend attempts against the failure
+// that tripped the breaker; the worker gives them back instead, with no
+// attempt counted. A nil b runs every task.
+func (b *breakerState) holdBack(tasks []*rdq.Task) (run, held []*rdq.Task) {
+	if b == nil {
+		return tasks, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.tripping) == 0 {
+		return tasks, nil
+	}
+	run = tasks[:0:0]
+	for _, t := range tasks {
+		if b.tripping[t.Handler] {
+			held = append(held, t)
+		} else {
+			run = append(run, t)
+		}
+	}
+	return run, held
+}
+
 // tripped ends a trip: the window starts afresh.
 func (b *breakerState) tripped(handler string) {
 	b.mu.Lock()

@@ -118,3 +118,36 @@ func TestBreakerCoolOffBacksOffToCap(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakerHoldsBackTasksWhileTripping: between the trip decision and the
+// pause committing in the store, tasks of the tripping handler that a claim
+// returns are held back (released unrun); other handlers' tasks run, and
+// once the trip is over nothing is held back.
+func TestBreakerHoldsBackTasksWhileTripping(t *testing.T) {
+	p, err := Breaker{Window: time.Minute, MinFailedTasks: 2, FailureRatio: 0.5}.withDefaults("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var none *breakerState
+	claimed := []*rdq.Task{{ID: rdq.NewID(), Handler: "h"}, {ID: rdq.NewID(), Handler: "other"}, {ID: rdq.NewID(), Handler: "h"}}
+	if run, held := none.holdBack(claimed); len(run) != 3 || len(held) != 0 {
+		t.Fatalf("without a breaker: run %d, held %d; want every task run", len(run), len(held))
+	}
+	b := newBreakerState(p)
+	if run, held := b.holdBack(claimed); len(run) != 3 || len(held) != 0 {
+		t.Fatalf("before any trip: run %d, held %d; want every task run", len(run), len(held))
+	}
+	now := time.Unix(1700000000, 0)
+	b.observe(now, "h", rdq.NewID(), true, "fp")
+	if _, ok := b.observe(now, "h", rdq.NewID(), true, "fp"); !ok {
+		t.Fatal("two distinct failures did not trip the breaker")
+	}
+	run, held := b.holdBack(claimed)
+	if len(run) != 1 || run[0] != claimed[1] || len(held) != 2 || held[0] != claimed[0] || held[1] != claimed[2] {
+		t.Fatalf("while tripping: run %v, held %v; want the other handler's task run and h's two held", run, held)
+	}
+	b.tripped("h")
+	if run, held := b.holdBack(claimed); len(run) != 3 || len(held) != 0 {
+		t.Fatalf("after the trip: run %d, held %d; want every task run", len(run), len(held))
+	}
+}

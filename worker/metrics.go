@@ -58,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"queue"}),
 		released: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rdq", Subsystem: "worker", Name: "released_total",
-			Help: "Tasks released unfinished at shutdown, without counting an attempt, by queue.",
+			Help: "Tasks released unfinished without counting an attempt, by queue: at shutdown, or claimed while their handler's circuit breaker was tripping.",
 		}, []string{"queue"}),
 		resultsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rdq", Subsystem: "worker", Name: "results_dropped_total",

@@ -132,13 +132,17 @@ func (w *Worker) fetchLoop(q *queue) {
 				mayHaveMore = false
 			default:
 				if w.stopped() {
-					w.releaseUnstarted(q, tasks)
+					w.releaseUnstarted(q, tasks, "releasing tasks claimed while stopping")
 					return
 				}
-				for _, t := range tasks {
+				run, held := q.breaker.holdBack(tasks)
+				w.releaseUnstarted(q, held, "releasing tasks claimed while their handler's breaker tripped")
+				for _, t := range run {
 					w.startExecution(q, t, claimed)
 				}
-				mayHaveMore = len(tasks) == free
+				// Tasks held back are due again at once; claim them after
+				// the next wake-up, not in a loop while the pause is written.
+				mayHaveMore = len(tasks) == free && len(held) == 0
 			}
 		} else {
 			mayHaveMore = true
@@ -189,8 +193,9 @@ func (w *Worker) claim(q *queue, limit int) ([]*rdq.Task, error) {
 	return tasks, nil
 }
 
-// releaseUnstarted gives back tasks claimed just as the worker stopped.
-func (w *Worker) releaseUnstarted(q *queue, tasks []*rdq.Task) {
+// releaseUnstarted gives back claimed tasks it will not run, without
+// counting an attempt; what describes the release in an error log.
+func (w *Worker) releaseUnstarted(q *queue, tasks []*rdq.Task, what string) {
 	if len(tasks) == 0 {
 		return
 	}
@@ -199,7 +204,7 @@ func (w *Worker) releaseUnstarted(q *queue, tasks []*rdq.Task) {
 		execs[i] = &execution{q: q, lease: store.Lease{ID: t.ID, Token: t.LeaseToken}, handler: t.Handler, attempt: t.NextAttempt()}
 	}
 	if err := w.release(execs); err != nil {
-		w.log.Error("releasing tasks claimed while stopping", slog.String("queue", q.name), slog.Any("error", err))
+		w.log.Error(what, slog.String("queue", q.name), slog.Any("error", err))
 	}
 }
 
