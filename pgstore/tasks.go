@@ -392,11 +392,12 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 	if p.Lease <= 0 {
 		return nil, errInvalid("claim: lease %s, want a positive duration", p.Lease)
 	}
-	stmt, queues := s.q.claim, any(distinct(p.Queues))
-	if names := queues.([]string); len(names) == 1 {
-		stmt, queues = s.q.claimQueue, names[0]
+	queues := distinct(p.Queues)
+	stmt, arg := s.q.claim, any(queues)
+	if len(queues) == 1 { // a worker's claim: the statement planned once (see sqlClaimQueue)
+		stmt, arg = s.q.claimQueue, queues[0]
 	}
-	rows, err := s.pool.Query(ctx, stmt, queues, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID))
+	rows, err := s.pool.Query(ctx, stmt, arg, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
