@@ -19,9 +19,9 @@ import (
 )
 
 const (
-	adminToken     = "console-admin-token-0123456789"
-	operatorToken  = "console-operator-token-0123456"
-	submitterToken = "console-submitter-token-01234"
+	adminToken     = "D4kQ5kQupLP0qmHKfMsVS2TVy9oZlEsu8oY9zk3QtQ8"
+	operatorToken  = "tcSP7wOaYSOlJbVtxpOZ5cW0I4Gs5WxG4r3i6RbxTPc"
+	submitterToken = "J2VSFK9Uu5c2Tcuy9aFu6Z5z5L8YMDbioT2WIorAJOw"
 )
 
 // TestConsoleSignInRolesAndSignOut mounts the console the way rdq-server

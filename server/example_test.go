@@ -20,14 +20,14 @@ import (
 // Roles are granted per queue pattern and include each other.
 func ExampleNewTokens() {
 	tokens, err := server.NewTokens(map[string]*server.Principal{
-		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders.*", Role: server.RoleSubmitter}}},
-		"token-of-the-oncall-team":  {Name: "oncall", Grants: []server.Grant{{Queue: "*", Role: server.RoleOperator}}},
+		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU": {Name: "shop", Grants: []server.Grant{{Queue: "orders.*", Role: server.RoleSubmitter}}},
+		"oncall-AV-dYtXAQHzzMXNSDnb1MAcW1WBI88uXxaXowcoAB5Q":  {Name: "oncall", Grants: []server.Grant{{Queue: "*", Role: server.RoleOperator}}},
 	})
 	if err != nil {
 		panic(err)
 	}
-	shop, _ := tokens.Authenticate(context.Background(), "token-of-the-shop-service")
-	oncall, _ := tokens.Authenticate(context.Background(), "token-of-the-oncall-team")
+	shop, _ := tokens.Authenticate(context.Background(), "shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU")
+	oncall, _ := tokens.Authenticate(context.Background(), "oncall-AV-dYtXAQHzzMXNSDnb1MAcW1WBI88uXxaXowcoAB5Q")
 	fmt.Println(shop.Name, "submit orders.eu:", shop.Can(server.RoleSubmitter, "orders.eu"))
 	fmt.Println(shop.Name, "redrive orders.eu:", shop.Can(server.RoleOperator, "orders.eu"))
 	fmt.Println(oncall.Name, "submit emails:", oncall.Can(server.RoleSubmitter, "emails"))
@@ -57,7 +57,7 @@ func ExampleService_Handler() {
 		panic(err)
 	}
 	tokens, err := server.NewTokens(map[string]*server.Principal{
-		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
+		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
 	})
 	if err != nil {
 		panic(err)
@@ -81,8 +81,8 @@ func ExampleService_Handler() {
 		b, _ := io.ReadAll(resp.Body)
 		fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"), strings.Contains(string(b), `"status":"PENDING"`))
 	}
-	post("token-of-the-shop-service", `{"version": 1, "queue": "orders", "handler": "charge", "payload": "eyJvcmRlciI6NDJ9"}`)
-	post("token-of-the-shop-service", `{"version": 1, "queue": "emails", "handler": "send"}`)
+	post("shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU", `{"version": 1, "queue": "orders", "handler": "charge", "payload": "eyJvcmRlciI6NDJ9"}`)
+	post("shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU", `{"version": 1, "queue": "emails", "handler": "send"}`)
 	post("wrong-token", `{}`)
 	// Output:
 	// 200 application/json true
@@ -109,7 +109,7 @@ func ExampleService_APIHandler() {
 		panic(err)
 	}
 	tokens, err := server.NewTokens(map[string]*server.Principal{
-		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
+		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
 	})
 	if err != nil {
 		panic(err)

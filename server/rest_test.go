@@ -18,7 +18,7 @@ import (
 	"github.com/srjn45/rdq/sqlitestore"
 )
 
-const restToken = "rest-test-token-0123456789"
+const restToken = "0EUBwgrCWlFuwv2f1tbYFRWPNq_VZClSoEkTtY0_CHk"
 
 // restService serves a Service over the embedded store.
 func restService(t testing.TB, cfg Config) (*Service, *httptest.Server) {

@@ -218,7 +218,7 @@ func (c *config) checkSecrets(dev bool, log *slog.Logger) error {
 		log.Warn("DEVELOPMENT MODE: sample secrets in use; anyone who read config.json can call this server", "secrets", strings.Join(weak, "; "))
 		return nil
 	}
-	return fmt.Errorf("refusing to start with sample secrets: %s. Set real ones (at least 16 random bytes each), or pass -dev to try the sample on this machine", strings.Join(weak, "; "))
+	return fmt.Errorf("refusing to start with sample secrets: %s. Set real ones (at least 32 random characters each, such as the output of `openssl rand -base64 32`), or pass -dev to try the sample on this machine", strings.Join(weak, "; "))
 }
 
 // secret returns the value of envName if set, else literal.
