@@ -20,8 +20,8 @@ import (
 // Roles are granted per queue pattern and include each other.
 func ExampleNewTokens() {
 	tokens, err := server.NewTokens(map[string]*server.Principal{
-		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU": {Name: "shop", Grants: []server.Grant{{Queue: "orders.*", Role: server.RoleSubmitter}}},
-		"oncall-AV-dYtXAQHzzMXNSDnb1MAcW1WBI88uXxaXowcoAB5Q":  {Name: "oncall", Grants: []server.Grant{{Queue: "*", Role: server.RoleOperator}}},
+		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU":   {Name: "shop", Grants: []server.Grant{{Queue: "orders.*", Role: server.RoleSubmitter}}},
+		"oncall-AV-dYtXAQHzzMXNSDnb1MAcW1WBI88uXxaXowcoAB5Q": {Name: "oncall", Grants: []server.Grant{{Queue: "*", Role: server.RoleOperator}}},
 	})
 	if err != nil {
 		panic(err)
