@@ -71,6 +71,9 @@ const (
 	// are being read and handled at once when Config.MaxConcurrentBodies
 	// is zero.
 	DefaultMaxConcurrentBodies = 16
+	// DefaultBodyReadTimeout bounds the reading of a REST request body
+	// when Config.BodyReadTimeout is zero.
+	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultRequestTimeout bounds one request when Config.RequestTimeout
 	// is zero.
 	DefaultRequestTimeout = time.Minute
@@ -121,12 +124,18 @@ type Config struct {
 	// means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxConcurrentBodies bounds the REST requests with a body (the
-	// POSTs) handled at once, so that memory stays within about
-	// MaxConcurrentBodies × a few × MaxBodyBytes however many clients
-	// send at once. A request that finds no room waits for it, until its
-	// timeout ends it with unavailable (503). Zero means
-	// DefaultMaxConcurrentBodies.
+	// POSTs) handled at once per principal (by name), so that memory stays
+	// within about principals × MaxConcurrentBodies × a few × MaxBodyBytes
+	// however many clients send at once, and the slow bodies of one
+	// principal never hold up another's requests. A request that finds no
+	// room waits for it, until its timeout ends it with unavailable (503).
+	// Zero means DefaultMaxConcurrentBodies.
 	MaxConcurrentBodies int
+	// BodyReadTimeout bounds the reading of a REST request body, from
+	// the moment its request is authenticated: a body still arriving
+	// then is refused with invalid_argument and its place freed. Zero
+	// means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// RequestTimeout bounds each request; zero means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -151,7 +160,8 @@ type Service struct {
 	ready      func(ctx context.Context) error
 	gatherer   prometheus.Gatherer
 	maxBody    int64
-	bodies     chan struct{} // a token per REST body being handled
+	bodies     *bodySlots // places for REST bodies, per principal
+	bodyRead   time.Duration
 	timeout    time.Duration
 	m          *metrics
 }
@@ -166,8 +176,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Auth == nil {
 		return nil, fmt.Errorf("%w: server: Config.Auth is nil: every request needs a bearer token", rdq.ErrInvalid)
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 || cfg.MaxConcurrentBodies < 0 {
-		return nil, fmt.Errorf("%w: server: MaxBodyBytes, MaxConcurrentBodies and RequestTimeout must not be negative", rdq.ErrInvalid)
+	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 || cfg.MaxConcurrentBodies < 0 || cfg.BodyReadTimeout < 0 {
+		return nil, fmt.Errorf("%w: server: MaxBodyBytes, MaxConcurrentBodies, BodyReadTimeout and RequestTimeout must not be negative", rdq.ErrInvalid)
 	}
 	for q, hs := range cfg.Queues {
 		if err := rdq.ValidateName("queue", q); err != nil {
@@ -207,7 +217,8 @@ func New(cfg Config) (*Service, error) {
 	if s.timeout == 0 {
 		s.timeout = DefaultRequestTimeout
 	}
-	s.bodies = make(chan struct{}, cmp.Or(cfg.MaxConcurrentBodies, DefaultMaxConcurrentBodies))
+	s.bodies = newBodySlots(cmp.Or(cfg.MaxConcurrentBodies, DefaultMaxConcurrentBodies))
+	s.bodyRead = cmp.Or(cfg.BodyReadTimeout, DefaultBodyReadTimeout)
 	if s.ready == nil {
 		s.ready = s.probeStore
 	}
