@@ -102,7 +102,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, receives the server's collectors:
 	// rdq_server_submitted_total{queue}, rdq_server_requests_total{method,
-	// code}, the DLQ's counters (rdq_dlq_redriven_total, ...) and, when
+	// code}, rdq_server_console_signins_total{result}, the DLQ's counters (rdq_dlq_redriven_total, ...) and, when
 	// the store implements store.Admin, per-queue gauges read from
 	// Admin.Stats at most once per StatsInterval whatever the number of
 	// scrapers (rdq_queue_tasks{queue,status},
@@ -164,6 +164,9 @@ type Service struct {
 	bodyRead   time.Duration
 	timeout    time.Duration
 	m          *metrics
+	// consoleNow, if set, is the clock of console sessions and sign-in
+	// throttles (tests set it).
+	consoleNow func() time.Time
 }
 
 // New returns a Service for cfg. It fails with an error wrapping
