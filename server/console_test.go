@@ -130,7 +130,7 @@ func TestConsoleSignInRolesAndSignOut(t *testing.T) {
 	if res, _ := do(sam, "GET", "/console/", nil); res.StatusCode != http.StatusForbidden {
 		t.Errorf("submitter overview: %d", res.StatusCode)
 	}
-	if res, _ := do(sam, "GET", "/console/tasks/"+ids["emails"].String(), nil); res.StatusCode != http.StatusForbidden {
+	if res, _ := do(sam, "GET", "/console/tasks/"+ids["emails"].String(), nil); res.StatusCode != http.StatusNotFound {
 		t.Errorf("submitter task: %d", res.StatusCode)
 	}
 
@@ -139,8 +139,8 @@ func TestConsoleSignInRolesAndSignOut(t *testing.T) {
 	if res, body := do(otto, "GET", "/console/", nil); res.StatusCode != 200 || !strings.Contains(body, ">emails<") || strings.Contains(body, ">billing<") || strings.Contains(body, "/queues/pause") {
 		t.Errorf("operator overview: %d", res.StatusCode)
 	}
-	if res, _ := do(otto, "GET", "/console/tasks/"+ids["billing"].String(), nil); res.StatusCode != http.StatusForbidden {
-		t.Errorf("operator reads another queue's task: %d", res.StatusCode)
+	if res, _ := do(otto, "GET", "/console/tasks/"+ids["billing"].String(), nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("operator reads another queue's task: %d, want 404 as for a missing task", res.StatusCode)
 	}
 	if res, _ := do(otto, "POST", "/console/queues/pause", url.Values{"queue": {"emails"}, "reason": {"x"}}); res.StatusCode != http.StatusForbidden {
 		t.Errorf("operator pauses: %d", res.StatusCode)

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -51,7 +50,7 @@ const readyTimeout = 5 * time.Second
 //	POST /v1/breakers:set       SetBreaker      body: {"queue", "handler", "state": "open"|"closed", "cool_off_ms", "reason"}
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
-//	GET  /metrics               Prometheus exposition of Config.Gatherer (when set)
+//	GET  /metrics               Prometheus exposition of Config.Gatherer (when set), behind Config.MetricsToken (when set)
 //
 // Every /v1 request needs "Authorization: Bearer <token>". Request bodies
 // are JSON (Content-Type application/json, or none) of at most
@@ -136,8 +135,8 @@ func (s *Service) opsRoutes(mux *http.ServeMux) {
 		}
 		s.writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	if s.gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	if s.scrape != nil {
+		mux.Handle("GET /metrics", s.metricsHandler())
 	}
 }
 

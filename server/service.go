@@ -37,6 +37,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,8 +109,19 @@ type Config struct {
 	// scrapers (rdq_queue_tasks{queue,status},
 	// rdq_queue_oldest_due_age_seconds{queue}; see StatsCollector).
 	Metrics prometheus.Registerer
-	// Gatherer, if set, is served at /metrics by Handler.
+	// Gatherer, if set, is served at /metrics by Handler and OpsHandler,
+	// gathered at most once per MetricsCacheTTL whatever the number of
+	// scrapers, with at most 4 responses encoded at once (more get 503).
 	Gatherer prometheus.Gatherer
+	// MetricsToken, if set, is the bearer token /metrics requires
+	// ("Authorization: Bearer <MetricsToken>"; Prometheus'
+	// authorization.credentials); it must pass ValidateToken. Without it
+	// /metrics is open to whoever reaches the listener: serve OpsHandler
+	// on a listener only the monitoring network reaches instead.
+	MetricsToken string
+	// MetricsCacheTTL is how long one gathering of Gatherer serves
+	// /metrics; zero means DefaultMetricsCacheTTL.
+	MetricsCacheTTL time.Duration
 	// Propagator carries trace context from requests into task headers;
 	// nil means W3C trace context.
 	Propagator propagation.TextMapPropagator
@@ -148,22 +160,23 @@ type Config struct {
 type Service struct {
 	rdqv1.UnimplementedRdqServiceServer
 
-	store      store.Store
-	admin      store.Admin
-	pauser     store.Pauser
-	dlq        *dlq.DLQ
-	auth       Authenticator
-	queues     map[string][]string
-	log        *slog.Logger
-	propagator propagation.TextMapPropagator
-	tracer     trace.Tracer
-	ready      func(ctx context.Context) error
-	gatherer   prometheus.Gatherer
-	maxBody    int64
-	bodies     *bodySlots // places for REST bodies, per principal
-	bodyRead   time.Duration
-	timeout    time.Duration
-	m          *metrics
+	store        store.Store
+	admin        store.Admin
+	pauser       store.Pauser
+	dlq          *dlq.DLQ
+	auth         Authenticator
+	queues       map[string][]string
+	log          *slog.Logger
+	propagator   propagation.TextMapPropagator
+	tracer       trace.Tracer
+	ready        func(ctx context.Context) error
+	scrape       *cachedGatherer // Config.Gatherer, cached; nil without one
+	metricsToken []byte          // SHA-256 of Config.MetricsToken; nil without one
+	maxBody      int64
+	bodies       *bodySlots // places for REST bodies, per principal
+	bodyRead     time.Duration
+	timeout      time.Duration
+	m            *metrics
 	// consoleNow, if set, is the clock of console sessions and sign-in
 	// throttles (tests set it).
 	consoleNow func() time.Time
@@ -199,7 +212,6 @@ func New(cfg Config) (*Service, error) {
 		log:        cfg.Logger,
 		propagator: cfg.Propagator,
 		ready:      cfg.Ready,
-		gatherer:   cfg.Gatherer,
 		maxBody:    cfg.MaxBodyBytes,
 		timeout:    cfg.RequestTimeout,
 	}
@@ -224,6 +236,19 @@ func New(cfg Config) (*Service, error) {
 	s.bodyRead = cmp.Or(cfg.BodyReadTimeout, DefaultBodyReadTimeout)
 	if s.ready == nil {
 		s.ready = s.probeStore
+	}
+	if cfg.MetricsCacheTTL < 0 {
+		return nil, fmt.Errorf("%w: server: MetricsCacheTTL %s is negative", rdq.ErrInvalid, cfg.MetricsCacheTTL)
+	}
+	if cfg.Gatherer != nil {
+		s.scrape = &cachedGatherer{g: cfg.Gatherer, ttl: cmp.Or(cfg.MetricsCacheTTL, DefaultMetricsCacheTTL), now: time.Now}
+	}
+	if cfg.MetricsToken != "" {
+		if err := ValidateToken(cfg.MetricsToken); err != nil {
+			return nil, fmt.Errorf("server: Config.MetricsToken: %w", err)
+		}
+		sum := sha256.Sum256([]byte(cfg.MetricsToken))
+		s.metricsToken = sum[:]
 	}
 	if a, ok := cfg.Store.(store.Admin); ok {
 		s.admin = a

@@ -65,14 +65,15 @@ func TestConfigMistakesAreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]struct{ from, to, want string }{
-		"handler typo":     {`"handlers": ["send"]`, `"handlers": ["se nd"]`, `queue emails: handlers: rdq: invalid input: handler name "se nd"`},
-		"queue name":       {`"emails": {`, `"e mails": {`, `queue name "e mails"`},
-		"no url":           {`"url": "http://127.0.0.1:9000/hooks/emails",`, ``, "queue emails: url is empty"},
-		"negative workers": {`"concurrency": 2`, `"concurrency": -2`, "queue emails: concurrency and timeout must not be negative"},
-		"bad policy":       {`"max_attempts": 5`, `"max_attempts": -5`, "queue emails:"},
-		"unknown role":     {`"role": "operator"`, `"role": "root"`, `principals: principal oncall: rdq: invalid input: role "root"`},
-		"bad grant":        {`{"queue": "*", "role": "operator"}`, `{"queue": "a b", "role": "operator"}`, "principals:"},
-		"weak token":       {`"token": "dev-operator-change-me-caHfrMSWTiwafjcpBNiaCpAD"`, `"token": "aaaaaaaaaaaaaaaa"`, "principals: the token of oncall: rdq: invalid input: the token is 16 bytes: use at least 32 random characters, such as the output of `openssl rand -base64 32`"},
+		"handler typo":       {`"handlers": ["send"]`, `"handlers": ["se nd"]`, `queue emails: handlers: rdq: invalid input: handler name "se nd"`},
+		"queue name":         {`"emails": {`, `"e mails": {`, `queue name "e mails"`},
+		"no url":             {`"url": "http://127.0.0.1:9000/hooks/emails",`, ``, "queue emails: url is empty"},
+		"negative workers":   {`"concurrency": 2`, `"concurrency": -2`, "queue emails: concurrency and timeout must not be negative"},
+		"bad policy":         {`"max_attempts": 5`, `"max_attempts": -5`, "queue emails:"},
+		"unknown role":       {`"role": "operator"`, `"role": "root"`, `principals: principal oncall: rdq: invalid input: role "root"`},
+		"bad grant":          {`{"queue": "*", "role": "operator"}`, `{"queue": "a b", "role": "operator"}`, "principals:"},
+		"weak metrics token": {`"metrics_token_env": "RDQ_METRICS_TOKEN",`, `"metrics_token": "metrics",`, "metrics_token: rdq: invalid input: the token is 7 bytes"},
+		"weak token":         {`"token": "dev-operator-change-me-caHfrMSWTiwafjcpBNiaCpAD"`, `"token": "aaaaaaaaaaaaaaaa"`, "principals: the token of oncall: rdq: invalid input: the token is 16 bytes: use at least 32 random characters, such as the output of `openssl rand -base64 32`"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
