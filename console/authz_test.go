@@ -191,6 +191,8 @@ func TestCrossOriginPostsAreRefused(t *testing.T) {
 		{"Sec-Fetch-Site": "cross-site"},
 		{"Sec-Fetch-Site": "same-site"},
 		{"Origin": "https://evil.example"},
+		// The console's own host under another scheme than its listener's.
+		{"Origin": "https://" + strings.TrimPrefix(e.srv.URL, "http://")},
 	} {
 		for _, p := range []string{"/tasks/" + id.String() + "/redrive", "/tasks/" + id.String() + "/purge", "/queues/pause"} {
 			r := e.do("POST", userAdmin, p, url.Values{"reason": {"forged"}, "queue": {"emails"}}, h)
