@@ -13,9 +13,61 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/sqlitestore"
 )
+
+// A configured token must look random: a weak one is refused, saying what
+// a strong one is.
+func ExampleValidateToken() {
+	fmt.Println(server.ValidateToken("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"))
+	fmt.Println(server.ValidateToken("change-me"))
+	fmt.Println(server.ValidateToken("pV3q8Zr1nK0xYb7sLw2Tj5Hc9Gd4Fm6AeQuRoIiCtM="))
+	// Output:
+	// rdq: invalid input: the token repeats a few characters (0.0 bits of entropy per character): use at least 32 random characters, such as the output of `openssl rand -base64 32`
+	// rdq: invalid input: the token is 9 bytes: use at least 32 random characters, such as the output of `openssl rand -base64 32`
+	// <nil>
+}
+
+// /metrics behind a bearer token, on a handler of its own.
+func ExampleConfig_metricsToken() {
+	st, err := sqlitestore.Open(context.Background(), filepath.Join(os.TempDir(), "rdq-example-metrics.db"), sqlitestore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	tokens, err := server.NewTokens(nil)
+	if err != nil {
+		panic(err)
+	}
+	const metricsToken = "Zr8Kq2Lm5Xv9Tb3Nc7Hd1Jf4Gk6Sa0We-yUoIiRtEwQ" // from the environment, in real use
+	svc, err := server.New(server.Config{Store: st, Auth: tokens, Gatherer: prometheus.NewRegistry(), MetricsToken: metricsToken})
+	if err != nil {
+		panic(err)
+	}
+	ops := httptest.NewServer(svc.OpsHandler()) // on a listener only the monitoring network reaches
+	defer ops.Close()
+	for _, tok := range []string{"", metricsToken} {
+		req, err := http.NewRequest("GET", ops.URL+"/metrics", nil)
+		if err != nil {
+			panic(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		res.Body.Close()
+		fmt.Println(res.StatusCode)
+	}
+	// Output:
+	// 401
+	// 200
+}
 
 // Roles are granted per queue pattern and include each other.
 func ExampleNewTokens() {
