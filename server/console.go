@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"net/http"
 	"slices"
 	"strconv"
@@ -207,12 +208,19 @@ const (
 	maxThrottled       = 10000
 )
 
-// remoteHost is the host of r.RemoteAddr.
+// remoteHost is the host of r.RemoteAddr: an IPv4 address, or the /64
+// prefix of an IPv6 one (a client commonly holds a whole /64).
 func remoteHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
 	}
-	return r.RemoteAddr
+	if a, err := netip.ParseAddr(h); err == nil && a.Is6() && !a.Is4In6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return h
 }
 
 func (sc *consoleSessions) cookie(value string, expires time.Time) *http.Cookie {

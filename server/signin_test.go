@@ -234,3 +234,47 @@ func (e *signInEnv) signIns(result string) float64 {
 	}
 	return 0
 }
+
+// A client is an IPv4 address or an IPv6 /64.
+func TestRemoteHost(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:4000":           "192.0.2.7",
+		"[2001:db8:1:2:3::9]:4000": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff::1]:1": "2001:db8:1:2::/64",
+		"[::ffff:192.0.2.7]:4000":  "::ffff:192.0.2.7",
+		"not an address":           "not an address",
+	} {
+		if got := remoteHost(&http.Request{RemoteAddr: addr}); got != want {
+			t.Errorf("remoteHost(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// When the throttle tracks as many keys as it may, keys whose bucket is
+// full again are forgotten, and keys that still find no room share one
+// bucket.
+func TestThrottleBoundsItsKeys(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	th := newThrottle(2, time.Second, 2)
+	for _, k := range []string{"a", "a", "b", "b"} {
+		if ok, _ := th.allow(k, now, true); !ok {
+			t.Fatalf("%s refused within its burst", k)
+		}
+	}
+	if ok, wait := th.allow("a", now, true); ok || wait != time.Second {
+		t.Errorf("a beyond its burst: %v, wait %s", ok, wait)
+	}
+	// c and d find no room: they share a bucket of 2.
+	okC, _ := th.allow("c", now, true)
+	okD, _ := th.allow("d", now, true)
+	okE, _ := th.allow("e", now, true)
+	if !okC || !okD || okE {
+		t.Errorf("overflow keys: %v %v %v, want true true false", okC, okD, okE)
+	}
+	// Once a's and b's buckets are full again, they make room.
+	now = now.Add(2 * time.Second)
+	th.allow("f", now, true)
+	if len(th.buckets) != 1 || th.buckets["f"] == nil {
+		t.Errorf("buckets after refill: %v", th.buckets)
+	}
+}
