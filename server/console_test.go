@@ -191,6 +191,22 @@ func TestConsoleSignInRolesAndSignOut(t *testing.T) {
 	if res.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site sign in: %d", res.StatusCode)
 	}
+	// So is one whose Origin has the console's host over plain http,
+	// while the listener serves TLS.
+	req, err = http.NewRequest("POST", srv.URL+"/console/signin", strings.NewReader("token="+adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://"+strings.TrimPrefix(srv.URL, "https://"))
+	res, err = client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("sign in from the http origin on the https listener: %d", res.StatusCode)
+	}
 }
 
 // TestConsoleSessionExpires checks that the server stops honouring a
