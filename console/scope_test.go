@@ -69,6 +69,11 @@ func TestPagesScopedToThePrincipalsQueues(t *testing.T) {
 		t.Fatalf("bulk redrive: %d %s", r.status, excerpt(r.body))
 	}
 	e.waitJob(userAdmin, r.loc)
+	// The admin's bulk action is as missing to the operator.
+	job, none := e.get(userOperator, r.loc), e.get(userOperator, "/jobs/no-such-job")
+	if job.status != http.StatusNotFound || job.body != none.body {
+		t.Errorf("the operator reads the admin's bulk action over every queue: %d %s", job.status, excerpt(job.body))
+	}
 	if page := e.get(userAdmin, "/tasks/"+mine.String()); !strings.Contains(page.body, "cross-queue fix 42") {
 		t.Fatalf("the admin's task page lacks the bulk redrive")
 	}
