@@ -834,3 +834,32 @@ func TestTargetSecrets(t *testing.T) {
 		t.Errorf("target secret: %v", err)
 	}
 }
+
+// A webhook-timestamp is accepted only in the form Sign signs: another
+// spelling of the same second is refused, even under a valid signature.
+func TestVerifyTimestampIsStrict(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	id := rdq.NewID().String()
+	body, err := marshalMessage(&rdq.Task{ID: rdq.MustParseID(id), Queue: "q", Handler: "h"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := Sign(secret, id, now.Unix(), body)
+	ts := strconv.FormatInt(now.Unix(), 10)
+	for _, v := range []string{"+" + ts, "0" + ts, "000" + ts, " " + ts, ts + " ", "-0", "00", "1e9", ts + ".0", "0x" + ts} {
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		r.Header.Set(HeaderID, id)
+		r.Header.Set(HeaderTimestamp, v)
+		r.Header.Set(HeaderSignature, sig)
+		if _, err := verifyAt(r, secret, time.Minute, now); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("timestamp %q: err = %v, want ErrBadSignature", v, err)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+	r.Header.Set(HeaderID, id)
+	r.Header.Set(HeaderTimestamp, ts)
+	r.Header.Set(HeaderSignature, sig)
+	if _, err := verifyAt(r, secret, time.Minute, now); err != nil {
+		t.Errorf("canonical timestamp %q: %v", ts, err)
+	}
+}

@@ -115,6 +115,29 @@ func Verify(r *http.Request, secret []byte, maxSkew time.Duration) (*Message, er
 	return verifyAt(r, secret, maxSkew, time.Now())
 }
 
+// parseTimestamp parses a webhook-timestamp in its one canonical form, the
+// form Sign signs: decimal digits without sign or leading zeros, so a
+// header is accepted only as it was signed.
+func parseTimestamp(v string) (int64, error) {
+	canonical := v != "" && len(v) <= 19 && (v == "0" || v[0] != '0')
+	for i := 0; canonical && i < len(v); i++ {
+		canonical = v[i] >= '0' && v[i] <= '9'
+	}
+	ts, err := strconv.ParseInt(v, 10, 64)
+	if !canonical || err != nil {
+		return 0, fmt.Errorf("%q is not a Unix time in seconds written as plain digits (no sign, no leading zeros)", clipHeader(v))
+	}
+	return ts, nil
+}
+
+// clipHeader shortens an untrusted header value for an error message.
+func clipHeader(v string) string {
+	if len(v) > 32 {
+		return v[:32] + "…"
+	}
+	return v
+}
+
 func verifyAt(r *http.Request, secret []byte, maxSkew time.Duration, now time.Time) (*Message, error) {
 	if maxSkew <= 0 {
 		maxSkew = DefaultMaxSkew
@@ -132,9 +155,9 @@ func verifyAt(r *http.Request, secret []byte, maxSkew time.Duration, now time.Ti
 	if id == "" || tsHeader == "" || sigHeader == "" {
 		return nil, fmt.Errorf("%w: want headers %s, %s and %s", ErrUnsigned, HeaderID, HeaderTimestamp, HeaderSignature)
 	}
-	ts, err := strconv.ParseInt(tsHeader, 10, 64)
+	ts, err := parseTimestamp(tsHeader)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s is not a Unix time in seconds", ErrBadSignature, HeaderTimestamp)
+		return nil, fmt.Errorf("%w: %s %w", ErrBadSignature, HeaderTimestamp, err)
 	}
 	skew := now.Sub(time.Unix(ts, 0))
 	if skew > maxSkew || skew < -maxSkew {

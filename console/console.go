@@ -37,6 +37,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/internal/origin"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/tasks"
 )
@@ -102,6 +103,12 @@ type Config struct {
 	// only for requests Authorize allowed. An empty name refuses the
 	// mutation.
 	Actor func(r *http.Request) string
+	// TrustedOrigins lists origins ("https://rdq.example.com") besides
+	// the console's own from which changes are accepted: the public
+	// origin when a TLS-terminating proxy serves the console over https
+	// to a plain-http listener. Without it a change whose Origin has the
+	// console's host but another scheme than the listener's is refused.
+	TrustedOrigins []string
 	// SignOutPath, if set, shows a "Sign out" button that POSTs there.
 	SignOutPath string
 	// Logger receives one record per mutation and per internal error;
@@ -129,11 +136,13 @@ type Console struct {
 	authorize func(r *http.Request, action Action, queue string) error
 	actor     func(r *http.Request) string
 	signOut   string
-	log       *slog.Logger
-	now       func() time.Time
-	pages     map[string]*template.Template
-	handler   http.Handler
-	jobs      *jobs
+	// trustedOrigins are Config.TrustedOrigins.
+	trustedOrigins []string
+	log            *slog.Logger
+	now            func() time.Time
+	pages          map[string]*template.Template
+	handler        http.Handler
+	jobs           *jobs
 	// tasks is the live-task API; nil when the store cannot list live
 	// tasks.
 	tasks *tasks.Tasks
@@ -174,10 +183,10 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{
 		st: cfg.Store, dlq: d, prefix: prefix, authorize: cfg.Authorize, actor: cfg.Actor,
-		signOut: cfg.SignOutPath,
-		log:     cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		now:     cfg.Now,
-		jobs:    newJobs(),
+		signOut: cfg.SignOutPath, trustedOrigins: cfg.TrustedOrigins,
+		log:  cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
+		now:  cfg.Now,
+		jobs: newJobs(),
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -200,7 +209,10 @@ func New(cfg Config) (*Console, error) {
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
-	c.handler = c.routes()
+	var err error
+	if c.handler, err = c.routes(); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
 	return c, nil
 }
 
@@ -226,7 +238,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-func (c *Console) routes() http.Handler {
+func (c *Console) routes() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", c.overview)
 	mux.HandleFunc("POST /queues/pause", c.pause)
@@ -264,12 +276,13 @@ func (c *Console) routes() http.Handler {
 	if c.prefix != "" {
 		h = http.StripPrefix(c.prefix, h)
 	}
-	protect := http.NewCrossOriginProtection()
-	protect.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, http.StatusForbidden, errors.New("cross-origin request refused: changes can only be made from the console's own pages"))
+	h, err = origin.Protect(h, c.trustedOrigins, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusForbidden, errors.New("cross-origin request refused: changes can only be made from the console's own pages, at the address it is served on"))
 	}))
-	h = protect.Handler(h)
-	return securityHeaders(h)
+	if err != nil {
+		return nil, fmt.Errorf("%w: console: %w", rdq.ErrInvalid, err)
+	}
+	return securityHeaders(h), nil
 }
 
 // maxFormBytes bounds a request body: an edited payload of

@@ -310,6 +310,8 @@ type groupsData struct {
 	Hidden     int
 	Total      int64
 	HasKeys    bool
+	// ChartsOff is set when the filter is narrower than the charts.
+	ChartsOff bool
 }
 
 func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
@@ -348,8 +350,12 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		}
 		d.HasKeys = true
 	}
+	// A group's chart counts its dead tasks of every queue and handler:
+	// it is drawn only when the page selects no narrower set, so that it
+	// never counts tasks the page (and perhaps the principal) may not see.
 	var hist map[string][]int64
-	if h, ok := c.st.(deadHistogrammer); ok && len(fps) > 0 {
+	d.ChartsOff = f.Queue != "" || f.Handler != "" || f.MessageContains != "" || f.LifeMin != 0 || f.LifeBelow != 0 || len(f.IDs) > 0
+	if h, ok := c.st.(deadHistogrammer); ok && len(fps) > 0 && !d.ChartsOff {
 		if hist, err = h.DeadHistogram(ctx, c.chartStart(), time.Hour, chartHours, fps[:min(len(fps), maxGroupCharts)]); err != nil {
 			c.failErr(w, r, err)
 			return
@@ -410,13 +416,17 @@ type taskData struct {
 }
 
 // loadTask reads the task named in the path and checks that a is allowed
-// on its queue.
+// on its queue. A task of a queue the principal may not read is answered
+// as a missing one, so its existence and queue stay unknown.
 func (c *Console) loadTask(r *http.Request, a Action) (dlq.Detail, error) {
 	id, err := rdq.ParseID(r.PathValue("id"))
 	if err != nil {
 		return dlq.Detail{}, fmt.Errorf("%w: %q is not a task id", store.ErrNotFound, clip(r.PathValue("id")))
 	}
 	det, err := c.dlq.Show(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.can(r, ActionRead, det.Task.Queue)) {
+		return dlq.Detail{}, fmt.Errorf("%w: there is no task %s, or not in a queue you may read", store.ErrNotFound, id)
+	}
 	if err != nil {
 		return dlq.Detail{}, err
 	}
@@ -432,7 +442,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d, err := c.taskData(r.Context(), det)
+	d, err := c.taskData(r.Context(), r, det)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -441,7 +451,7 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "task", &view{Title: "Task " + det.Task.ID.String(), Nav: "dead", Data: d})
 }
 
-func (c *Console) taskData(ctx context.Context, det dlq.Detail) (taskData, error) {
+func (c *Console) taskData(ctx context.Context, r *http.Request, det dlq.Detail) (taskData, error) {
 	t := det.Task
 	d := taskData{Task: t, Payload: viewPayload(t.Payload, t.ContentType)}
 	for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
@@ -454,7 +464,7 @@ func (c *Console) taskData(ctx context.Context, det dlq.Detail) (taskData, error
 		l := &d.Lives[len(d.Lives)-1]
 		l.Attempts = append(l.Attempts, attemptRow{Attempt: a, Duration: a.FinishedAt.Sub(a.StartedAt), Failed: a.Outcome != rdq.OutcomeSuccess})
 	}
-	audit, err := c.taskAudit(ctx, t)
+	audit, err := c.taskAudit(ctx, r, t)
 	if err != nil {
 		return d, err
 	}
@@ -467,8 +477,12 @@ func (c *Console) taskData(ctx context.Context, det dlq.Detail) (taskData, error
 const maxTaskAuditScan = 1000
 
 // taskAudit returns the audit entries that name t by ID, and the bulk
-// entries whose filter selects it.
-func (c *Console) taskAudit(ctx context.Context, t *rdq.Task) ([]auditRow, error) {
+// entries whose filter selects it, among those r's principal may read in
+// full: entries of t alone, of one queue it may read, or, with read on
+// every queue, any. (An entry over several queues would show their counts
+// and reasons.)
+func (c *Console) taskAudit(ctx context.Context, r *http.Request, t *rdq.Task) ([]auditRow, error) {
+	all := c.can(r, ActionRead, AllQueues)
 	entries, err := c.dlq.Audit(ctx, dlq.AuditQuery{Since: t.CreatedAt.Add(-time.Second), Limit: maxTaskAuditScan})
 	if err != nil {
 		return nil, err
@@ -486,6 +500,10 @@ func (c *Console) taskAudit(ctx context.Context, t *rdq.Task) ([]auditRow, error
 		case e.Filter != "" && filterSelects(e.Filter, t):
 			row.ByFilter = true
 		default:
+			continue
+		}
+		alone := len(e.IDs) == 1 && e.IDs[0] == t.ID && (row.Queue == "" || row.Queue == t.Queue)
+		if !all && !alone && (row.Queue == "" || !c.can(r, ActionRead, row.Queue)) {
 			continue
 		}
 		out = append(out, row)
@@ -583,7 +601,7 @@ func (c *Console) taskEdit(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, fmt.Errorf("%w (it is %s): only a dead task's payload can be edited", store.ErrNotDead, det.Task.Status))
 		return
 	}
-	d, err := c.taskData(r.Context(), det)
+	d, err := c.taskData(r.Context(), r, det)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -886,13 +904,11 @@ type jobData struct {
 }
 
 func (c *Console) job(w http.ResponseWriter, r *http.Request) {
+	// A bulk action over queues the principal may not read is answered as
+	// a missing one.
 	j, ok := c.jobs.get(r.PathValue("id"))
-	if !ok {
+	if !ok || !c.can(r, ActionRead, j.Filter.Queue) {
 		c.fail(w, r, http.StatusNotFound, errors.New("no such bulk action (the console forgets old ones, and all of them when it restarts; the audit log keeps every change)"))
-		return
-	}
-	if err := c.allow(r, ActionRead, j.Filter.Queue); err != nil {
-		c.failErr(w, r, err)
 		return
 	}
 	s := j.state()

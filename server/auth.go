@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/srjn45/rdq"
@@ -162,7 +163,57 @@ type Authenticator interface {
 }
 
 // MinTokenLength is the shortest bearer token Tokens accepts, in bytes.
-const MinTokenLength = 16
+const MinTokenLength = 32
+
+// StrongTokenHint says what a strong token is, for error messages.
+const StrongTokenHint = "use at least 32 random characters, such as the output of `openssl rand -base64 32`"
+
+// ValidateToken reports whether tok is strong enough to be a configured
+// secret (a bearer token, a metrics token): at least MinTokenLength bytes
+// that look random, not a repetition, run or sequence of a few characters.
+// Its error wraps rdq.ErrInvalid, says what is wrong and what a strong
+// token is, and never holds the token.
+func ValidateToken(tok string) error {
+	n := len(tok)
+	if n < MinTokenLength {
+		return fmt.Errorf("%w: the token is %d bytes: %s", rdq.ErrInvalid, n, StrongTokenHint)
+	}
+	var counts [256]int
+	for i := 0; i < n; i++ {
+		counts[tok[i]]++
+	}
+	entropy := 0.0 // Shannon entropy of the token's bytes, bits per byte
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / float64(n)
+			entropy -= p * math.Log2(p)
+		}
+	}
+	if entropy < 2.75 {
+		return fmt.Errorf("%w: the token repeats a few characters (%.1f bits of entropy per character): %s", rdq.ErrInvalid, entropy, StrongTokenHint)
+	}
+	steps := 0 // neighbours equal or one apart, as in "aaaa" or "abcd"
+	for i := 1; i < n; i++ {
+		if d := int(tok[i]) - int(tok[i-1]); d >= -1 && d <= 1 {
+			steps++
+		}
+	}
+	if float64(steps) > 0.6*float64(n-1) {
+		return fmt.Errorf("%w: the token is mostly runs or sequences of characters: %s", rdq.ErrInvalid, StrongTokenHint)
+	}
+	for period := 1; period <= n/2; period++ {
+		same := 0
+		for i := period; i < n; i++ {
+			if tok[i] == tok[i-period] {
+				same++
+			}
+		}
+		if float64(same) > 0.75*float64(n-period) {
+			return fmt.Errorf("%w: the token repeats a pattern of %d characters: %s", rdq.ErrInvalid, period, StrongTokenHint)
+		}
+	}
+	return nil
+}
 
 // Tokens is a static Authenticator: a fixed set of bearer tokens. Tokens
 // are kept and looked up by their SHA-256, so lookups take the same time
@@ -172,16 +223,16 @@ type Tokens struct {
 }
 
 // NewTokens returns an Authenticator for tokens, mapping each token to its
-// principal. Every token must be at least MinTokenLength bytes, and every
-// principal valid; two tokens may share a principal.
+// principal. Every token must pass ValidateToken, and every principal be
+// valid; two tokens may share a principal.
 func NewTokens(tokens map[string]*Principal) (*Tokens, error) {
 	t := &Tokens{byHash: make(map[[sha256.Size]byte]*Principal, len(tokens))}
 	for tok, p := range tokens {
 		if p == nil {
 			return nil, fmt.Errorf("%w: a token has no principal", rdq.ErrInvalid)
 		}
-		if len(tok) < MinTokenLength {
-			return nil, fmt.Errorf("%w: the token of %s is %d bytes; use at least %d random bytes", rdq.ErrInvalid, p.Name, len(tok), MinTokenLength)
+		if err := ValidateToken(tok); err != nil {
+			return nil, fmt.Errorf("the token of %s: %w", p.Name, err)
 		}
 		if err := p.Validate(); err != nil {
 			return nil, err

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -74,19 +77,61 @@ func TestTokens(t *testing.T) {
 	if _, err := NewTokens(map[string]*Principal{"short": p}); !errors.Is(err, rdq.ErrInvalid) {
 		t.Errorf("short token: %v", err)
 	}
-	if _, err := NewTokens(map[string]*Principal{"a-long-enough-token": {Name: ""}}); !errors.Is(err, rdq.ErrInvalid) {
+	if _, err := NewTokens(map[string]*Principal{strongToken: {Name: ""}}); !errors.Is(err, rdq.ErrInvalid) {
 		t.Errorf("unnamed principal: %v", err)
 	}
-	tok, err := NewTokens(map[string]*Principal{"a-long-enough-token": p})
+	tok, err := NewTokens(map[string]*Principal{strongToken: p})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := tok.Authenticate(context.Background(), "a-long-enough-token"); err != nil || got != p {
+	if got, err := tok.Authenticate(context.Background(), strongToken); err != nil || got != p {
 		t.Errorf("valid token: %v %v", got, err)
 	}
-	for _, bad := range []string{"", "a-long-enough-toke", "a-long-enough-token "} {
+	for _, bad := range []string{"", strongToken[:len(strongToken)-1], strongToken + " "} {
 		if _, err := tok.Authenticate(context.Background(), bad); !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("%q: err = %v", bad, err)
+		}
+	}
+}
+
+// strongToken is a token NewTokens accepts (openssl rand -base64 32).
+const strongToken = "pV3q8Zr1nK0xYb7sLw2Tj5Hc9Gd4Fm6AeQuRoIiCtM="
+
+// Weak configured tokens are refused, saying what a strong token is; the
+// tokens the usual generators print are accepted.
+func TestTokensRefuseWeakTokens(t *testing.T) {
+	p := &Principal{Name: "svc", Grants: []Grant{{Queue: "*", Role: RoleSubmitter}}}
+	weak := []string{
+		"aaaaaaaaaaaaaaaa", // the 16-character token of the review
+		strings.Repeat("a", 64),
+		"abcdefghijklmnopqrstuvwxyzabcdef",
+		"0123456789abcdef0123456789abcdef",
+		"abababababababababababababababab",
+		"aabbccddeeffgghhiijjkkllmmnnoopp",
+		strings.Repeat("k3P9xQ2m", 5),
+		"dev-token-too-short",
+	}
+	for _, tok := range weak {
+		_, err := NewTokens(map[string]*Principal{tok: p})
+		if !errors.Is(err, rdq.ErrInvalid) {
+			t.Errorf("weak token %q accepted: %v", tok, err)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "svc") || !strings.Contains(msg, "openssl rand") || !strings.Contains(msg, "32") || strings.Contains(msg, tok) {
+			t.Errorf("weak token %q: message %q should name the principal and what a strong token is, without the token", tok, msg)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	raw := make([]byte, 32)
+	for i := range 20000 {
+		for j := range raw {
+			raw[j] = byte(rng.Uint32())
+		}
+		for _, tok := range []string{hex.EncodeToString(raw[:16]), hex.EncodeToString(raw), base64.StdEncoding.EncodeToString(raw), base64.RawURLEncoding.EncodeToString(raw[:24])} {
+			if err := ValidateToken(tok); err != nil {
+				t.Fatalf("random token %d %q refused: %v", i, tok, err)
+			}
 		}
 	}
 }

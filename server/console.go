@@ -7,7 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"log/slog"
+	"math"
+	"net"
 	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +21,7 @@ import (
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/console"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/internal/origin"
 )
 
 // Console defaults.
@@ -25,6 +32,9 @@ const (
 	// DefaultSessionTTL is how long a console session lasts when
 	// ConsoleConfig.SessionTTL is zero.
 	DefaultSessionTTL = 8 * time.Hour
+	// DefaultMaxSessionsPerPrincipal bounds one principal's console
+	// sessions when ConsoleConfig.MaxSessionsPerPrincipal is zero.
+	DefaultMaxSessionsPerPrincipal = 32
 	// consoleCookie names the session cookie.
 	consoleCookie = "rdq_console"
 )
@@ -37,6 +47,22 @@ type ConsoleConfig struct {
 	// SessionTTL is how long a sign-in lasts; zero means
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
+	// MaxSessionsPerPrincipal bounds the sessions of one principal; a
+	// sign-in beyond it ends that principal's oldest session, never
+	// another principal's. Zero means DefaultMaxSessionsPerPrincipal.
+	MaxSessionsPerPrincipal int
+	// ClientAddr names the client of a sign-in, for throttling failed
+	// attempts per client and for the log; nil means the host of
+	// r.RemoteAddr. Behind a reverse proxy every request comes from the
+	// proxy: return the client address the proxy writes (the last
+	// X-Forwarded-For entry it appends, say), never a header a client
+	// can set.
+	ClientAddr func(r *http.Request) string
+	// TrustedOrigins lists the origins ("https://rdq.example.com")
+	// besides the listener's own from which sign-ins and changes are
+	// accepted: the public origin when a TLS-terminating proxy serves the
+	// console over https to a plain-http listener.
+	TrustedOrigins []string
 }
 
 // Console returns the DLQ console (package console) for the service's
@@ -48,6 +74,16 @@ type ConsoleConfig struct {
 // and resume; submitters see nothing. Every change is audited under the
 // principal's name. Sessions live in this process's memory: a restart
 // signs everyone out.
+//
+// Each principal keeps at most MaxSessionsPerPrincipal sessions (a
+// sign-in beyond ends its own oldest). Failed sign-ins are throttled per
+// client (10 in a row, then one per 6 s) and sign-ins per principal (10 in
+// a row, then one per 30 s), answered 429 with Retry-After; refusals are
+// logged (client, principal when known, never the token) and counted in
+// rdq_server_console_signins_total{result}. Sign-ins and changes are
+// accepted from the listener's own origin (scheme, host and port) and
+// TrustedOrigins only. The session cookie is Secure: serve the console
+// over TLS, or behind a proxy that terminates it.
 func (s *Service) Console(cfg ConsoleConfig) (http.Handler, error) {
 	b, ok := s.store.(dlq.Backend)
 	if !ok {
@@ -64,7 +100,27 @@ func (s *Service) Console(cfg ConsoleConfig) (http.Handler, error) {
 	if ttl < 0 {
 		return nil, fmt.Errorf("%w: server: console session TTL %s is negative", rdq.ErrInvalid, ttl)
 	}
-	sc := &consoleSessions{auth: s.auth, prefix: prefix, ttl: ttl, byHash: map[[sha256.Size]byte]consoleSession{}, now: time.Now}
+	perPrincipal := cfg.MaxSessionsPerPrincipal
+	if perPrincipal < 0 {
+		return nil, fmt.Errorf("%w: server: console MaxSessionsPerPrincipal %d is negative", rdq.ErrInvalid, perPrincipal)
+	}
+	if perPrincipal == 0 {
+		perPrincipal = DefaultMaxSessionsPerPrincipal
+	}
+	sc := &consoleSessions{
+		auth: s.auth, prefix: prefix, ttl: ttl, now: time.Now, log: s.log, m: s.m,
+		clientAddr: cfg.ClientAddr, perPrincipal: perPrincipal,
+		byHash:   map[[sha256.Size]byte]consoleSession{},
+		byName:   map[string][][sha256.Size]byte{},
+		failures: newThrottle(signInFailureBurst, signInFailureEvery, maxThrottled),
+		signIns:  newThrottle(signInBurst, signInEvery, maxThrottled),
+	}
+	if sc.clientAddr == nil {
+		sc.clientAddr = remoteHost
+	}
+	if s.consoleNow != nil {
+		sc.now = s.consoleNow
+	}
 	c, err := console.New(console.Config{
 		Store: b, DLQ: s.dlq, Prefix: prefix, Logger: s.log,
 		Authorize: authorizeConsole,
@@ -74,7 +130,8 @@ func (s *Service) Console(cfg ConsoleConfig) (http.Handler, error) {
 			}
 			return ""
 		},
-		SignOutPath: prefix + "/signout",
+		SignOutPath:    prefix + "/signout",
+		TrustedOrigins: cfg.TrustedOrigins,
 	})
 	if err != nil {
 		return nil, err
@@ -85,8 +142,11 @@ func (s *Service) Console(cfg ConsoleConfig) (http.Handler, error) {
 	mux.HandleFunc("POST "+prefix+"/signout", sc.signOut)
 	mux.Handle(prefix+"/static/", c)
 	mux.Handle(prefix+"/", sc.require(c))
-	protect := http.NewCrossOriginProtection()
-	return protect.Handler(mux), nil
+	h, err := origin.Protect(mux, cfg.TrustedOrigins, nil)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: server: console: %w", rdq.ErrInvalid, err), c.Close())
+	}
+	return h, nil
 }
 
 // authorizeConsole maps the console's actions to roles: operator for
@@ -118,19 +178,50 @@ type consoleSession struct {
 }
 
 // consoleSessions keeps signed-in sessions, by the SHA-256 of their
-// random cookie value.
+// random cookie value, at most perPrincipal per principal name.
 type consoleSessions struct {
-	auth   Authenticator
-	prefix string
-	ttl    time.Duration
-	now    func() time.Time
+	auth         Authenticator
+	prefix       string
+	ttl          time.Duration
+	now          func() time.Time
+	log          *slog.Logger
+	m            *metrics
+	clientAddr   func(r *http.Request) string
+	perPrincipal int
 
-	mu     sync.Mutex
-	byHash map[[sha256.Size]byte]consoleSession
+	mu       sync.Mutex
+	byHash   map[[sha256.Size]byte]consoleSession
+	byName   map[string][][sha256.Size]byte // each principal's sessions, oldest first
+	failures *throttle                      // failed sign-ins, per client
+	signIns  *throttle                      // sign-ins, per principal
 }
 
-// maxSessions bounds the sessions kept; expired ones are dropped first.
-const maxSessions = 10000
+// Sign-in throttles: a client may fail signInFailureBurst times in a row,
+// then once per signInFailureEvery; a principal may sign in signInBurst
+// times in a row, then once per signInEvery. Each throttle tracks at most
+// maxThrottled clients or principals at once.
+const (
+	signInFailureBurst = 10
+	signInFailureEvery = 6 * time.Second
+	signInBurst        = 10
+	signInEvery        = 30 * time.Second
+	maxThrottled       = 10000
+)
+
+// remoteHost is the host of r.RemoteAddr: an IPv4 address, or the /64
+// prefix of an IPv6 one (a client commonly holds a whole /64).
+func remoteHost(r *http.Request) string {
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	if a, err := netip.ParseAddr(h); err == nil && a.Is6() && !a.Is4In6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return h
+}
 
 func (sc *consoleSessions) cookie(value string, expires time.Time) *http.Cookie {
 	c := &http.Cookie{
@@ -157,10 +248,42 @@ func (sc *consoleSessions) lookup(r *http.Request) (*Principal, [sha256.Size]byt
 		return nil, h, false
 	}
 	if !sc.now().Before(s.expires) {
-		delete(sc.byHash, h)
+		sc.drop(h)
 		return nil, h, false
 	}
 	return s.p, h, true
+}
+
+// drop forgets the session h; sc.mu is held.
+func (sc *consoleSessions) drop(h [sha256.Size]byte) {
+	s, ok := sc.byHash[h]
+	if !ok {
+		return
+	}
+	delete(sc.byHash, h)
+	name := s.p.Name
+	hs := slices.DeleteFunc(sc.byName[name], func(x [sha256.Size]byte) bool { return x == h })
+	if len(hs) == 0 {
+		delete(sc.byName, name)
+	} else {
+		sc.byName[name] = hs
+	}
+}
+
+// add keeps a new session of p, first dropping p's expired sessions and,
+// when p has perPrincipal, its oldest; sc.mu is held.
+func (sc *consoleSessions) add(h [sha256.Size]byte, p *Principal, expires time.Time) {
+	now := sc.now()
+	for _, old := range slices.Clone(sc.byName[p.Name]) {
+		if !now.Before(sc.byHash[old].expires) {
+			sc.drop(old)
+		}
+	}
+	for len(sc.byName[p.Name]) >= sc.perPrincipal {
+		sc.drop(sc.byName[p.Name][0])
+	}
+	sc.byHash[h] = consoleSession{p: p, expires: expires}
+	sc.byName[p.Name] = append(sc.byName[p.Name], h)
 }
 
 // require serves next to signed-in people, with their principal in the
@@ -209,14 +332,30 @@ func (sc *consoleSessions) signInPage(w http.ResponseWriter, r *http.Request) {
 	sc.renderSignIn(w, http.StatusOK, "")
 }
 
+// signIn signs a person in with their token. Failed attempts are
+// throttled per client and sign-ins per principal; every refusal is
+// logged (without the token) and counted.
 func (sc *consoleSessions) signIn(w http.ResponseWriter, r *http.Request) {
-	p, err := sc.auth.Authenticate(r.Context(), strings.TrimSpace(r.PostFormValue("token")))
+	ctx := r.Context()
+	client := sc.clientAddr(r)
+	if ok, wait := sc.failures.allow(client, sc.now(), false); !ok {
+		sc.refuse(w, r, client, "", signInThrottled, wait)
+		return
+	}
+	p, err := sc.auth.Authenticate(ctx, strings.TrimSpace(r.PostFormValue("token")))
 	if err != nil {
+		sc.failures.allow(client, sc.now(), true)
 		if errors.Is(err, ErrUnauthenticated) {
-			sc.renderSignIn(w, http.StatusUnauthorized, "That token is not valid.")
+			sc.refuse(w, r, client, "", signInInvalid, 0)
 			return
 		}
+		sc.log.ErrorContext(ctx, "rdq console: sign-in failed", "client", client, "error", err)
+		sc.m.signIn(signInError)
 		sc.renderSignIn(w, http.StatusInternalServerError, "Signing in failed; try again.")
+		return
+	}
+	if ok, wait := sc.signIns.allow(p.Name, sc.now(), true); !ok {
+		sc.refuse(w, r, client, p.Name, signInThrottled, wait)
 		return
 	}
 	var b [32]byte
@@ -224,30 +363,49 @@ func (sc *consoleSessions) signIn(w http.ResponseWriter, r *http.Request) {
 	value := base64.RawURLEncoding.EncodeToString(b[:])
 	expires := sc.now().Add(sc.ttl)
 	sc.mu.Lock()
-	if len(sc.byHash) >= maxSessions {
-		now := sc.now()
-		for h, s := range sc.byHash {
-			if !now.Before(s.expires) {
-				delete(sc.byHash, h)
-			}
-		}
-		for h := range sc.byHash {
-			if len(sc.byHash) < maxSessions {
-				break
-			}
-			delete(sc.byHash, h)
-		}
-	}
-	sc.byHash[sha256.Sum256([]byte(value))] = consoleSession{p: p, expires: expires}
+	sc.add(sha256.Sum256([]byte(value)), p, expires)
 	sc.mu.Unlock()
+	sc.m.signIn(signInOK)
+	sc.log.InfoContext(ctx, "rdq console: signed in", "principal", p.Name, "client", client)
 	http.SetCookie(w, sc.cookie(value, expires))
 	http.Redirect(w, r, sc.prefix+"/", http.StatusSeeOther)
+}
+
+// Sign-in results, the values of the result label of
+// rdq_server_console_signins_total.
+const (
+	signInOK        = "ok"
+	signInInvalid   = "invalid"
+	signInThrottled = "throttled"
+	signInError     = "error"
+)
+
+// refuse answers a refused sign-in, logs and counts it. principal is empty
+// when the token named nobody.
+func (sc *consoleSessions) refuse(w http.ResponseWriter, r *http.Request, client, principal, result string, wait time.Duration) {
+	sc.m.signIn(result)
+	attrs := []any{"client", client, "result", result}
+	if principal != "" {
+		attrs = append(attrs, "principal", principal)
+	}
+	sc.log.WarnContext(r.Context(), "rdq console: sign-in refused", attrs...)
+	if result == signInInvalid {
+		sc.renderSignIn(w, http.StatusUnauthorized, "That token is not valid.")
+		return
+	}
+	secs := int(math.Ceil(wait.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	who := "from your address"
+	if principal != "" {
+		who = "with this token"
+	}
+	sc.renderSignIn(w, http.StatusTooManyRequests, fmt.Sprintf("Too many sign-ins %s; try again in %d seconds.", who, secs))
 }
 
 func (sc *consoleSessions) signOut(w http.ResponseWriter, r *http.Request) {
 	if _, h, ok := sc.lookup(r); ok {
 		sc.mu.Lock()
-		delete(sc.byHash, h)
+		sc.drop(h)
 		sc.mu.Unlock()
 	}
 	http.SetCookie(w, sc.cookie("", time.Time{}))

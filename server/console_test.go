@@ -19,9 +19,9 @@ import (
 )
 
 const (
-	adminToken     = "console-admin-token-0123456789"
-	operatorToken  = "console-operator-token-0123456"
-	submitterToken = "console-submitter-token-01234"
+	adminToken     = "D4kQ5kQupLP0qmHKfMsVS2TVy9oZlEsu8oY9zk3QtQ8"
+	operatorToken  = "tcSP7wOaYSOlJbVtxpOZ5cW0I4Gs5WxG4r3i6RbxTPc"
+	submitterToken = "J2VSFK9Uu5c2Tcuy9aFu6Z5z5L8YMDbioT2WIorAJOw"
 )
 
 // TestConsoleSignInRolesAndSignOut mounts the console the way rdq-server
@@ -130,7 +130,7 @@ func TestConsoleSignInRolesAndSignOut(t *testing.T) {
 	if res, _ := do(sam, "GET", "/console/", nil); res.StatusCode != http.StatusForbidden {
 		t.Errorf("submitter overview: %d", res.StatusCode)
 	}
-	if res, _ := do(sam, "GET", "/console/tasks/"+ids["emails"].String(), nil); res.StatusCode != http.StatusForbidden {
+	if res, _ := do(sam, "GET", "/console/tasks/"+ids["emails"].String(), nil); res.StatusCode != http.StatusNotFound {
 		t.Errorf("submitter task: %d", res.StatusCode)
 	}
 
@@ -139,8 +139,8 @@ func TestConsoleSignInRolesAndSignOut(t *testing.T) {
 	if res, body := do(otto, "GET", "/console/", nil); res.StatusCode != 200 || !strings.Contains(body, ">emails<") || strings.Contains(body, ">billing<") || strings.Contains(body, "/queues/pause") {
 		t.Errorf("operator overview: %d", res.StatusCode)
 	}
-	if res, _ := do(otto, "GET", "/console/tasks/"+ids["billing"].String(), nil); res.StatusCode != http.StatusForbidden {
-		t.Errorf("operator reads another queue's task: %d", res.StatusCode)
+	if res, _ := do(otto, "GET", "/console/tasks/"+ids["billing"].String(), nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("operator reads another queue's task: %d, want 404 as for a missing task", res.StatusCode)
 	}
 	if res, _ := do(otto, "POST", "/console/queues/pause", url.Values{"queue": {"emails"}, "reason": {"x"}}); res.StatusCode != http.StatusForbidden {
 		t.Errorf("operator pauses: %d", res.StatusCode)
@@ -190,6 +190,22 @@ func TestConsoleSignInRolesAndSignOut(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site sign in: %d", res.StatusCode)
+	}
+	// So is one whose Origin has the console's host over plain http,
+	// while the listener serves TLS.
+	req, err = http.NewRequest("POST", srv.URL+"/console/signin", strings.NewReader("token="+adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://"+strings.TrimPrefix(srv.URL, "https://"))
+	res, err = client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("sign in from the http origin on the https listener: %d", res.StatusCode)
 	}
 }
 

@@ -43,10 +43,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Tokens of the test principals.
 const (
-	tokSubmitter = "submitter-token-0123456789"
-	tokOperator  = "operator-token-0123456789"
-	tokAdmin     = "admin-token-0123456789abc"
-	tokOrdersOps = "orders-ops-token-0123456789"
+	tokSubmitter = "8eBtc_b4_CQA5UTn2-ENAkvRrKFCKExOZd08xOwy5vg"
+	tokOperator  = "q3CEh15-2u-ZdTXyxkMxHu2VQImyM8G9na4fwqWO8DQ"
+	tokAdmin     = "-VmMqRdGptPGlEVQP3PpvL5t2FdMKhtIqC9QCu3kL1k"
+	tokOrdersOps = "44MXDOB70mspP5jwcUarc_pGnf-U8lhggrlujbNHV1o"
 )
 
 var secret = []byte("callback-secret-for-tests-0123")

@@ -13,21 +13,73 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/sqlitestore"
 )
 
+// A configured token must look random: a weak one is refused, saying what
+// a strong one is.
+func ExampleValidateToken() {
+	fmt.Println(server.ValidateToken("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"))
+	fmt.Println(server.ValidateToken("change-me"))
+	fmt.Println(server.ValidateToken("pV3q8Zr1nK0xYb7sLw2Tj5Hc9Gd4Fm6AeQuRoIiCtM="))
+	// Output:
+	// rdq: invalid input: the token repeats a few characters (0.0 bits of entropy per character): use at least 32 random characters, such as the output of `openssl rand -base64 32`
+	// rdq: invalid input: the token is 9 bytes: use at least 32 random characters, such as the output of `openssl rand -base64 32`
+	// <nil>
+}
+
+// /metrics behind a bearer token, on a handler of its own.
+func ExampleConfig_metricsToken() {
+	st, err := sqlitestore.Open(context.Background(), filepath.Join(os.TempDir(), "rdq-example-metrics.db"), sqlitestore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	tokens, err := server.NewTokens(nil)
+	if err != nil {
+		panic(err)
+	}
+	const metricsToken = "Zr8Kq2Lm5Xv9Tb3Nc7Hd1Jf4Gk6Sa0We-yUoIiRtEwQ" // from the environment, in real use
+	svc, err := server.New(server.Config{Store: st, Auth: tokens, Gatherer: prometheus.NewRegistry(), MetricsToken: metricsToken})
+	if err != nil {
+		panic(err)
+	}
+	ops := httptest.NewServer(svc.OpsHandler()) // on a listener only the monitoring network reaches
+	defer ops.Close()
+	for _, tok := range []string{"", metricsToken} {
+		req, err := http.NewRequest("GET", ops.URL+"/metrics", nil)
+		if err != nil {
+			panic(err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		res.Body.Close()
+		fmt.Println(res.StatusCode)
+	}
+	// Output:
+	// 401
+	// 200
+}
+
 // Roles are granted per queue pattern and include each other.
 func ExampleNewTokens() {
 	tokens, err := server.NewTokens(map[string]*server.Principal{
-		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders.*", Role: server.RoleSubmitter}}},
-		"token-of-the-oncall-team":  {Name: "oncall", Grants: []server.Grant{{Queue: "*", Role: server.RoleOperator}}},
+		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU":   {Name: "shop", Grants: []server.Grant{{Queue: "orders.*", Role: server.RoleSubmitter}}},
+		"oncall-AV-dYtXAQHzzMXNSDnb1MAcW1WBI88uXxaXowcoAB5Q": {Name: "oncall", Grants: []server.Grant{{Queue: "*", Role: server.RoleOperator}}},
 	})
 	if err != nil {
 		panic(err)
 	}
-	shop, _ := tokens.Authenticate(context.Background(), "token-of-the-shop-service")
-	oncall, _ := tokens.Authenticate(context.Background(), "token-of-the-oncall-team")
+	shop, _ := tokens.Authenticate(context.Background(), "shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU")
+	oncall, _ := tokens.Authenticate(context.Background(), "oncall-AV-dYtXAQHzzMXNSDnb1MAcW1WBI88uXxaXowcoAB5Q")
 	fmt.Println(shop.Name, "submit orders.eu:", shop.Can(server.RoleSubmitter, "orders.eu"))
 	fmt.Println(shop.Name, "redrive orders.eu:", shop.Can(server.RoleOperator, "orders.eu"))
 	fmt.Println(oncall.Name, "submit emails:", oncall.Can(server.RoleSubmitter, "emails"))
@@ -57,7 +109,7 @@ func ExampleService_Handler() {
 		panic(err)
 	}
 	tokens, err := server.NewTokens(map[string]*server.Principal{
-		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
+		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
 	})
 	if err != nil {
 		panic(err)
@@ -81,8 +133,8 @@ func ExampleService_Handler() {
 		b, _ := io.ReadAll(resp.Body)
 		fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"), strings.Contains(string(b), `"status":"PENDING"`))
 	}
-	post("token-of-the-shop-service", `{"version": 1, "queue": "orders", "handler": "charge", "payload": "eyJvcmRlciI6NDJ9"}`)
-	post("token-of-the-shop-service", `{"version": 1, "queue": "emails", "handler": "send"}`)
+	post("shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU", `{"version": 1, "queue": "orders", "handler": "charge", "payload": "eyJvcmRlciI6NDJ9"}`)
+	post("shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU", `{"version": 1, "queue": "emails", "handler": "send"}`)
 	post("wrong-token", `{}`)
 	// Output:
 	// 200 application/json true
@@ -109,7 +161,7 @@ func ExampleService_APIHandler() {
 		panic(err)
 	}
 	tokens, err := server.NewTokens(map[string]*server.Principal{
-		"token-of-the-shop-service": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
+		"shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU": {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
 	})
 	if err != nil {
 		panic(err)

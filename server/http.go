@@ -11,11 +11,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -50,7 +50,7 @@ const readyTimeout = 5 * time.Second
 //	POST /v1/breakers:set       SetBreaker      body: {"queue", "handler", "state": "open"|"closed", "cool_off_ms", "reason"}
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
-//	GET  /metrics               Prometheus exposition of Config.Gatherer (when set)
+//	GET  /metrics               Prometheus exposition of Config.Gatherer (when set), behind Config.MetricsToken (when set)
 //
 // Every /v1 request needs "Authorization: Bearer <token>". Request bodies
 // are JSON (Content-Type application/json, or none) of at most
@@ -135,8 +135,8 @@ func (s *Service) opsRoutes(mux *http.ServeMux) {
 		}
 		s.writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	if s.gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	if s.scrape != nil {
+		mux.Handle("GET /metrics", s.metricsHandler())
 	}
 }
 
@@ -154,12 +154,17 @@ func (s *Service) api(name string, fn func(ctx context.Context, r *http.Request)
 		ctx, err := s.authenticate(ctx, r.Header.Get("Authorization"))
 		if err == nil && r.Method == http.MethodPost {
 			// The body, and what is decoded from it, live until fn
-			// returns: hold a place for them meanwhile.
-			select {
-			case s.bodies <- struct{}{}:
-				defer func() { <-s.bodies }()
-			case <-ctx.Done():
-				err = errorf(CodeUnavailable, "the server is handling as many request bodies as it may; retry later")
+			// returns: hold a place for them meanwhile, one of the
+			// principal's own, and read the body under a deadline.
+			p, _ := PrincipalFrom(ctx)
+			release, aerr := s.bodies.acquire(ctx, p.Name)
+			if aerr != nil {
+				err = errorf(CodeUnavailable, "the server is handling as many request bodies of yours as it may; retry later")
+			} else {
+				defer release()
+				if derr := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyRead)); derr != nil && !errors.Is(derr, http.ErrNotSupported) {
+					s.log.DebugContext(ctx, "rdq api: setting the body's read deadline", "error", derr)
+				}
 			}
 		}
 		if err == nil {
@@ -226,6 +231,9 @@ func (s *Service) readError(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("the request body did not arrive within %s; send it at once", s.bodyRead), Err: err}
 	}
 	return &Error{Code: CodeInvalidArgument, Message: "reading the request body: " + err.Error(), Err: err}
 }

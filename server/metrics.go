@@ -19,6 +19,7 @@ const statsTimeout = 10 * time.Second
 type metrics struct {
 	submittedTotal *prometheus.CounterVec
 	requestsTotal  *prometheus.CounterVec
+	signInsTotal   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, admin store.Admin, log *slog.Logger) (*metrics, error) {
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer, admin store.Admin, log *slog.Logger) 
 			Namespace: "rdq", Subsystem: "server", Name: "requests_total",
 			Help: "API requests, by method and result code (ok or a stable error code).",
 		}, []string{"method", "code"}),
+		signInsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rdq", Subsystem: "server", Name: "console_signins_total",
+			Help: "Console sign-in attempts, by result: ok, invalid (unknown token), throttled or error.",
+		}, []string{"result"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -40,6 +45,9 @@ func newMetrics(reg prometheus.Registerer, admin store.Admin, log *slog.Logger) 
 		return nil, err
 	}
 	if m.requestsTotal, err = register(reg, m.requestsTotal); err != nil {
+		return nil, err
+	}
+	if m.signInsTotal, err = register(reg, m.signInsTotal); err != nil {
 		return nil, err
 	}
 	if admin != nil {
@@ -70,6 +78,10 @@ func register(reg prometheus.Registerer, c *prometheus.CounterVec) (*prometheus.
 
 func (m *metrics) submitted(queue string, n int) {
 	m.submittedTotal.WithLabelValues(queue).Add(float64(n))
+}
+
+func (m *metrics) signIn(result string) {
+	m.signInsTotal.WithLabelValues(result).Inc()
 }
 
 func (m *metrics) request(method string, code Code) {

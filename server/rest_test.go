@@ -18,7 +18,7 @@ import (
 	"github.com/srjn45/rdq/sqlitestore"
 )
 
-const restToken = "rest-test-token-0123456789"
+const restToken = "0EUBwgrCWlFuwv2f1tbYFRWPNq_VZClSoEkTtY0_CHk"
 
 // restService serves a Service over the embedded store.
 func restService(t testing.TB, cfg Config) (*Service, *httptest.Server) {
@@ -81,7 +81,7 @@ func TestRESTBoundsBodiesInFlight(t *testing.T) {
 	if _, err := io.WriteString(pw, task[:10]); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the first body to hold the only place", func() bool { return len(s.bodies) == 1 })
+	waitUntil(t, "the first body to hold the only place", func() bool { return s.bodies.inUse() == 1 })
 
 	code, body := post(t, srv, "/v1/tasks", strings.NewReader(task))
 	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) {
@@ -92,7 +92,7 @@ func TestRESTBoundsBodiesInFlight(t *testing.T) {
 	}
 	pw.Close()
 	<-first
-	waitUntil(t, "the place to be released", func() bool { return len(s.bodies) == 0 })
+	waitUntil(t, "the place to be released", func() bool { return s.bodies.inUse() == 0 })
 	if code, body := post(t, srv, "/v1/tasks", strings.NewReader(task)); code != http.StatusOK {
 		t.Errorf("after the first body: %d %s", code, body)
 	}

@@ -37,6 +37,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,9 @@ const (
 	// are being read and handled at once when Config.MaxConcurrentBodies
 	// is zero.
 	DefaultMaxConcurrentBodies = 16
+	// DefaultBodyReadTimeout bounds the reading of a REST request body
+	// when Config.BodyReadTimeout is zero.
+	DefaultBodyReadTimeout = 30 * time.Second
 	// DefaultRequestTimeout bounds one request when Config.RequestTimeout
 	// is zero.
 	DefaultRequestTimeout = time.Minute
@@ -99,14 +103,25 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, receives the server's collectors:
 	// rdq_server_submitted_total{queue}, rdq_server_requests_total{method,
-	// code}, the DLQ's counters (rdq_dlq_redriven_total, ...) and, when
+	// code}, rdq_server_console_signins_total{result}, the DLQ's counters (rdq_dlq_redriven_total, ...) and, when
 	// the store implements store.Admin, per-queue gauges read from
 	// Admin.Stats at most once per StatsInterval whatever the number of
 	// scrapers (rdq_queue_tasks{queue,status},
 	// rdq_queue_oldest_due_age_seconds{queue}; see StatsCollector).
 	Metrics prometheus.Registerer
-	// Gatherer, if set, is served at /metrics by Handler.
+	// Gatherer, if set, is served at /metrics by Handler and OpsHandler,
+	// gathered at most once per MetricsCacheTTL whatever the number of
+	// scrapers, with at most 4 responses encoded at once (more get 503).
 	Gatherer prometheus.Gatherer
+	// MetricsToken, if set, is the bearer token /metrics requires
+	// ("Authorization: Bearer <MetricsToken>"; Prometheus'
+	// authorization.credentials); it must pass ValidateToken. Without it
+	// /metrics is open to whoever reaches the listener: serve OpsHandler
+	// on a listener only the monitoring network reaches instead.
+	MetricsToken string
+	// MetricsCacheTTL is how long one gathering of Gatherer serves
+	// /metrics; zero means DefaultMetricsCacheTTL.
+	MetricsCacheTTL time.Duration
 	// Propagator carries trace context from requests into task headers;
 	// nil means W3C trace context.
 	Propagator propagation.TextMapPropagator
@@ -121,12 +136,18 @@ type Config struct {
 	// means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxConcurrentBodies bounds the REST requests with a body (the
-	// POSTs) handled at once, so that memory stays within about
-	// MaxConcurrentBodies × a few × MaxBodyBytes however many clients
-	// send at once. A request that finds no room waits for it, until its
-	// timeout ends it with unavailable (503). Zero means
-	// DefaultMaxConcurrentBodies.
+	// POSTs) handled at once per principal (by name), so that memory stays
+	// within about principals × MaxConcurrentBodies × a few × MaxBodyBytes
+	// however many clients send at once, and the slow bodies of one
+	// principal never hold up another's requests. A request that finds no
+	// room waits for it, until its timeout ends it with unavailable (503).
+	// Zero means DefaultMaxConcurrentBodies.
 	MaxConcurrentBodies int
+	// BodyReadTimeout bounds the reading of a REST request body, from
+	// the moment its request is authenticated: a body still arriving
+	// then is refused with invalid_argument and its place freed. Zero
+	// means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// RequestTimeout bounds each request; zero means
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -139,21 +160,26 @@ type Config struct {
 type Service struct {
 	rdqv1.UnimplementedRdqServiceServer
 
-	store      store.Store
-	admin      store.Admin
-	pauser     store.Pauser
-	dlq        *dlq.DLQ
-	auth       Authenticator
-	queues     map[string][]string
-	log        *slog.Logger
-	propagator propagation.TextMapPropagator
-	tracer     trace.Tracer
-	ready      func(ctx context.Context) error
-	gatherer   prometheus.Gatherer
-	maxBody    int64
-	bodies     chan struct{} // a token per REST body being handled
-	timeout    time.Duration
-	m          *metrics
+	store        store.Store
+	admin        store.Admin
+	pauser       store.Pauser
+	dlq          *dlq.DLQ
+	auth         Authenticator
+	queues       map[string][]string
+	log          *slog.Logger
+	propagator   propagation.TextMapPropagator
+	tracer       trace.Tracer
+	ready        func(ctx context.Context) error
+	scrape       *cachedGatherer // Config.Gatherer, cached; nil without one
+	metricsToken []byte          // SHA-256 of Config.MetricsToken; nil without one
+	maxBody      int64
+	bodies       *bodySlots // places for REST bodies, per principal
+	bodyRead     time.Duration
+	timeout      time.Duration
+	m            *metrics
+	// consoleNow, if set, is the clock of console sessions and sign-in
+	// throttles (tests set it).
+	consoleNow func() time.Time
 }
 
 // New returns a Service for cfg. It fails with an error wrapping
@@ -166,8 +192,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Auth == nil {
 		return nil, fmt.Errorf("%w: server: Config.Auth is nil: every request needs a bearer token", rdq.ErrInvalid)
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 || cfg.MaxConcurrentBodies < 0 {
-		return nil, fmt.Errorf("%w: server: MaxBodyBytes, MaxConcurrentBodies and RequestTimeout must not be negative", rdq.ErrInvalid)
+	if cfg.MaxBodyBytes < 0 || cfg.RequestTimeout < 0 || cfg.MaxConcurrentBodies < 0 || cfg.BodyReadTimeout < 0 {
+		return nil, fmt.Errorf("%w: server: MaxBodyBytes, MaxConcurrentBodies, BodyReadTimeout and RequestTimeout must not be negative", rdq.ErrInvalid)
 	}
 	for q, hs := range cfg.Queues {
 		if err := rdq.ValidateName("queue", q); err != nil {
@@ -186,7 +212,6 @@ func New(cfg Config) (*Service, error) {
 		log:        cfg.Logger,
 		propagator: cfg.Propagator,
 		ready:      cfg.Ready,
-		gatherer:   cfg.Gatherer,
 		maxBody:    cfg.MaxBodyBytes,
 		timeout:    cfg.RequestTimeout,
 	}
@@ -207,9 +232,23 @@ func New(cfg Config) (*Service, error) {
 	if s.timeout == 0 {
 		s.timeout = DefaultRequestTimeout
 	}
-	s.bodies = make(chan struct{}, cmp.Or(cfg.MaxConcurrentBodies, DefaultMaxConcurrentBodies))
+	s.bodies = newBodySlots(cmp.Or(cfg.MaxConcurrentBodies, DefaultMaxConcurrentBodies))
+	s.bodyRead = cmp.Or(cfg.BodyReadTimeout, DefaultBodyReadTimeout)
 	if s.ready == nil {
 		s.ready = s.probeStore
+	}
+	if cfg.MetricsCacheTTL < 0 {
+		return nil, fmt.Errorf("%w: server: MetricsCacheTTL %s is negative", rdq.ErrInvalid, cfg.MetricsCacheTTL)
+	}
+	if cfg.Gatherer != nil {
+		s.scrape = &cachedGatherer{g: cfg.Gatherer, ttl: cmp.Or(cfg.MetricsCacheTTL, DefaultMetricsCacheTTL), now: time.Now}
+	}
+	if cfg.MetricsToken != "" {
+		if err := ValidateToken(cfg.MetricsToken); err != nil {
+			return nil, fmt.Errorf("server: Config.MetricsToken: %w", err)
+		}
+		sum := sha256.Sum256([]byte(cfg.MetricsToken))
+		s.metricsToken = sum[:]
 	}
 	if a, ok := cfg.Store.(store.Admin); ok {
 		s.admin = a

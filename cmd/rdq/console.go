@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/srjn45/rdq/console"
@@ -21,8 +22,10 @@ Serves the DLQ console (queues, dead tasks, failure groups, task history,
 bulk redrive and purge, the audit log) on the database the other commands
 use, for the local user: every change is allowed and audited under --actor
 (default $USER). It listens on a loopback address only; to share the console,
-run rdq-server, which mounts it behind sign-in and roles. Stop it with
-Ctrl-C.
+run rdq-server, which mounts it behind sign-in and roles. It answers only
+requests addressed to it by that address or localhost (a Host header of
+any other name, such as a page's whose name resolves to 127.0.0.1, is
+refused), so open the address it prints. Stop it with Ctrl-C.
 `
 }
 
@@ -77,7 +80,7 @@ func (e *env) consoleCmd(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: onlyHosts(ln.Addr(), c), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	fmt.Fprintf(e.stdout, "rdq console on http://%s/ (database: %s, changes recorded as %s); Ctrl-C stops it\n", ln.Addr(), b.desc, actor)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -95,4 +98,26 @@ func (e *env) consoleCmd(args []string) error {
 		return fmt.Errorf("serving the console: %w", err)
 	}
 	return nil
+}
+
+// onlyHosts serves next to requests whose Host is addr (the listener's
+// address) or localhost with addr's port, and refuses any other with 421
+// Misdirected Request: a page of another site whose name resolves to the
+// loopback address (DNS rebinding) names that site in Host.
+func onlyHosts(addr net.Addr, next http.Handler) http.Handler {
+	allowed := map[string]bool{strings.ToLower(addr.String()): true}
+	if _, port, err := net.SplitHostPort(addr.String()); err == nil {
+		allowed["localhost:"+port] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed[strings.ToLower(r.Host)] {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			// A failed write means the client went away.
+			_, _ = fmt.Fprintf(w, "rdq console: the Host %q is not the address this console listens on; open http://%s/ instead (it answers only to its own address, so that pages of other sites cannot reach it)\n", r.Host, addr)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

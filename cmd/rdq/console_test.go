@@ -95,6 +95,43 @@ func TestConsoleServesTheLocalStore(t *testing.T) {
 			t.Errorf("the task page lacks %q", want)
 		}
 	}
+
+	// A request naming another host, as a page of a rebinding name that
+	// resolves to 127.0.0.1 sends, is refused before the console sees
+	// it; localhost with the console's port is served.
+	postAs := func(host string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", base+"/tasks/"+id.String()+"/purge", strings.NewReader("reason=rebound"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, string(b)
+	}
+	port := base[strings.LastIndex(base, ":")+1:]
+	for _, host := range []string{"rebind.example:" + port, "rebind.example", "127.0.0.2:" + port, "localhost:1"} {
+		code, body := postAs(host)
+		if code != http.StatusMisdirectedRequest || !strings.Contains(body, "not the address this console listens on") || !strings.Contains(body, strings.TrimPrefix(base, "http://")) {
+			t.Errorf("Host %s: %d %q", host, code, body)
+		}
+	}
+	if !strings.Contains(get("/tasks/"+id.String()), "SUCCESS") {
+		t.Error("the task is gone after the refused requests")
+	}
+	if code, _ := postAs("localhost:" + port); code == http.StatusMisdirectedRequest {
+		t.Errorf("Host localhost:%s refused", port)
+	}
 	stop()
 	if c := <-code; c != 0 {
 		t.Errorf("exit %d: %s", c, stderr.String())

@@ -26,6 +26,14 @@ type config struct {
 	// OpsListen, if set, is a separate address for /healthz, /readyz and
 	// /metrics, which then leave the REST address.
 	OpsListen string `json:"ops_listen"`
+	// MetricsToken (or the variable MetricsTokenEnv names), if set, is
+	// the bearer token /metrics requires; without one, /metrics is open
+	// to whoever reaches its listener (see OpsListen).
+	MetricsToken    string `json:"metrics_token"`
+	MetricsTokenEnv string `json:"metrics_token_env"`
+	// ConsoleTrustedOrigins lists the public origins of the console when
+	// a TLS-terminating proxy serves it ("https://rdq.example.com").
+	ConsoleTrustedOrigins []string `json:"console_trusted_origins"`
 	// MaxConnections bounds the open connections of each listener; zero
 	// means 1024.
 	MaxConnections int `json:"max_connections"`
@@ -175,6 +183,11 @@ func (c *config) validate() error {
 	if _, err := c.tokens(); err != nil {
 		errs = append(errs, fmt.Errorf("principals: %w", err))
 	}
+	if tok := secret(c.MetricsToken, c.MetricsTokenEnv); tok != "" {
+		if err := server.ValidateToken(tok); err != nil {
+			errs = append(errs, fmt.Errorf("metrics_token: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -199,6 +212,9 @@ func (c *config) placeholders() []string {
 			out = append(out, fmt.Sprintf("queue %s secret (set %s)", name, cmp.Or(q.SecretEnv, "its secret")))
 		}
 	}
+	if placeholder(secret(c.MetricsToken, c.MetricsTokenEnv)) {
+		out = append(out, "metrics_token (set "+cmp.Or(c.MetricsTokenEnv, "metrics_token")+")")
+	}
 	for _, p := range c.Principals {
 		if placeholder(secret(p.Token, p.TokenEnv)) {
 			out = append(out, fmt.Sprintf("the token of %s (set %s)", p.Name, cmp.Or(p.TokenEnv, "its token")))
@@ -218,7 +234,7 @@ func (c *config) checkSecrets(dev bool, log *slog.Logger) error {
 		log.Warn("DEVELOPMENT MODE: sample secrets in use; anyone who read config.json can call this server", "secrets", strings.Join(weak, "; "))
 		return nil
 	}
-	return fmt.Errorf("refusing to start with sample secrets: %s. Set real ones (at least 16 random bytes each), or pass -dev to try the sample on this machine", strings.Join(weak, "; "))
+	return fmt.Errorf("refusing to start with sample secrets: %s. Set real ones (at least 32 random characters each, such as the output of `openssl rand -base64 32`), or pass -dev to try the sample on this machine", strings.Join(weak, "; "))
 }
 
 // secret returns the value of envName if set, else literal.

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // The sample configuration loads, and everything built from it is valid.
 func TestSampleConfig(t *testing.T) {
 	t.Setenv("RDQ_DATABASE_URL", "")
-	t.Setenv("RDQ_TOKEN_SHOP", "a-token-from-the-environment")
+	t.Setenv("RDQ_TOKEN_SHOP", "env-ROIEtgFOUmjNQZDl0vLrYoS24d8qgJvZjSbTleyKGVw")
 	cfg, err := loadConfig("config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -29,14 +29,14 @@ func TestSampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shop, err := tokens.Authenticate(context.Background(), "a-token-from-the-environment")
+	shop, err := tokens.Authenticate(context.Background(), "env-ROIEtgFOUmjNQZDl0vLrYoS24d8qgJvZjSbTleyKGVw")
 	if err != nil || shop.Name != "shop" || !shop.Can(server.RoleSubmitter, "orders") || shop.Can(server.RoleOperator, "orders") {
 		t.Errorf("shop: %+v %v", shop, err)
 	}
-	if _, err := tokens.Authenticate(context.Background(), "dev-submitter-token-change-me"); err == nil {
+	if _, err := tokens.Authenticate(context.Background(), "dev-submitter-change-me-eQARNuyd8TUys086A0FlB7W6"); err == nil {
 		t.Error("the literal token still works although the environment overrides it")
 	}
-	root, err := tokens.Authenticate(context.Background(), "dev-admin-token-change-me")
+	root, err := tokens.Authenticate(context.Background(), "dev-admin-change-me-LBHf7G7WxI3NyMtJHvgoVR-5")
 	if err != nil || !root.CanAll(server.RoleAdmin) {
 		t.Errorf("root: %+v %v", root, err)
 	}
@@ -65,13 +65,15 @@ func TestConfigMistakesAreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]struct{ from, to, want string }{
-		"handler typo":     {`"handlers": ["send"]`, `"handlers": ["se nd"]`, `queue emails: handlers: rdq: invalid input: handler name "se nd"`},
-		"queue name":       {`"emails": {`, `"e mails": {`, `queue name "e mails"`},
-		"no url":           {`"url": "http://127.0.0.1:9000/hooks/emails",`, ``, "queue emails: url is empty"},
-		"negative workers": {`"concurrency": 2`, `"concurrency": -2`, "queue emails: concurrency and timeout must not be negative"},
-		"bad policy":       {`"max_attempts": 5`, `"max_attempts": -5`, "queue emails:"},
-		"unknown role":     {`"role": "operator"`, `"role": "root"`, `principals: principal oncall: rdq: invalid input: role "root"`},
-		"bad grant":        {`{"queue": "*", "role": "operator"}`, `{"queue": "a b", "role": "operator"}`, "principals:"},
+		"handler typo":       {`"handlers": ["send"]`, `"handlers": ["se nd"]`, `queue emails: handlers: rdq: invalid input: handler name "se nd"`},
+		"queue name":         {`"emails": {`, `"e mails": {`, `queue name "e mails"`},
+		"no url":             {`"url": "http://127.0.0.1:9000/hooks/emails",`, ``, "queue emails: url is empty"},
+		"negative workers":   {`"concurrency": 2`, `"concurrency": -2`, "queue emails: concurrency and timeout must not be negative"},
+		"bad policy":         {`"max_attempts": 5`, `"max_attempts": -5`, "queue emails:"},
+		"unknown role":       {`"role": "operator"`, `"role": "root"`, `principals: principal oncall: rdq: invalid input: role "root"`},
+		"bad grant":          {`{"queue": "*", "role": "operator"}`, `{"queue": "a b", "role": "operator"}`, "principals:"},
+		"weak metrics token": {`"metrics_token_env": "RDQ_METRICS_TOKEN",`, `"metrics_token": "metrics",`, "metrics_token: rdq: invalid input: the token is 7 bytes"},
+		"weak token":         {`"token": "dev-operator-change-me-caHfrMSWTiwafjcpBNiaCpAD"`, `"token": "aaaaaaaaaaaaaaaa"`, "principals: the token of oncall: rdq: invalid input: the token is 16 bytes: use at least 32 random characters, such as the output of `openssl rand -base64 32`"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -113,9 +115,9 @@ func TestSampleSecretsNeedDevMode(t *testing.T) {
 		t.Errorf("-dev: %v", err)
 	}
 	t.Setenv("RDQ_CALLBACK_SECRET", "a-real-callback-secret-0123456789")
-	t.Setenv("RDQ_TOKEN_SHOP", "a-real-token-for-the-shop-0123")
-	t.Setenv("RDQ_TOKEN_ONCALL", "a-real-token-for-oncall-0123")
-	t.Setenv("RDQ_TOKEN_ROOT", "a-real-token-for-root-0123456")
+	t.Setenv("RDQ_TOKEN_SHOP", "gziTmoPY8qnYNV4cvGouovbm3lpDS4wGHEEBU8stl8Y")
+	t.Setenv("RDQ_TOKEN_ONCALL", "vNGhXYdV_zKOOAk3mdZGHljakQdg3hgCqLVtgLvUjxw")
+	t.Setenv("RDQ_TOKEN_ROOT", "7zmq04XSb77RUMSmx6-FXVALBcDt7pFpJbUbe4u_apY")
 	if err := cfg.checkSecrets(false, log); err != nil {
 		t.Errorf("real secrets from the environment: %v", err)
 	}

@@ -16,7 +16,10 @@
 // three on "ops_listen" when it is set); gRPC on "grpc_listen" (a separate
 // port, so each protocol keeps its own server, limits and timeouts). Each
 // listener keeps at most "max_connections" connections open. With
-// tls_cert_file and tls_key_file REST and gRPC serve TLS.
+// tls_cert_file and tls_key_file REST and gRPC serve TLS. With
+// "metrics_token" (or "metrics_token_env") /metrics needs that bearer
+// token; "console_trusted_origins" lists the console's public origins
+// behind a TLS-terminating proxy.
 // SIGINT or SIGTERM stops intake, lets running callbacks finish (up to
 // -grace) and exits.
 package main
@@ -128,6 +131,7 @@ func run(cfgPath string, grace time.Duration, dev bool, log *slog.Logger) error 
 	}
 	svc, err := server.New(server.Config{
 		Store: st, Auth: tokens, Queues: served, Logger: log, Metrics: reg, Gatherer: reg,
+		MetricsToken: secret(cfg.MetricsToken, cfg.MetricsTokenEnv),
 	})
 	if err != nil {
 		return err
@@ -159,7 +163,7 @@ func run(cfgPath string, grace time.Duration, dev bool, log *slog.Logger) error 
 	if cfg.OpsListen != "" {
 		handler = svc.APIHandler()
 	}
-	consoleHandler, err := svc.Console(server.ConsoleConfig{})
+	consoleHandler, err := svc.Console(server.ConsoleConfig{TrustedOrigins: cfg.ConsoleTrustedOrigins})
 	if err != nil {
 		return err
 	}
