@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -29,7 +30,9 @@ type memStore struct {
 	// purgedKeys remembers the keys of tasks purged by retention: queue,
 	// then key, to the purged task's stub (purge time in UpdatedAt).
 	purgedKeys map[[2]string]rdq.Task
-	bugs       memBugs
+	// failAudit makes every audit write fail (Harness.FailAudit).
+	failAudit bool
+	bugs      memBugs
 }
 
 // memKeyRetention is how long the reference store keeps a purged task's key.
@@ -45,6 +48,18 @@ type memBugs struct {
 	numberFromCount     bool // attempt number = attempts+1, not max+1
 	releaseCounts       bool // Release counts an attempt
 	ignorePause         bool // Claim takes tasks of paused queues
+	auditAfterChange    bool // a mutation is kept when its audit write fails
+}
+
+var errAuditRefused = errors.New("memstore: audit write refused")
+
+// refuseAudit fails a mutation that would write an audit entry before it
+// changes anything, when audit writes fail.
+func (m *memStore) refuseAudit() error {
+	if m.failAudit && !m.bugs.auditAfterChange {
+		return errAuditRefused
+	}
+	return nil
 }
 
 type memTask struct {
@@ -313,15 +328,22 @@ func (m *memStore) redriveOne(mt *memTask, now time.Time, delay, spread time.Dur
 	}
 }
 
-func (m *memStore) addAudit(now time.Time, e store.AuditEntry) {
+func (m *memStore) addAudit(now time.Time, e store.AuditEntry) error {
+	if m.failAudit {
+		return errAuditRefused
+	}
 	e.ID = int64(len(m.audit) + 1)
 	e.At = now
 	m.audit = append(m.audit, e)
+	return nil
 }
 
 func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return nil, err
+	}
 	if p.Payload != nil && len(p.IDs) != 1 {
 		return nil, fmt.Errorf("%w: a payload edit redrives exactly one task", rdq.ErrInvalid)
 	}
@@ -353,7 +375,9 @@ func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error,
 		if details != nil {
 			action = "edit_payload"
 		}
-		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: action, IDs: done, Count: int64(len(done)), Reason: p.Reason, Details: details})
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: action, IDs: done, Count: int64(len(done)), Reason: p.Reason, Details: details}); err != nil {
+			return nil, err
+		}
 	}
 	return errs, nil
 }
@@ -361,6 +385,9 @@ func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error,
 func (m *memStore) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return 0, err
+	}
 	now := clock(p.Now)
 	old := m.sorted(func(mt *memTask) bool {
 		return mt.t.Status == rdq.StatusSucceeded && mt.t.FinishedAt.Before(now.Add(-p.OlderThan))
@@ -376,7 +403,9 @@ func (m *memStore) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededPar
 		}
 	}
 	if len(old) > 0 {
-		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "retention", Count: int64(len(old))})
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "retention", Count: int64(len(old))}); err != nil {
+			return 0, err
+		}
 	}
 	return int64(len(old)), nil
 }
@@ -458,6 +487,9 @@ func filterJSON(f store.DeadFilter) string {
 func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (store.RedriveDeadResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return store.RedriveDeadResult{}, err
+	}
 	now := clock(p.Now)
 	var res store.RedriveDeadResult
 	for _, mt := range m.dead(p.Filter) {
@@ -471,7 +503,9 @@ func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (
 		}
 	}
 	if res.Redriven > 0 {
-		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason, Details: store.RedriveDetails(p)})
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason, Details: store.RedriveDetails(p)}); err != nil {
+			return store.RedriveDeadResult{}, err
+		}
 	}
 	return res, nil
 }
@@ -479,6 +513,9 @@ func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (
 func (m *memStore) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return 0, err
+	}
 	victims := m.dead(p.Filter)
 	victims = victims[:min(p.Limit, len(victims))]
 	for _, mt := range victims {
@@ -488,7 +525,9 @@ func (m *memStore) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int6
 		delete(m.tasks, mt.t.ID)
 	}
 	if len(victims) > 0 {
-		m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: p.Action, Filter: filterJSON(p.Filter), Count: int64(len(victims)), Reason: p.Reason})
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: p.Action, Filter: filterJSON(p.Filter), Count: int64(len(victims)), Reason: p.Reason}); err != nil {
+			return 0, err
+		}
 	}
 	return int64(len(victims)), nil
 }
@@ -562,9 +601,14 @@ func (m *memStore) Notifications(ctx context.Context) (<-chan string, error) {
 func (m *memStore) PauseQueue(ctx context.Context, p store.PauseParams) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return err
+	}
 	if !m.paused[p.Queue] {
 		m.paused[p.Queue] = true
-		m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "pause", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})})
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "pause", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -572,9 +616,14 @@ func (m *memStore) PauseQueue(ctx context.Context, p store.PauseParams) error {
 func (m *memStore) ResumeQueue(ctx context.Context, p store.PauseParams) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return err
+	}
 	if m.paused[p.Queue] {
 		delete(m.paused, p.Queue)
-		m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "resume", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})})
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "resume", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -67,6 +67,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -136,6 +137,18 @@ type Harness struct {
 	Capabilities Capabilities
 	// Chaos sizes the chaos test; the zero value is the minimum size.
 	Chaos ChaosConfig
+	// LockTask, for a store with row locks, holds in a transaction of its
+	// own the lock a concurrent claim or finish of task id would hold
+	// (PostgreSQL: SELECT ... FOR UPDATE), until unlock is called. The kit
+	// then checks that Claim and ReclaimExpired pass over the locked task
+	// at once and take the next one. Nil for a store whose writes lock the
+	// whole store (SQLite), where no claim runs beside another write.
+	LockTask func(t testing.TB, locator string, id rdq.ID) (unlock func())
+	// FailAudit makes every later audit write of the store a locator names
+	// fail (a trigger raising on insert into its audit table, say). The kit
+	// then checks that a mutation whose audit entry cannot be written fails
+	// and changes nothing. Required when Capabilities.Admin is set.
+	FailAudit func(t testing.TB, locator string)
 }
 
 func (h Harness) validate() error {
@@ -144,6 +157,9 @@ func (h Harness) validate() error {
 	}
 	if h.Open == nil {
 		return errors.New("storetest: Harness.Open is nil: the chaos test needs it to reach the store from worker processes")
+	}
+	if h.Capabilities.Admin && h.FailAudit == nil {
+		return errors.New("storetest: Harness.FailAudit is nil: a store with Admin must let the kit check that a mutation whose audit entry cannot be written changes nothing")
 	}
 	return nil
 }

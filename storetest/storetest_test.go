@@ -46,6 +46,14 @@ func memHarness(bugs memBugs) Harness {
 			}
 			return s, func() error { return nil }, nil
 		},
+		FailAudit: func(t testing.TB, locator string) {
+			mu.Lock()
+			s := stores[locator]
+			mu.Unlock()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.failAudit = true
+		},
 		Capabilities: Capabilities{Notifications: true, Admin: true, Pause: true},
 	}
 }
@@ -77,6 +85,7 @@ var bugs = map[string]memBugs{
 	"number-from-count":     {numberFromCount: true},
 	"release-counts":        {releaseCounts: true},
 	"ignore-pause":          {ignorePause: true},
+	"audit-after-change":    {auditAfterChange: true},
 	"undeclared-admin":      {}, // a correct store whose harness hides store.Admin
 }
 
@@ -110,6 +119,8 @@ func TestKitDetectsBugs(t *testing.T) {
 			parts = []string{"Capabilities"}
 		case "ignore-pause":
 			parts = []string{"Pause"}
+		case "audit-after-change":
+			parts = []string{"Admin"}
 		}
 		for _, part := range parts {
 			t.Run(name+"/"+part, func(t *testing.T) {
