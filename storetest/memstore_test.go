@@ -49,6 +49,7 @@ type memBugs struct {
 	releaseCounts       bool // Release counts an attempt
 	ignorePause         bool // Claim takes tasks of paused queues
 	auditAfterChange    bool // a mutation is kept when its audit write fails
+	noNotify            bool // Enqueue sends no hint
 }
 
 var errAuditRefused = errors.New("memstore: audit write refused")
@@ -152,6 +153,9 @@ func (m *memStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.
 		notify[nt.Queue] = true
 	}
 	for q := range notify {
+		if m.bugs.noNotify {
+			break
+		}
 		for ch := range m.subs {
 			select {
 			case ch <- q:

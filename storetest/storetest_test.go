@@ -10,12 +10,12 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/srjn45/rdq/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain is Main, so the chaos test can run this binary as its worker
+// processes, on the SQLite store with the defect TestBrokenStore names.
+func TestMain(m *testing.M) { Main(m, sqliteHarness(sqliteBug(os.Getenv(envBug)))) }
 
 // memHarness runs the kit's single-process parts on the in-memory
 // reference store. The chaos test needs a store that other processes can
@@ -86,6 +86,7 @@ var bugs = map[string]memBugs{
 	"release-counts":        {releaseCounts: true},
 	"ignore-pause":          {ignorePause: true},
 	"audit-after-change":    {auditAfterChange: true},
+	"no-notify":             {noNotify: true},
 	"undeclared-admin":      {}, // a correct store whose harness hides store.Admin
 }
 
@@ -97,6 +98,10 @@ func TestBrokenStore(t *testing.T) {
 	if name == "" {
 		t.Skip("run by TestKitDetectsBugs")
 	}
+	if part, ok := sqliteBugParts[sqliteBug(name)]; ok {
+		runSQLitePart(t, sqliteHarness(sqliteBug(name)), part)
+		return
+	}
 	h := memHarness(bugs[name])
 	if name == "undeclared-admin" {
 		h.Capabilities.Admin = false
@@ -107,11 +112,15 @@ func TestBrokenStore(t *testing.T) {
 // TestKitDetectsBugs proves the kit's sensitivity: for each deliberate
 // defect, both the contract tests and the property test must fail; a
 // harness that leaves out a capability its store has must fail too.
+//
+// The parts the reference store lacks (live tasks, handler pauses, chaos)
+// are checked on the SQLite store with a defect laid over it.
 func TestKitDetectsBugs(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	all := map[string][]string{}
 	for name := range bugs {
 		parts := []string{"Contract", "Property"}
 		switch name {
@@ -121,7 +130,15 @@ func TestKitDetectsBugs(t *testing.T) {
 			parts = []string{"Pause"}
 		case "audit-after-change":
 			parts = []string{"Admin"}
+		case "no-notify":
+			parts = []string{"Notifications"}
 		}
+		all[name] = parts
+	}
+	for bug, part := range sqliteBugParts {
+		all[string(bug)] = []string{part}
+	}
+	for name, parts := range all {
 		for _, part := range parts {
 			t.Run(name+"/"+part, func(t *testing.T) {
 				t.Parallel()
