@@ -76,7 +76,7 @@ func skewedStore(t *testing.T) *pgstore.Store {
 	if err := pool.QueryRow(ctx, "SELECT now()").Scan(&dbNow); err != nil {
 		t.Fatal(err)
 	}
-	if off := dbNow.Sub(time.Now()); off < skew-5*time.Minute || off > skew+5*time.Minute {
+	if off := time.Until(dbNow); off < skew-5*time.Minute || off > skew+5*time.Minute {
 		t.Fatalf("the skewed database's clock is %s off this process's, want about %s: libfaketime did not take", off, skew)
 	}
 	s, err := pgstore.New(pool, pgstore.Config{})
@@ -96,7 +96,7 @@ func nearSkewed(t *testing.T, what string, got time.Time, d time.Duration) {
 	want := time.Now().Add(skew + d)
 	if off := got.Sub(want); off < -5*time.Minute || off > 5*time.Minute {
 		t.Errorf("%s = %s, %s from this process's clock; want the store's clock (%s ahead) plus %s",
-			what, got.UTC().Format(time.RFC3339), got.Sub(time.Now()).Round(time.Second), skew, d)
+			what, got.UTC().Format(time.RFC3339), time.Until(got).Round(time.Second), skew, d)
 	}
 }
 

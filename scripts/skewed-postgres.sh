@@ -14,11 +14,11 @@
 #
 # Environment:
 #   PG_VERSION    the PostgreSQL major version whose binaries to use (default 15)
-#   FAKETIME_LIB  libfaketime's library (default Debian's path on amd64)
+#   FAKETIME_LIB  libfaketime's library (default: Debian's, for this machine's architecture)
 set -euo pipefail
 
 bin=/usr/lib/postgresql/${PG_VERSION:-15}/bin
-lib=${FAKETIME_LIB:-/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1}
+lib=${FAKETIME_LIB:-$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)}
 usage() { echo "usage: $0 start DIR PORT [OFFSET] | stop DIR" >&2; exit 2; }
 as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
@@ -32,7 +32,7 @@ start)
 		echo "skewed-postgres.sh: no PostgreSQL binaries in $bin: apt-get install postgresql-${PG_VERSION:-15}" >&2
 		exit 3
 	fi
-	if [ ! -f "$lib" ]; then
+	if [ -z "$lib" ] || [ ! -f "$lib" ]; then
 		echo "skewed-postgres.sh: no libfaketime at $lib: apt-get install libfaketime (or set FAKETIME_LIB)" >&2
 		exit 3
 	fi

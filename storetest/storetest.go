@@ -47,6 +47,11 @@
 //     every killed execution must appear as a LEASE_EXPIRED attempt with its
 //     token and worker. ChaosConfig can make the test bigger, never smaller.
 //
+// Harness.LockTask (for stores with row locks) lets the contract tests
+// check that claims and reclaims pass over locked tasks; Harness.FailAudit
+// (required with Admin) lets the admin tests check that a mutation whose
+// audit entry cannot be written changes nothing.
+//
 // Capabilities only switch off what a backend genuinely lacks (a whole
 // interface such as store.Admin); no correctness rule can be skipped, and Run
 // fails if a store implements an interface its Capabilities leave out.
