@@ -20,6 +20,8 @@ test:
 	# Every benchmark once, for the checks it makes (every task succeeded,
 	# histories complete), at a small scale.
 	RDQ_BENCH_DEAD=5000 RDQ_BENCH_DEAD_TASKS=5000 go test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x ./...
+	# The DLQ's reads at the bench scale, each served by an index.
+	RDQ_BENCH_EXPLAIN=1 go test -count=1 -run '^TestExplainAtScale$$' ./dlq/
 	# -mod=mod: the example follows rdq through a replace directive, so a
 	# dependency change in rdq's go.mod must not break its build.
 	cd examples/kafka-consumer && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go test -race -count=1 ./...

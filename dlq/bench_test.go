@@ -371,6 +371,20 @@ func benchRedriveAll(b *testing.B, q *dlq.DLQ, n int, reset func()) {
 	}
 }
 
+// seqScanAllowed returns why the DLQ read name may read the tasks table
+// without an index, or "" when it may not: no index of pgstore's serves a
+// substring search of messages (see the README), and a redrive chunk whose
+// filter selects every dead task reads them all whatever the plan.
+func seqScanAllowed(name string) string {
+	switch {
+	case strings.Contains(name, "message_"):
+		return "no index serves a message substring search"
+	case strings.HasPrefix(name, "RedriveDead"):
+		return "the filter selects every dead task"
+	}
+	return ""
+}
+
 // TestExplainAtScale logs the plan PostgreSQL ran, with EXPLAIN ANALYZE
 // timings (through auto_explain), for every DLQ read at the bench scale,
 // and fails for each one that reads the tasks table without an index.
@@ -436,6 +450,10 @@ func TestExplainAtScale(t *testing.T) {
 			mu.Unlock()
 			if all == "" {
 				t.Errorf("%s: auto_explain logged no plan", name)
+			}
+			if reason := seqScanAllowed(name); reason != "" && strings.Contains(all, "Seq Scan on tasks") {
+				t.Logf("=== %s: sequential scan (%s), %s round trip\n%s", name, reason, took.Round(10*time.Microsecond), all)
+				continue
 			}
 			if strings.Contains(all, "Seq Scan on tasks") {
 				t.Errorf("=== %s reads the tasks table without an index, %s round trip\n%s", name, took.Round(10*time.Microsecond), all)
