@@ -17,6 +17,9 @@
 //			Open: func(ctx context.Context, locator string) (store.Store, func() error, error) {
 //				// open the store a locator names, in a chaos child process
 //			},
+//			FailAudit: func(t testing.TB, locator string) {
+//				// make every later audit write of the store fail
+//			},
 //			Capabilities: storetest.Capabilities{Admin: true, Notifications: true},
 //		}
 //	}
