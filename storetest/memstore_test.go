@@ -32,7 +32,9 @@ type memStore struct {
 	purgedKeys map[[2]string]rdq.Task
 	// failAudit makes every audit write fail (Harness.FailAudit).
 	failAudit bool
-	bugs      memBugs
+	// locked are the tasks another transaction holds (Harness.LockTask).
+	locked map[rdq.ID]bool
+	bugs   memBugs
 }
 
 // memKeyRetention is how long the reference store keeps a purged task's key.
@@ -50,6 +52,8 @@ type memBugs struct {
 	ignorePause         bool // Claim takes tasks of paused queues
 	auditAfterChange    bool // a mutation is kept when its audit write fails
 	noNotify            bool // Enqueue sends no hint
+	lockedBlocksClaim   bool // a claim whose oldest due task is locked comes back empty
+	lastCompletionWins  bool // of two completions of one lease in a batch, the last is applied
 }
 
 var errAuditRefused = errors.New("memstore: audit write refused")
@@ -70,7 +74,7 @@ type memTask struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{tasks: map[rdq.ID]*memTask{}, subs: map[chan string]bool{}, paused: map[string]bool{}, purgedKeys: map[[2]string]rdq.Task{}}
+	return &memStore{tasks: map[rdq.ID]*memTask{}, locked: map[rdq.ID]bool{}, subs: map[chan string]bool{}, paused: map[string]bool{}, purgedKeys: map[[2]string]rdq.Task{}}
 }
 
 var (
@@ -195,6 +199,10 @@ func (m *memStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task,
 	}, func(a, b *memTask) int {
 		return cmp.Or(a.t.NextAttemptAt.Compare(b.t.NextAttemptAt), compareIDs(a.t.ID, b.t.ID))
 	})
+	if m.bugs.lockedBlocksClaim && len(due) > 0 && m.locked[due[0].t.ID] {
+		return nil, nil
+	}
+	due = slices.DeleteFunc(due, func(mt *memTask) bool { return m.locked[mt.t.ID] })
 	var out []*rdq.Task
 	for _, mt := range due[:min(p.Limit, len(due))] {
 		mt.t.Status, mt.t.LeaseToken, mt.t.LeaseExpiresAt, mt.t.LeaseOwner = rdq.StatusInFlight, mt.t.LeaseToken+1, now.Add(p.Lease), p.WorkerID
@@ -234,7 +242,15 @@ func (m *memStore) Finish(ctx context.Context, p store.FinishParams) ([]error, e
 	defer m.mu.Unlock()
 	now := clock(p.Now)
 	errs := make([]error, len(p.Completions))
+	last := map[store.Lease]int{}
 	for i, c := range p.Completions {
+		last[c.Lease] = i
+	}
+	for i, c := range p.Completions {
+		if m.bugs.lastCompletionWins && last[c.Lease] != i {
+			errs[i] = store.ErrLeaseLost
+			continue
+		}
 		switch c.Status {
 		case rdq.StatusSucceeded, rdq.StatusPending, rdq.StatusDead:
 		default:
@@ -296,6 +312,7 @@ func (m *memStore) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([
 	expired := m.sorted(func(mt *memTask) bool {
 		return mt.t.Status == rdq.StatusInFlight && !mt.t.LeaseExpiresAt.After(now) && (len(p.Queues) == 0 || slices.Contains(p.Queues, mt.t.Queue))
 	}, func(a, b *memTask) int { return a.t.LeaseExpiresAt.Compare(b.t.LeaseExpiresAt) })
+	expired = slices.DeleteFunc(expired, func(mt *memTask) bool { return m.locked[mt.t.ID] })
 	var out []*rdq.Task
 	le := rdq.LeaseExpiredFailure()
 	for _, mt := range expired[:min(p.Limit, len(expired))] {

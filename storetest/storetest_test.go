@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -45,6 +46,21 @@ func memHarness(bugs memBugs) Harness {
 				return nil, nil, errors.New("no in-memory store " + locator + " in this process")
 			}
 			return s, func() error { return nil }, nil
+		},
+		// LockTask marks the task as held by another transaction, which
+		// claims and reclaims pass over.
+		LockTask: func(t testing.TB, locator string, id rdq.ID) func() {
+			mu.Lock()
+			s := stores[locator]
+			mu.Unlock()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.locked[id] = true
+			return func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				delete(s.locked, id)
+			}
 		},
 		FailAudit: func(t testing.TB, locator string) {
 			mu.Lock()
@@ -87,6 +103,8 @@ var bugs = map[string]memBugs{
 	"ignore-pause":          {ignorePause: true},
 	"audit-after-change":    {auditAfterChange: true},
 	"no-notify":             {noNotify: true},
+	"locked-blocks-claim":   {lockedBlocksClaim: true},
+	"last-completion-wins":  {lastCompletionWins: true},
 	"undeclared-admin":      {}, // a correct store whose harness hides store.Admin
 }
 
@@ -132,6 +150,8 @@ func TestKitDetectsBugs(t *testing.T) {
 			parts = []string{"Admin"}
 		case "no-notify":
 			parts = []string{"Notifications"}
+		case "locked-blocks-claim", "last-completion-wins":
+			parts = []string{"Contract"}
 		}
 		all[name] = parts
 	}
