@@ -4,7 +4,7 @@ package console_test
 // by chromedp, clicks through the console mounted under /ops/rdq/ while a
 // real worker runs the redriven tasks.
 //
-// They need Chromium at /usr/bin/chromium (Debian: apt-get install -y
+// They need Chromium or Chrome on PATH (Debian: apt-get install -y
 // chromium), or at RDQ_CHROMIUM. Without it they skip, except under CI=true
 // where they fail. RDQ_CONSOLE_SCREENSHOTS=DIR keeps a screenshot of each
 // main page in DIR.
@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,21 +38,31 @@ import (
 
 const browserPrefix = "/ops/rdq"
 
-// chromiumPath returns the browser to drive, failing under CI=true and
-// skipping otherwise when there is none.
+// chromiumBinaries are the names Chromium and Chrome install under, looked
+// up on PATH in this order.
+var chromiumBinaries = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"}
+
+// chromiumPath returns the browser to drive: RDQ_CHROMIUM, else the first of
+// chromiumBinaries on PATH. Without one it fails under CI=true and skips
+// otherwise.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("RDQ_CHROMIUM")
-	if p == "" {
-		p = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Chromium is required for the console's browser tests under CI and is missing at %s (apt-get install -y chromium, or set RDQ_CHROMIUM): %v", p, err)
+	if p := os.Getenv("RDQ_CHROMIUM"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("RDQ_CHROMIUM names %s, which is not there: %v", p, err)
 		}
-		t.Skipf("no Chromium at %s (apt-get install -y chromium, or set RDQ_CHROMIUM); the browser tests are skipped", p)
+		return p
 	}
-	return p
+	for _, name := range chromiumBinaries {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("Chromium is required for the console's browser tests under CI and none of %v is on PATH (apt-get install -y chromium, or set RDQ_CHROMIUM)", chromiumBinaries)
+	}
+	t.Skipf("none of %v is on PATH (apt-get install -y chromium, or set RDQ_CHROMIUM); the browser tests are skipped", chromiumBinaries)
+	return ""
 }
 
 // browserEnv is the console under /ops/rdq/ with a sign-in shortcut

@@ -2,6 +2,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -25,6 +26,23 @@ func harness() storetest.Harness {
 				return nil, nil, err
 			}
 			return s, s.Close, nil
+		},
+		// Every write locks the whole database, so there are no row locks
+		// for a claim to pass over: no LockTask.
+		FailAudit: func(t testing.TB, path string) {
+			t.Helper()
+			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = db.ExecContext(t.Context(), `CREATE TRIGGER refuse_audit BEFORE INSERT ON rdq_audit
+				BEGIN SELECT RAISE(ABORT, 'audit write refused by the test'); END`)
+			if cerr := db.Close(); cerr != nil {
+				t.Error(cerr)
+			}
+			if err != nil {
+				t.Fatalf("making the audit writes of %s fail: %v", path, err)
+			}
 		},
 		// SQLite cannot push a change to another process: no Notifier.
 		Capabilities: storetest.Capabilities{Admin: true, Pause: true, Live: true, PauseHandlers: true},

@@ -22,6 +22,7 @@ func runAdmin(t *testing.T, h Harness) {
 		{"PurgeDead", testPurgeDead},
 		{"PurgeDead/IdempotencyKeyReusable", testPurgeDeadKeyReusable},
 		{"Audit/EveryMutation", testAuditEveryMutation},
+		{"Audit/FailureChangesNothing", testAuditFailure},
 		{"ListAudit/Filters", testListAudit},
 		{"Stats", testStats},
 	}

@@ -2,6 +2,7 @@ package storetest_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 
@@ -36,6 +37,23 @@ func harness() storetest.Harness {
 				return nil, nil, err
 			}
 			return s, s.Close, nil
+		},
+		// With Admin, the kit checks that a mutation whose audit entry
+		// cannot be written changes nothing: make the audit writes fail.
+		FailAudit: func(t testing.TB, path string) {
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := db.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			if _, err := db.Exec(`CREATE TRIGGER refuse_audit BEFORE INSERT ON rdq_audit
+				BEGIN SELECT RAISE(ABORT, 'audit write refused'); END`); err != nil {
+				t.Fatal(err)
+			}
 		},
 		// Declare exactly the optional interfaces the store implements;
 		// Run fails otherwise.

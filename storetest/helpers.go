@@ -32,6 +32,7 @@ type env struct {
 	now time.Time
 	// locator reaches the store through Harness.Open.
 	locator string
+	h       Harness
 }
 
 func newEnv(t *testing.T, h Harness) *env {
@@ -40,7 +41,7 @@ func newEnv(t *testing.T, h Harness) *env {
 	if s == nil {
 		t.Fatal("Harness.NewStore returned a nil store")
 	}
-	return &env{t: t, ctx: t.Context(), s: s, now: virtualEpoch(), locator: locator}
+	return &env{t: t, ctx: t.Context(), s: s, now: virtualEpoch(), locator: locator, h: h}
 }
 
 // virtualEpoch is the start of a virtual clock: the current time at

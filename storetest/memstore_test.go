@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -29,7 +30,11 @@ type memStore struct {
 	// purgedKeys remembers the keys of tasks purged by retention: queue,
 	// then key, to the purged task's stub (purge time in UpdatedAt).
 	purgedKeys map[[2]string]rdq.Task
-	bugs       memBugs
+	// failAudit makes every audit write fail (Harness.FailAudit).
+	failAudit bool
+	// locked are the tasks another transaction holds (Harness.LockTask).
+	locked map[rdq.ID]bool
+	bugs   memBugs
 }
 
 // memKeyRetention is how long the reference store keeps a purged task's key.
@@ -45,6 +50,21 @@ type memBugs struct {
 	numberFromCount     bool // attempt number = attempts+1, not max+1
 	releaseCounts       bool // Release counts an attempt
 	ignorePause         bool // Claim takes tasks of paused queues
+	auditAfterChange    bool // a mutation is kept when its audit write fails
+	noNotify            bool // Enqueue sends no hint
+	lockedBlocksClaim   bool // a claim whose oldest due task is locked comes back empty
+	lastCompletionWins  bool // of two completions of one lease in a batch, the last is applied
+}
+
+var errAuditRefused = errors.New("memstore: audit write refused")
+
+// refuseAudit fails a mutation that would write an audit entry before it
+// changes anything, when audit writes fail.
+func (m *memStore) refuseAudit() error {
+	if m.failAudit && !m.bugs.auditAfterChange {
+		return errAuditRefused
+	}
+	return nil
 }
 
 type memTask struct {
@@ -54,7 +74,7 @@ type memTask struct {
 }
 
 func newMemStore() *memStore {
-	return &memStore{tasks: map[rdq.ID]*memTask{}, subs: map[chan string]bool{}, paused: map[string]bool{}, purgedKeys: map[[2]string]rdq.Task{}}
+	return &memStore{tasks: map[rdq.ID]*memTask{}, locked: map[rdq.ID]bool{}, subs: map[chan string]bool{}, paused: map[string]bool{}, purgedKeys: map[[2]string]rdq.Task{}}
 }
 
 var (
@@ -137,6 +157,9 @@ func (m *memStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.
 		notify[nt.Queue] = true
 	}
 	for q := range notify {
+		if m.bugs.noNotify {
+			break
+		}
 		for ch := range m.subs {
 			select {
 			case ch <- q:
@@ -176,6 +199,10 @@ func (m *memStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task,
 	}, func(a, b *memTask) int {
 		return cmp.Or(a.t.NextAttemptAt.Compare(b.t.NextAttemptAt), compareIDs(a.t.ID, b.t.ID))
 	})
+	if m.bugs.lockedBlocksClaim && len(due) > 0 && m.locked[due[0].t.ID] {
+		return nil, nil
+	}
+	due = slices.DeleteFunc(due, func(mt *memTask) bool { return m.locked[mt.t.ID] })
 	var out []*rdq.Task
 	for _, mt := range due[:min(p.Limit, len(due))] {
 		mt.t.Status, mt.t.LeaseToken, mt.t.LeaseExpiresAt, mt.t.LeaseOwner = rdq.StatusInFlight, mt.t.LeaseToken+1, now.Add(p.Lease), p.WorkerID
@@ -215,7 +242,15 @@ func (m *memStore) Finish(ctx context.Context, p store.FinishParams) ([]error, e
 	defer m.mu.Unlock()
 	now := clock(p.Now)
 	errs := make([]error, len(p.Completions))
+	last := map[store.Lease]int{}
 	for i, c := range p.Completions {
+		last[c.Lease] = i
+	}
+	for i, c := range p.Completions {
+		if m.bugs.lastCompletionWins && last[c.Lease] != i {
+			errs[i] = store.ErrLeaseLost
+			continue
+		}
 		switch c.Status {
 		case rdq.StatusSucceeded, rdq.StatusPending, rdq.StatusDead:
 		default:
@@ -277,6 +312,7 @@ func (m *memStore) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([
 	expired := m.sorted(func(mt *memTask) bool {
 		return mt.t.Status == rdq.StatusInFlight && !mt.t.LeaseExpiresAt.After(now) && (len(p.Queues) == 0 || slices.Contains(p.Queues, mt.t.Queue))
 	}, func(a, b *memTask) int { return a.t.LeaseExpiresAt.Compare(b.t.LeaseExpiresAt) })
+	expired = slices.DeleteFunc(expired, func(mt *memTask) bool { return m.locked[mt.t.ID] })
 	var out []*rdq.Task
 	le := rdq.LeaseExpiredFailure()
 	for _, mt := range expired[:min(p.Limit, len(expired))] {
@@ -313,15 +349,22 @@ func (m *memStore) redriveOne(mt *memTask, now time.Time, delay, spread time.Dur
 	}
 }
 
-func (m *memStore) addAudit(now time.Time, e store.AuditEntry) {
+func (m *memStore) addAudit(now time.Time, e store.AuditEntry) error {
+	if m.failAudit {
+		return errAuditRefused
+	}
 	e.ID = int64(len(m.audit) + 1)
 	e.At = now
 	m.audit = append(m.audit, e)
+	return nil
 }
 
 func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return nil, err
+	}
 	if p.Payload != nil && len(p.IDs) != 1 {
 		return nil, fmt.Errorf("%w: a payload edit redrives exactly one task", rdq.ErrInvalid)
 	}
@@ -353,7 +396,9 @@ func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error,
 		if details != nil {
 			action = "edit_payload"
 		}
-		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: action, IDs: done, Count: int64(len(done)), Reason: p.Reason, Details: details})
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: action, IDs: done, Count: int64(len(done)), Reason: p.Reason, Details: details}); err != nil {
+			return nil, err
+		}
 	}
 	return errs, nil
 }
@@ -361,6 +406,9 @@ func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error,
 func (m *memStore) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return 0, err
+	}
 	now := clock(p.Now)
 	old := m.sorted(func(mt *memTask) bool {
 		return mt.t.Status == rdq.StatusSucceeded && mt.t.FinishedAt.Before(now.Add(-p.OlderThan))
@@ -376,7 +424,9 @@ func (m *memStore) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededPar
 		}
 	}
 	if len(old) > 0 {
-		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "retention", Count: int64(len(old))})
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "retention", Count: int64(len(old))}); err != nil {
+			return 0, err
+		}
 	}
 	return int64(len(old)), nil
 }
@@ -458,6 +508,9 @@ func filterJSON(f store.DeadFilter) string {
 func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (store.RedriveDeadResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return store.RedriveDeadResult{}, err
+	}
 	now := clock(p.Now)
 	var res store.RedriveDeadResult
 	for _, mt := range m.dead(p.Filter) {
@@ -471,7 +524,9 @@ func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (
 		}
 	}
 	if res.Redriven > 0 {
-		m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason, Details: store.RedriveDetails(p)})
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason, Details: store.RedriveDetails(p)}); err != nil {
+			return store.RedriveDeadResult{}, err
+		}
 	}
 	return res, nil
 }
@@ -479,6 +534,9 @@ func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (
 func (m *memStore) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return 0, err
+	}
 	victims := m.dead(p.Filter)
 	victims = victims[:min(p.Limit, len(victims))]
 	for _, mt := range victims {
@@ -488,7 +546,9 @@ func (m *memStore) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int6
 		delete(m.tasks, mt.t.ID)
 	}
 	if len(victims) > 0 {
-		m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: p.Action, Filter: filterJSON(p.Filter), Count: int64(len(victims)), Reason: p.Reason})
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: p.Action, Filter: filterJSON(p.Filter), Count: int64(len(victims)), Reason: p.Reason}); err != nil {
+			return 0, err
+		}
 	}
 	return int64(len(victims)), nil
 }
@@ -562,9 +622,14 @@ func (m *memStore) Notifications(ctx context.Context) (<-chan string, error) {
 func (m *memStore) PauseQueue(ctx context.Context, p store.PauseParams) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return err
+	}
 	if !m.paused[p.Queue] {
 		m.paused[p.Queue] = true
-		m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "pause", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})})
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "pause", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -572,9 +637,14 @@ func (m *memStore) PauseQueue(ctx context.Context, p store.PauseParams) error {
 func (m *memStore) ResumeQueue(ctx context.Context, p store.PauseParams) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refuseAudit(); err != nil {
+		return err
+	}
 	if m.paused[p.Queue] {
 		delete(m.paused, p.Queue)
-		m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "resume", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})})
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "resume", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

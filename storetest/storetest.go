@@ -17,6 +17,9 @@
 //			Open: func(ctx context.Context, locator string) (store.Store, func() error, error) {
 //				// open the store a locator names, in a chaos child process
 //			},
+//			FailAudit: func(t testing.TB, locator string) {
+//				// make every later audit write of the store fail
+//			},
 //			Capabilities: storetest.Capabilities{Admin: true, Notifications: true},
 //		}
 //	}
@@ -47,6 +50,11 @@
 //     every killed execution must appear as a LEASE_EXPIRED attempt with its
 //     token and worker. ChaosConfig can make the test bigger, never smaller.
 //
+// Harness.LockTask (for stores with row locks) lets the contract tests
+// check that claims and reclaims pass over locked tasks; Harness.FailAudit
+// (required with Admin) lets the admin tests check that a mutation whose
+// audit entry cannot be written changes nothing.
+//
 // Capabilities only switch off what a backend genuinely lacks (a whole
 // interface such as store.Admin); no correctness rule can be skipped, and Run
 // fails if a store implements an interface its Capabilities leave out.
@@ -67,6 +75,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -136,6 +145,18 @@ type Harness struct {
 	Capabilities Capabilities
 	// Chaos sizes the chaos test; the zero value is the minimum size.
 	Chaos ChaosConfig
+	// LockTask, for a store with row locks, holds in a transaction of its
+	// own the lock a concurrent claim or finish of task id would hold
+	// (PostgreSQL: SELECT ... FOR UPDATE), until unlock is called. The kit
+	// then checks that Claim and ReclaimExpired pass over the locked task
+	// at once and take the next one. Nil for a store whose writes lock the
+	// whole store (SQLite), where no claim runs beside another write.
+	LockTask func(t testing.TB, locator string, id rdq.ID) (unlock func())
+	// FailAudit makes every later audit write of the store a locator names
+	// fail (a trigger raising on insert into its audit table, say). The kit
+	// then checks that a mutation whose audit entry cannot be written fails
+	// and changes nothing. Required when Capabilities.Admin is set.
+	FailAudit func(t testing.TB, locator string)
 }
 
 func (h Harness) validate() error {
@@ -144,6 +165,9 @@ func (h Harness) validate() error {
 	}
 	if h.Open == nil {
 		return errors.New("storetest: Harness.Open is nil: the chaos test needs it to reach the store from worker processes")
+	}
+	if h.Capabilities.Admin && h.FailAudit == nil {
+		return errors.New("storetest: Harness.FailAudit is nil: a store with Admin must let the kit check that a mutation whose audit entry cannot be written changes nothing")
 	}
 	return nil
 }

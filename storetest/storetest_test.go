@@ -10,12 +10,13 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain is Main, so the chaos test can run this binary as its worker
+// processes, on the SQLite store with the defect TestBrokenStore names.
+func TestMain(m *testing.M) { Main(m, sqliteHarness(sqliteBug(os.Getenv(envBug)))) }
 
 // memHarness runs the kit's single-process parts on the in-memory
 // reference store. The chaos test needs a store that other processes can
@@ -45,6 +46,29 @@ func memHarness(bugs memBugs) Harness {
 				return nil, nil, errors.New("no in-memory store " + locator + " in this process")
 			}
 			return s, func() error { return nil }, nil
+		},
+		// LockTask marks the task as held by another transaction, which
+		// claims and reclaims pass over.
+		LockTask: func(t testing.TB, locator string, id rdq.ID) func() {
+			mu.Lock()
+			s := stores[locator]
+			mu.Unlock()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.locked[id] = true
+			return func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				delete(s.locked, id)
+			}
+		},
+		FailAudit: func(t testing.TB, locator string) {
+			mu.Lock()
+			s := stores[locator]
+			mu.Unlock()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.failAudit = true
 		},
 		Capabilities: Capabilities{Notifications: true, Admin: true, Pause: true},
 	}
@@ -77,6 +101,10 @@ var bugs = map[string]memBugs{
 	"number-from-count":     {numberFromCount: true},
 	"release-counts":        {releaseCounts: true},
 	"ignore-pause":          {ignorePause: true},
+	"audit-after-change":    {auditAfterChange: true},
+	"no-notify":             {noNotify: true},
+	"locked-blocks-claim":   {lockedBlocksClaim: true},
+	"last-completion-wins":  {lastCompletionWins: true},
 	"undeclared-admin":      {}, // a correct store whose harness hides store.Admin
 }
 
@@ -88,6 +116,10 @@ func TestBrokenStore(t *testing.T) {
 	if name == "" {
 		t.Skip("run by TestKitDetectsBugs")
 	}
+	if part, ok := sqliteBugParts[sqliteBug(name)]; ok {
+		runSQLitePart(t, sqliteHarness(sqliteBug(name)), part)
+		return
+	}
 	h := memHarness(bugs[name])
 	if name == "undeclared-admin" {
 		h.Capabilities.Admin = false
@@ -98,11 +130,15 @@ func TestBrokenStore(t *testing.T) {
 // TestKitDetectsBugs proves the kit's sensitivity: for each deliberate
 // defect, both the contract tests and the property test must fail; a
 // harness that leaves out a capability its store has must fail too.
+//
+// The parts the reference store lacks (live tasks, handler pauses, chaos)
+// are checked on the SQLite store with a defect laid over it.
 func TestKitDetectsBugs(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	all := map[string][]string{}
 	for name := range bugs {
 		parts := []string{"Contract", "Property"}
 		switch name {
@@ -110,7 +146,19 @@ func TestKitDetectsBugs(t *testing.T) {
 			parts = []string{"Capabilities"}
 		case "ignore-pause":
 			parts = []string{"Pause"}
+		case "audit-after-change":
+			parts = []string{"Admin"}
+		case "no-notify":
+			parts = []string{"Notifications"}
+		case "locked-blocks-claim", "last-completion-wins":
+			parts = []string{"Contract"}
 		}
+		all[name] = parts
+	}
+	for bug, part := range sqliteBugParts {
+		all[string(bug)] = []string{part}
+	}
+	for name, parts := range all {
 		for _, part := range parts {
 			t.Run(name+"/"+part, func(t *testing.T) {
 				t.Parallel()

@@ -224,7 +224,7 @@ func ExampleBreaker() {
 	if err := w.Start(ctx); err != nil {
 		log.Fatal(err)
 	}
-	for {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		paused, err := st.PausedHandlers(ctx, "payments")
 		if err != nil {
 			log.Fatal(err)
@@ -233,7 +233,9 @@ func ExampleBreaker() {
 			fmt.Println("breaker:", paused[0].State, "by", paused[0].Actor)
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			log.Fatal("the breaker did not trip within 30s")
+		}
 	}
 	down.Store(false) // the provider is back
 

@@ -361,24 +361,60 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	}
 }
 
+// Every worker executes tasks: each worker's first execution waits until
+// every worker has one, which a worker that claims everything never lets
+// happen.
 func TestManyWorkersRunEachTaskOnce(t *testing.T) {
 	e := newEnv(t)
 	const workers, tasks = 3, 300
 	calls := newCounter()
-	handler := func(ctx context.Context, task *rdq.Task) error {
-		calls.inc(task.ID)
-		return nil
+	var (
+		gateMu  sync.Mutex
+		started = map[int]bool{}
+		allIn   = make(chan struct{})
+	)
+	handlerOf := func(w int) worker.Handler {
+		return func(ctx context.Context, task *rdq.Task) error {
+			calls.inc(task.ID)
+			gateMu.Lock()
+			if !started[w] {
+				started[w] = true
+				if len(started) == workers {
+					close(allIn)
+				}
+			}
+			gateMu.Unlock()
+			select {
+			case <-allIn:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	ws := make([]*worker.Worker, workers)
 	for i := range ws {
 		ws[i] = e.createWorker(worker.Config{
 			Queues:          map[string]worker.QueueConfig{"q": {Concurrency: 4}},
 			ReclaimInterval: 100 * time.Millisecond, // maintenance from every worker must not disturb
-		}, map[string]worker.Handler{"count": handler})
+		}, map[string]worker.Handler{"count": handlerOf(i)})
 		if err := ws[i].Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
+	stopped := false
+	t.Cleanup(func() {
+		if stopped {
+			return
+		}
+		for _, w := range ws { // after a failure: cancel the waiting handlers
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := w.Stop(ctx); err != nil {
+				t.Errorf("Stop: %v", err)
+			}
+			cancel()
+		}
+	})
 	batch := make([]client.Task, tasks)
 	for i := range batch {
 		batch[i] = client.Task{Queue: "q", Handler: "count", Payload: []byte(fmt.Sprint(i))}
@@ -389,10 +425,13 @@ func TestManyWorkersRunEachTaskOnce(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, func() error {
 		if n := calls.total(); n < tasks {
-			return fmt.Errorf("%d of %d executions", n, tasks)
+			gateMu.Lock()
+			defer gateMu.Unlock()
+			return fmt.Errorf("%d of %d executions; workers executing: %v of %d", n, tasks, started, workers)
 		}
 		return nil
 	})
+	stopped = true
 	for _, w := range ws {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := w.Stop(ctx)
@@ -416,8 +455,8 @@ func TestManyWorkersRunEachTaskOnce(t *testing.T) {
 		}
 		owners[attempts[0].WorkerID]++
 	}
-	if len(owners) < 2 {
-		t.Logf("only %d of %d workers executed tasks: %v", len(owners), workers, owners)
+	if len(owners) != workers {
+		t.Errorf("%d of %d workers executed tasks: %v", len(owners), workers, owners)
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 // does when no application code runs. Each transaction inserts 500 tasks,
 // claims 500 due tasks with FOR UPDATE SKIP LOCKED and deletes the 500 it
 // claimed, from two connections at once, in a scratch schema dropped
-// afterwards. The same workload as the project's pgbench ceiling script.
+// afterwards. rdq bench --ceiling runs it.
 const (
 	ceilingBatch   = 500
 	ceilingClients = 2
