@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -235,5 +236,56 @@ func TestBreakerProbeJudgedByTrippingCause(t *testing.T) {
 	if pauses != tripped.Trips || resumes != 1 {
 		t.Errorf("audit: %d pauses, %d resumes; want %d pauses (no re-open after the conflicting probe) and 1 resume: %+v",
 			pauses, resumes, tripped.Trips, audit)
+	}
+}
+
+// TestBreakerTripsOnLettersOnlyIDs: an outage whose messages carry ids made
+// only of letters ("order ordqwxyzabc: ...") groups under one fingerprint
+// and trips the breaker before the tasks' budgets are spent; once the
+// downstream is back every task succeeds and none is dead.
+func TestBreakerTripsOnLettersOnlyIDs(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(12, 1422))
+	var ids []rdq.ID
+	for range 60 {
+		letters := make([]byte, 8)
+		for i := range letters {
+			letters[i] = byte('a' + rng.IntN(26))
+		}
+		ids = append(ids, e.submit(client.Task{Queue: "q", Handler: "call", Payload: []byte(`"ord` + string(letters) + `"`)}))
+	}
+	var down atomic.Bool
+	down.Store(true)
+	e.newWorker(worker.Config{PollInterval: 20 * time.Millisecond, Queues: map[string]worker.QueueConfig{"q": {
+		Policy:  rdq.Policy{MaxAttempts: 8, InitialBackoff: 10 * time.Millisecond, Multiplier: 2, MaxBackoff: 100 * time.Millisecond, Jitter: rdq.NoJitter},
+		Breaker: &worker.Breaker{Window: 10 * time.Second, MinFailedTasks: 10, FailureRatio: 0.5, CoolOff: 200 * time.Millisecond, MaxCoolOff: 400 * time.Millisecond},
+	}}}, map[string]worker.Handler{"call": func(ctx context.Context, task *rdq.Task) error {
+		if down.Load() {
+			return fmt.Errorf("order %s: downstream unavailable", strings.Trim(string(task.Payload), `"`))
+		}
+		return nil
+	}})
+	var paused []store.HandlerPause
+	waitFor(t, 30*time.Second, func() error {
+		var err error
+		if paused, err = e.st.PausedHandlers(t.Context(), "q"); err != nil || len(paused) > 0 {
+			return err
+		}
+		for _, id := range ids {
+			if task, _ := e.get(id); task.Status != rdq.StatusDead {
+				return errors.New("the breaker has not tripped")
+			}
+		}
+		return nil // every task dead: the breaker never tripped
+	})
+	if len(paused) == 0 {
+		t.Fatal("every task went dead during the outage; the breaker never tripped")
+	}
+	if want := rdq.Describe(fmt.Errorf("order %s: downstream unavailable", "ordqwxyzabc")).Fingerprint; paused[0].Fingerprint != want {
+		t.Errorf("pause fingerprint %s, want the outage's %s", paused[0].Fingerprint, want)
+	}
+	down.Store(false)
+	for _, id := range ids {
+		e.waitStatus(id, rdq.StatusSucceeded, 30*time.Second)
 	}
 }
