@@ -149,7 +149,7 @@ func TestNormalizeMessageMasksRandomLetters(t *testing.T) {
 // TestNormalizeMatchersAgreeWithRegexps holds the hand-written matchers of
 // NormalizeMessage to the regular expressions its doc comment states.
 func TestNormalizeMatchersAgreeWithRegexps(t *testing.T) {
-	text := rapid.StringMatching(`[-a-z0-9_.+@x ]{0,40}`)
+	text := rapid.StringMatching(`[-a-z0-9_.+@x \t\n\x0B\f\r]{0,40}`)
 	rapid.Check(t, func(rt *rapid.T) {
 		s := rapid.OneOf(text, rapid.StringMatching(`[0-9a-f-]{36}`), rapid.StringMatching(`(0x)?[0-9a-f]{0,10}`),
 			rapid.StringMatching(`[0-9.]{0,8}`), rapid.StringMatching(`[0-9]{3}`)).Draw(rt, "s")
@@ -161,6 +161,9 @@ func TestNormalizeMatchersAgreeWithRegexps(t *testing.T) {
 			if got, want := m.f(s), m.re.MatchString(s); got != want {
 				rt.Fatalf("%s(%q) = %v, regexp %v", m.name, s, got, want)
 			}
+		}
+		if got, want := collapseSpace(s), strings.Trim(fpSpace.ReplaceAllString(s, " "), " "); got != want {
+			rt.Fatalf("collapseSpace(%q) = %q, regexp %q", s, got, want)
 		}
 		var got [][]int
 		for start := 0; start < len(s); {

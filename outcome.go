@@ -556,9 +556,33 @@ func pairCost(row, col int) int {
 	return int(c-'a') + 10
 }
 
-// collapseSpace is step 4 of NormalizeMessage.
+// collapseSpace is step 4 of NormalizeMessage: every run of
+// [\t\n\x0B\f\r ] becomes one space, and a leading and a trailing space
+// are removed.
 func collapseSpace(s string) string {
-	return strings.Trim(fpSpace.ReplaceAllString(s, " "), " ")
+	clean := true
+	for i := 0; i < len(s) && clean; i++ {
+		if isSpaceByte(s[i]) && (s[i] != ' ' || i == 0 || i == len(s)-1 || isSpaceByte(s[i+1])) {
+			clean = false
+		}
+	}
+	if clean {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	space := false
+	for i := 0; i < len(s); i++ {
+		if isSpaceByte(s[i]) {
+			space = true
+			continue
+		}
+		if space && len(b) > 0 {
+			b = append(b, ' ')
+		}
+		space = false
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 // masks are the replacements of the token rules.
