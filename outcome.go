@@ -257,6 +257,8 @@ func truncationMark(dropped int) string {
 // ASCII character classes, greedy quantifiers and alternation, so that they
 // match the same text in Go's RE2 and in Java's java.util.regex (and most
 // other engines): no \b, \w, \s, look-around or case-insensitive flags.
+// NormalizeMessage runs equivalent hand-written matchers (tokenEnd,
+// isStatus, isUUID, isNumber, isHex); the tests hold them to these.
 var (
 	fpHTTPVersion = regexp.MustCompile(`http/[0-9][0-9.]*`)
 	fpToken       = regexp.MustCompile(`[a-z0-9_]+(?:[-.+@][a-z0-9_]+)*`)
@@ -273,6 +275,51 @@ var statusWords = map[string]bool{
 	"status": true, "code": true, "http": true, "statuscode": true,
 	"status_code": true, "returned": true, "response": true,
 }
+
+// letterPairCost is how unlike English text a pair of letters is: row r
+// (the start of a word, then a to z) and column c (a to z, then the end of
+// a word) hold, as one hexadecimal digit, -log2 of the probability that c
+// follows r within a word, rounded and capped at 15, as measured over
+// English prose, program identifiers and error messages. Rule 3g of
+// NormalizeMessage reads it; every implementation carries the same table.
+const letterPairCost = "" +
+	"45444456487545548434556688f" +
+	"8544875a5a7344a5a3436586695" +
+	"4656467745a3784684464889593" +
+	"375737645d445737955356997c3" +
+	"5664377939b67756755757777a1" +
+	"574366687b955375634476747a2" +
+	"475543783f945636a45559887b3" +
+	"576737754b96744694455889a92" +
+	"377628984d86683795545a8a693" +
+	"5645555a9a844235a544a5a7d65" +
+	"386537795d876636d73739589d3" +
+	"487626574c9665677746686a8a2" +
+	"477526783d84873797555778593" +
+	"357627894f865733985648998d3" +
+	"484436385a6676479743669a7a3" +
+	"6644756a6b654254d3544557ab4" +
+	"385637765e746845934458887d3" +
+	"666588988eb4778675581978972" +
+	"486527684b665547954467896c3" +
+	"575738754c667755764359785a2" +
+	"486737843ea6784694455978592" +
+	"545645694ca443748343aa96d95" +
+	"365526774f96565366457867d84" +
+	"376637843c86743684467988c82" +
+	"453544874bb66864865375866a2" +
+	"776858985c964473f644b768871" +
+	"476719984be77847e6786765763"
+
+// The letters-only id rule (3g of NormalizeMessage): a run of at least
+// idMinLetters letters costs, on average per pair, at least
+// idCostEighths/8; or a run of at least idMinVowelless letters has no
+// vowel (a, e, i, o, u, y).
+const (
+	idMinLetters   = 8
+	idCostEighths  = 39
+	idMinVowelless = 6
+)
 
 // NormalizeMessage strips what varies between occurrences of one failure
 // from an error message, so that the failures of one cause share a
@@ -292,6 +339,13 @@ var statusWords = map[string]bool{
 //     rules below say.
 //  4. Replace every run of [\t\n\x0B\f\r ] with one space, then remove
 //     a leading and a trailing space.
+//  5. Quoted values: from left to right, a '"', '\” or '`' and the next
+//     occurrence of the same character, with 1 to 64 bytes between them
+//     and no space among them, are a quoted value (scanning goes on after
+//     its closing quote; an opening quote without such a partner is plain
+//     text). A quoted value whose text holds a mask ("<email>", "<uuid>",
+//     "<n>", "<hex>" or "<id>") becomes "<v>" between its quotes, so that
+//     "orders/ord_1" and "orders/ord_2/x" read alike.
 //
 // The token rules; the first that applies to the whole token (the regular
 // expression matched against ^…$) wins:
@@ -308,42 +362,269 @@ var statusWords = map[string]bool{
 //   - 0x[0-9a-f]+ or [0-9a-f]{8,} (hexadecimal ids and hashes, letter-only
 //     ones such as "deadbeef" included) becomes "<hex>";
 //   - any other token containing a digit (SKU and order codes such as
-//     "ab-1234", "ord_8f7a6" or "user42", durations such as "1.5s") becomes
-//     "<id>";
+//     "ab-1234", "ord_8f7a6" or "user42", durations such as "1.5s",
+//     Stripe-style ids, ULIDs, JWTs, Kubernetes pod names) becomes "<id>";
+//   - a token with a run of letters (a maximal run of a–z) that reads
+//     unlike English becomes "<id>": a run of n ≥ 8 letters whose n+1
+//     letter pairs, the start of the run and its first letter and its last
+//     letter and the end of the run included, cost in letterPairCost at
+//     least 39/8 on average (8 × sum ≥ 39 × (n+1)), or a run of 6 or more
+//     letters without a, e, i, o, u or y. So letter-only ids ("ordqwxyzabc",
+//     base62 and base32 tokens without digits, "bcdfghjklm") are masked,
+//     while words, error texts ("connection refused", "context deadline
+//     exceeded", "service unavailable") and identifiers glued from words
+//     ("nullpointerexception") are kept;
 //   - any other token is kept.
 func NormalizeMessage(msg string) string {
 	msg = asciiLower(msg)
-	msg = fpHTTPVersion.ReplaceAllString(msg, "http")
+	if strings.Contains(msg, "http/") {
+		msg = fpHTTPVersion.ReplaceAllString(msg, "http")
+	}
 	var b strings.Builder
 	b.Grow(len(msg))
 	prev, last := "", 0
-	for _, m := range fpToken.FindAllStringIndex(msg, -1) {
-		tok := msg[m[0]:m[1]]
-		b.WriteString(msg[last:m[0]])
+	for start := 0; start < len(msg); {
+		if !isTokenByte(msg[start]) {
+			start++
+			continue
+		}
+		end := tokenEnd(msg, start)
+		tok := msg[start:end]
+		b.WriteString(msg[last:start])
 		b.WriteString(maskToken(tok, prev))
-		prev, last = tok, m[1]
+		prev, last, start = tok, end, end
 	}
 	b.WriteString(msg[last:])
-	return strings.Trim(fpSpace.ReplaceAllString(b.String(), " "), " ")
+	out := collapseSpace(b.String())
+	if strings.ContainsAny(out, "\"'`") {
+		out = maskQuoted(out)
+	}
+	return out
 }
 
-// maskToken applies rules 3a–3g of NormalizeMessage to one token.
+func isTokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isHexDigit(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' }
+
+// tokenEnd is the end of the token starting at s[start], a token byte:
+// the longest match there of [a-z0-9_]+(?:[-.+@][a-z0-9_]+)*.
+func tokenEnd(s string, start int) int {
+	i := start
+	for {
+		for i < len(s) && isTokenByte(s[i]) {
+			i++
+		}
+		if i+1 < len(s) && strings.IndexByte("-.+@", s[i]) >= 0 && isTokenByte(s[i+1]) {
+			i++
+			continue
+		}
+		return i
+	}
+}
+
+// maskToken applies the token rules of NormalizeMessage to one token.
 func maskToken(tok, prev string) string {
 	switch {
-	case fpStatus.MatchString(tok) && statusWords[prev]:
+	case isStatus(tok) && statusWords[prev]:
 		return tok
-	case strings.Contains(tok, "@"):
+	case strings.IndexByte(tok, '@') >= 0:
 		return "<email>"
-	case fpUUID.MatchString(tok):
+	case isUUID(tok):
 		return "<uuid>"
-	case fpNumber.MatchString(tok):
+	case isNumber(tok):
 		return "<n>"
-	case fpHex.MatchString(tok):
+	case isHex(tok):
 		return "<hex>"
-	case strings.ContainsAny(tok, "0123456789"):
+	case strings.ContainsAny(tok, "0123456789"), hasIDLetters(tok):
 		return "<id>"
 	}
 	return tok
+}
+
+// isStatus matches [1-5][0-9][0-9].
+func isStatus(s string) bool {
+	return len(s) == 3 && '1' <= s[0] && s[0] <= '5' && isDigit(s[1]) && isDigit(s[2])
+}
+
+// isUUID matches [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if s[i] != '-' {
+				return false
+			}
+		} else if !isHexDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isNumber matches [0-9]+(?:\.[0-9]+)*.
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	digits := false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case isDigit(s[i]):
+			digits = true
+		case s[i] == '.' && digits:
+			digits = false
+		default:
+			return false
+		}
+	}
+	return digits
+}
+
+// isHex matches 0x[0-9a-f]+ or [0-9a-f]{8,}.
+func isHex(s string) bool {
+	h := s
+	if len(s) > 2 && s[0] == '0' && s[1] == 'x' {
+		h = s[2:]
+	} else if len(s) < 8 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if !isHexDigit(h[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasIDLetters reports whether tok has a run of letters that reads unlike
+// English (the letters-only id rule of NormalizeMessage).
+func hasIDLetters(tok string) bool {
+	if len(tok) < idMinVowelless {
+		return false
+	}
+	for i := 0; i < len(tok); {
+		if tok[i] < 'a' || tok[i] > 'z' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(tok) && 'a' <= tok[j] && tok[j] <= 'z' {
+			j++
+		}
+		if lettersLookLikeID(tok[i:j]) {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
+// lettersLookLikeID applies the letters-only id rule to run, a maximal
+// run of a–z.
+func lettersLookLikeID(run string) bool {
+	n := len(run)
+	if n < idMinVowelless {
+		return false
+	}
+	if !strings.ContainsAny(run, "aeiouy") {
+		return true
+	}
+	if n < idMinLetters {
+		return false
+	}
+	cost, row := 0, 0 // row 0 is the start of the run
+	for i := 0; i < n; i++ {
+		col := int(run[i] - 'a')
+		cost += pairCost(row, col)
+		row = col + 1
+	}
+	cost += pairCost(row, 26) // column 26 is the end of the run
+	return 8*cost >= idCostEighths*(n+1)
+}
+
+func pairCost(row, col int) int {
+	c := letterPairCost[row*27+col]
+	if c <= '9' {
+		return int(c - '0')
+	}
+	return int(c-'a') + 10
+}
+
+// collapseSpace is step 4 of NormalizeMessage: every run of
+// [\t\n\x0B\f\r ] becomes one space, and a leading and a trailing space
+// are removed.
+func collapseSpace(s string) string {
+	clean := true
+	for i := 0; i < len(s) && clean; i++ {
+		if isSpaceByte(s[i]) && (s[i] != ' ' || i == 0 || i == len(s)-1 || isSpaceByte(s[i+1])) {
+			clean = false
+		}
+	}
+	if clean {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	space := false
+	for i := 0; i < len(s); i++ {
+		if isSpaceByte(s[i]) {
+			space = true
+			continue
+		}
+		if space && len(b) > 0 {
+			b = append(b, ' ')
+		}
+		space = false
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+// masks are the replacements of the token rules.
+var masks = []string{"<email>", "<uuid>", "<n>", "<hex>", "<id>"}
+
+// maskQuoted is step 5 of NormalizeMessage.
+func maskQuoted(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for i := 0; i < len(s); i++ {
+		q := s[i]
+		if q != '"' && q != '\'' && q != '`' {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && j-i-1 <= 64 && s[j] != q && s[j] != '/' && !isSpaceByte(s[j]) {
+			j++
+		}
+		if j >= len(s) || s[j] != q || j == i+1 || j-i-1 > 64 {
+			continue // not a quoted value: the quote is plain text
+		}
+		inner := s[i+1 : j]
+		for _, m := range masks {
+			if inner != m && strings.Contains(inner, m) {
+				b.WriteString(s[last : i+1])
+				b.WriteString("<v>")
+				last = j
+				break
+			}
+		}
+		i = j // the closing quote closes; scanning goes on after it
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func isSpaceByte(c byte) bool {
+	return c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' || c == ' '
 }
 
 // asciiLower maps the ASCII letters A–Z to a–z and leaves every other byte

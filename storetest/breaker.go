@@ -169,6 +169,9 @@ func testHandlerPause(t *testing.T, h Harness) {
 	}
 	eq(t, "probe pause state", p1.Pause.State, store.HandlerHalfOpen)
 	eq(t, "probe lease in the pause", p1.Pause.Probe, lease(p1.Task))
+	// The worker judges the probe by the cause that tripped the breaker.
+	eq(t, "probe pause fingerprint", p1.Pause.Fingerprint, "fp-down")
+	eq(t, "probe pause reason", p1.Pause.Reason, "failure ratio over threshold")
 	if got := probe("w2"); len(got) != 0 {
 		t.Fatalf("ClaimProbe while a probe runs returned %d probes", len(got))
 	}

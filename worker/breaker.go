@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,9 +39,18 @@ const BreakerActor = "breaker"
 // every process stops claiming its tasks at once. Waiting tasks keep their
 // attempt budgets. After CoolOff, exactly one worker claims one probe task
 // (the waiting task with the most attempts left); if it succeeds the
-// handler resumes, if it fails the pause starts again with the cool-off
-// doubled, up to MaxCoolOff. One task failing again and again counts as
-// one task, so a poison task never trips the breaker.
+// handler resumes, if it fails with the cause that tripped the breaker the
+// pause starts again with the cool-off doubled, up to MaxCoolOff (a probe
+// failing with another cause is an ordinary failure of that task, and the
+// handler resumes). One task failing again and again counts as one task,
+// so a poison task never trips the breaker, and only a failure with the
+// window's dominant cause trips it.
+//
+// Every worker forgets the attempts it saw before a pause or resume of the
+// handler it takes part in or notices in the store (its own trip, a probe's
+// answer, another worker's trip, an operator), including attempts that
+// started before and end after it: evidence from before a resume never
+// trips the breaker again.
 type Breaker struct {
 	// Window is how far back attempts count. Zero means
 	// DefaultBreakerWindow.
@@ -107,15 +117,19 @@ type attemptEvent struct {
 type breakerState struct {
 	policy Breaker
 
-	mu        sync.Mutex
-	windows   map[string]*window // by handler
-	tripping  map[string]bool
+	mu       sync.Mutex
+	windows  map[string]*window // by handler
+	tripping map[string]bool
+	// since is, per handler, when the evidence was last cleared: attempts
+	// that started before it are not counted.
+	since     map[string]time.Time
 	lastProbe time.Time       // when this worker last asked for probes
 	known     map[string]bool // handlers last seen paused by the breaker
 }
 
 func newBreakerState(p Breaker) *breakerState {
-	return &breakerState{policy: p, windows: map[string]*window{}, tripping: map[string]bool{}, known: map[string]bool{}}
+	return &breakerState{policy: p, windows: map[string]*window{}, tripping: map[string]bool{},
+		since: map[string]time.Time{}, known: map[string]bool{}}
 }
 
 // window is one handler's recent attempts, oldest first, how many of them
@@ -155,11 +169,17 @@ type trip struct {
 	tasks       int
 }
 
-// observe records an attempt of handler and reports whether it trips the
-// breaker.
-func (b *breakerState) observe(now time.Time, handler string, task rdq.ID, failed bool, fingerprint string) (trip, bool) {
+// observe records an attempt of handler that started at started and
+// ended at now, and reports whether it trips the breaker. An attempt that
+// started before the handler's evidence was last cleared is not counted.
+// Only a failure whose fingerprint has at least MinFailedTasks distinct
+// tasks, no fewer than any other fingerprint of the window, trips it.
+func (b *breakerState) observe(now, started time.Time, handler string, task rdq.ID, failed bool, fingerprint string) (trip, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if started.Before(b.since[handler]) {
+		return trip{}, false
+	}
 	win := b.windows[handler]
 	if win == nil {
 		win = &window{byFP: map[string]map[rdq.ID]int{}}
@@ -180,18 +200,17 @@ func (b *breakerState) observe(now time.Time, handler string, task rdq.ID, faile
 	if ratio < b.policy.FailureRatio {
 		return trip{}, false
 	}
-	var dominant string
-	distinct := 0
-	for fp, ts := range win.byFP {
-		if len(ts) > distinct || len(ts) == distinct && fp < dominant {
-			dominant, distinct = fp, len(ts)
-		}
-	}
+	distinct := len(win.byFP[fingerprint])
 	if distinct < b.policy.MinFailedTasks {
 		return trip{}, false
 	}
+	for _, ts := range win.byFP {
+		if len(ts) > distinct {
+			return trip{}, false // another cause dominates; this failure is not its evidence
+		}
+	}
 	b.tripping[handler] = true
-	return trip{handler: handler, fingerprint: dominant, ratio: ratio, failed: win.failed, total: len(win.events), tasks: distinct}, true
+	return trip{handler: handler, fingerprint: fingerprint, ratio: ratio, failed: win.failed, total: len(win.events), tasks: distinct}, true
 }
 
 // holdBack splits claimed tasks into those to run and those whose handler
@@ -220,12 +239,28 @@ func (b *breakerState) holdBack(tasks []*rdq.Task) (run, held []*rdq.Task) {
 	return run, held
 }
 
-// tripped ends a trip: the window starts afresh.
-func (b *breakerState) tripped(handler string) {
+// tripped ends a trip: the evidence is cleared as of at.
+func (b *breakerState) tripped(handler string, at time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.windows, handler)
+	b.clear(handler, at)
 	delete(b.tripping, handler)
+}
+
+// resumed clears handler's evidence as of at, when it was resumed.
+func (b *breakerState) resumed(handler string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.clear(handler, at)
+}
+
+// clear forgets handler's attempts, and those that started before at and
+// are still to end. b.mu is held.
+func (b *breakerState) clear(handler string, at time.Time) {
+	delete(b.windows, handler)
+	if at.After(b.since[handler]) {
+		b.since[handler] = at
+	}
 }
 
 // breakerAfter is what an execution hands the breaker once its result is
@@ -243,11 +278,11 @@ func (w *Worker) breakerAfter(e *execution, err error, d rdq.Decision, failure r
 		w.answerProbe(e, failed, failure)
 		return
 	}
-	tr, ok := b.observe(time.Now(), e.handler, e.lease.ID, failed, failure.Fingerprint)
+	tr, ok := b.observe(time.Now(), e.started, e.handler, e.lease.ID, failed, failure.Fingerprint)
 	if !ok {
 		return
 	}
-	defer b.tripped(e.handler)
+	defer func() { b.tripped(e.handler, time.Now()) }()
 	reason := fmt.Sprintf("%d of %d attempts failed within %s, %d distinct tasks with one cause", tr.failed, tr.total, b.policy.Window, tr.tasks)
 	ctx, cancel := context.WithTimeout(w.baseCtx, storeCallTimeout)
 	defer cancel()
@@ -270,36 +305,46 @@ func (w *Worker) breakerAfter(e *execution, err error, d rdq.Decision, failure r
 	}
 }
 
-// answerProbe resumes the handler after a successful probe, or pauses it
-// again with a longer cool-off.
+// answerProbe resumes the handler after a successful probe, or after a
+// probe that failed with another cause than the one that tripped the
+// breaker (an ordinary failure of that task); it pauses the handler again
+// with a longer cool-off after a probe that failed with the tripping cause.
+// The new pause keeps the original cause as its reason.
 func (w *Worker) answerProbe(e *execution, failed bool, failure rdq.Failure) {
 	b := e.q.breaker
 	p := e.probe
 	ctx, cancel := context.WithTimeout(w.baseCtx, storeCallTimeout)
 	defer cancel()
 	attrs := []any{slog.String("queue", e.q.name), slog.String("handler", e.handler),
-		slog.String("task_id", e.lease.ID.String()), slog.Int("trips", p.Trips)}
-	if !failed {
+		slog.String("task_id", e.lease.ID.String()), slog.Int("attempt", e.attempt), slog.Int("trips", p.Trips)}
+	if !probeFailed(p, failed, failure.Fingerprint) {
+		reason, msg := "probe succeeded", "circuit breaker closed: probe succeeded, handler resumed"
+		if failed {
+			reason = fmt.Sprintf("probe failed with another cause (fingerprint %s), not the one that tripped the breaker (%s)", failure.Fingerprint, p.Fingerprint)
+			msg = "circuit breaker closed: probe failed with another cause, handler resumed"
+			attrs = append(attrs, slog.String("fingerprint", failure.Fingerprint), slog.String("tripping_fingerprint", p.Fingerprint))
+		}
 		changed, err := w.handlerPauser.ResumeHandler(ctx, store.ResumeHandlerParams{
-			Queue: e.q.name, Handler: e.handler, Probe: &e.lease, Actor: BreakerActor,
-			Reason: "probe succeeded",
+			Queue: e.q.name, Handler: e.handler, Probe: &e.lease, Actor: BreakerActor, Reason: reason,
 		})
+		b.resumed(e.handler, time.Now())
 		switch {
 		case err != nil:
-			w.log.Error("circuit breaker could not resume the handler after a successful probe", append(attrs, slog.Any("error", err))...)
+			w.log.Error("circuit breaker could not resume the handler after its probe", append(attrs, slog.Any("error", err))...)
 		case changed:
 			w.metrics.breakerTransitions.WithLabelValues(e.q.name, e.handler, "closed").Inc()
 			w.metrics.breakerState.WithLabelValues(e.q.name, e.handler).Set(0)
-			w.log.Info("circuit breaker closed: probe succeeded, handler resumed", attrs...)
+			w.log.Info(msg, attrs...)
 		default:
-			w.log.Info("probe succeeded, but the handler was no longer waiting for it", attrs...)
+			w.log.Info("probe answered, but the handler was no longer waiting for it", attrs...)
 		}
 		return
 	}
 	next := b.policy.coolOff(p.Trips + 1)
 	changed, err := w.handlerPauser.PauseHandler(ctx, store.PauseHandlerParams{
 		Queue: e.q.name, Handler: e.handler, CoolOff: next, Probe: &e.lease,
-		Actor: BreakerActor, Reason: "probe failed", Fingerprint: failure.Fingerprint, Ratio: 1,
+		Actor: BreakerActor, Reason: reopenReason(p.Reason), Fingerprint: cmp.Or(p.Fingerprint, failure.Fingerprint),
+		Ratio: cmp.Or(p.Ratio, 1),
 	})
 	attrs = append(attrs, slog.String("fingerprint", failure.Fingerprint), slog.Duration("cool_off", next))
 	switch {
@@ -312,6 +357,22 @@ func (w *Worker) answerProbe(e *execution, failed bool, failure rdq.Failure) {
 	default:
 		w.log.Info("probe failed, but the handler was no longer waiting for it", attrs...)
 	}
+}
+
+// probeFailed reports whether a probe of pause p failed: with a retryable
+// failure (failed) whose fingerprint is the one that tripped the breaker,
+// or any retryable failure when the pause names no fingerprint.
+func probeFailed(p *store.HandlerPause, failed bool, fingerprint string) bool {
+	return failed && (p.Fingerprint == "" || fingerprint == p.Fingerprint)
+}
+
+// reopenPrefix starts the reason of a pause after a failed probe.
+const reopenPrefix = "probe failed with the same cause; tripped because "
+
+// reopenReason is the reason of the pause after a failed probe of a pause
+// with the given reason: the original cause, kept across re-trips.
+func reopenReason(reason string) string {
+	return reopenPrefix + strings.TrimPrefix(reason, reopenPrefix)
 }
 
 // breakerGauge is the value of rdq_worker_breaker_state for a state.
@@ -376,26 +437,45 @@ func (w *Worker) probe(q *queue, free int) int {
 	return len(probes)
 }
 
-// observePauses sets the state gauge of q's handlers from the store's view
-// and logs the changes other workers made.
+// observePauses sets the state gauge of q's handlers from the store's view,
+// clears the evidence of the handlers paused or resumed since the last
+// look, and logs the changes other workers made.
 func (w *Worker) observePauses(q *queue, paused []store.HandlerPause) {
-	b := q.breaker
+	added, gone := q.breaker.notice(paused, time.Now())
+	for _, p := range paused {
+		w.metrics.breakerState.WithLabelValues(q.name, p.Handler).Set(breakerGauge(p.State))
+	}
+	for _, p := range added {
+		w.log.Info("handler paused", slog.String("queue", q.name), slog.String("handler", p.Handler),
+			slog.String("state", string(p.State)), slog.String("actor", p.Actor), slog.String("trips", strconv.Itoa(p.Trips)))
+	}
+	for _, h := range gone {
+		w.metrics.breakerState.WithLabelValues(q.name, h).Set(0)
+		w.log.Info("handler resumed", slog.String("queue", q.name), slog.String("handler", h))
+	}
+}
+
+// notice takes the store's list of paused handlers, read at at, and
+// returns the pauses that are new since the last call and the handlers no
+// longer paused. It clears the evidence of both as of at: what tripped a
+// new pause was judged, and what came before a resume is stale.
+func (b *breakerState) notice(paused []store.HandlerPause, at time.Time) (added []store.HandlerPause, gone []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := map[string]bool{}
+	now := make(map[string]bool, len(paused))
 	for _, p := range paused {
 		now[p.Handler] = true
-		w.metrics.breakerState.WithLabelValues(q.name, p.Handler).Set(breakerGauge(p.State))
 		if !b.known[p.Handler] {
-			w.log.Info("handler paused", slog.String("queue", q.name), slog.String("handler", p.Handler),
-				slog.String("state", string(p.State)), slog.String("actor", p.Actor), slog.String("trips", strconv.Itoa(p.Trips)))
+			b.clear(p.Handler, at)
+			added = append(added, p)
 		}
 	}
 	for h := range b.known {
 		if !now[h] {
-			w.metrics.breakerState.WithLabelValues(q.name, h).Set(0)
-			w.log.Info("handler resumed", slog.String("queue", q.name), slog.String("handler", h))
+			b.clear(h, at)
+			gone = append(gone, h)
 		}
 	}
 	b.known = now
+	return added, gone
 }

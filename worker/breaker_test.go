@@ -3,9 +3,13 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,5 +148,144 @@ func TestBreakerIgnoresPoisonTask(t *testing.T) {
 	audit, err := e.st.ListAudit(t.Context(), store.ListAuditParams{Actor: worker.BreakerActor, Limit: 10})
 	if err != nil || len(audit) != 0 {
 		t.Fatalf("breaker audit entries = %+v, %v; want none", audit, err)
+	}
+}
+
+// TestBreakerProbeJudgedByTrippingCause: a probe failing with the cause
+// that tripped the breaker re-opens it, and the pause and its audit entry
+// keep the original cause; a probe failing with another cause is an
+// ordinary failure of its task: the handler resumes, and every task ends
+// succeeded.
+func TestBreakerProbeJudgedByTrippingCause(t *testing.T) {
+	e := newEnv(t)
+	down := errors.New("dial tcp 10.0.0.7:443: connect: connection refused")
+	conflict := errors.New("409 conflict: the order changed since it was read")
+	var ids []rdq.ID
+	for range 20 {
+		ids = append(ids, e.submit(client.Task{Queue: "q", Handler: "call", Payload: []byte(`{}`)}))
+	}
+	// Before the pause and at the first probe the downstream is down; the
+	// second probe (trip 2) meets a conflict of its own; after that every
+	// call succeeds.
+	var conflicted atomic.Bool
+	e.newWorker(worker.Config{PollInterval: 20 * time.Millisecond, Queues: map[string]worker.QueueConfig{"q": {
+		Policy:  rdq.Policy{MaxAttempts: 100, InitialBackoff: 5 * time.Millisecond, Multiplier: 1, MaxBackoff: 5 * time.Millisecond, Jitter: rdq.NoJitter},
+		Breaker: &worker.Breaker{MinFailedTasks: 5, FailureRatio: 0.5, CoolOff: 100 * time.Millisecond, MaxCoolOff: time.Second},
+	}}}, map[string]worker.Handler{"call": func(ctx context.Context, _ *rdq.Task) error {
+		if conflicted.Load() {
+			return nil
+		}
+		ps, err := e.st.PausedHandlers(ctx, "q")
+		if err != nil {
+			return err
+		}
+		if len(ps) == 1 && ps[0].Trips >= 2 {
+			conflicted.Store(true)
+			return conflict
+		}
+		return down
+	}})
+
+	var tripped store.HandlerPause
+	waitFor(t, 30*time.Second, func() error {
+		ps, err := e.st.PausedHandlers(t.Context(), "q")
+		if err != nil {
+			return err
+		}
+		if len(ps) != 1 || ps[0].Trips < 2 {
+			return fmt.Errorf("paused handlers %+v, want call re-opened after a failed probe", ps)
+		}
+		tripped = ps[0]
+		return nil
+	})
+	if want := rdq.Describe(down).Fingerprint; tripped.Fingerprint != want {
+		t.Errorf("re-opened pause fingerprint %s, want the outage's %s", tripped.Fingerprint, want)
+	}
+	if !strings.Contains(tripped.Reason, "attempts failed within") || !strings.Contains(tripped.Reason, "probe failed") {
+		t.Errorf("re-opened pause reason %q, want the original cause and the failed probe", tripped.Reason)
+	}
+
+	for _, id := range ids {
+		e.waitStatus(id, rdq.StatusSucceeded, 30*time.Second)
+	}
+	ps, err := e.st.PausedHandlers(t.Context(), "q")
+	if err != nil || len(ps) != 0 {
+		t.Fatalf("PausedHandlers = %+v, %v; want none", ps, err)
+	}
+	audit, err := e.st.ListAudit(t.Context(), store.ListAuditParams{Actor: worker.BreakerActor, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Newest first: the resume after the conflicting probe, then the
+	// pauses, each naming the original cause.
+	var pauses, resumes int
+	for i, a := range audit {
+		switch a.Action {
+		case "pause_handler":
+			pauses++
+			if !strings.Contains(a.Reason, "attempts failed within") {
+				t.Errorf("pause audit entry %d: reason %q, want the original cause", i, a.Reason)
+			}
+		case "resume_handler":
+			resumes++
+			if i == 0 && !strings.Contains(a.Reason, "another cause") {
+				t.Errorf("last resume reason %q, want the probe's other cause", a.Reason)
+			}
+		}
+	}
+	if pauses != tripped.Trips || resumes != 1 {
+		t.Errorf("audit: %d pauses, %d resumes; want %d pauses (no re-open after the conflicting probe) and 1 resume: %+v",
+			pauses, resumes, tripped.Trips, audit)
+	}
+}
+
+// TestBreakerTripsOnLettersOnlyIDs: an outage whose messages carry ids made
+// only of letters ("order ordqwxyzabc: ...") groups under one fingerprint
+// and trips the breaker before the tasks' budgets are spent; once the
+// downstream is back every task succeeds and none is dead.
+func TestBreakerTripsOnLettersOnlyIDs(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(12, 1422))
+	var ids []rdq.ID
+	for range 60 {
+		letters := make([]byte, 8)
+		for i := range letters {
+			letters[i] = byte('a' + rng.IntN(26))
+		}
+		ids = append(ids, e.submit(client.Task{Queue: "q", Handler: "call", Payload: []byte(`"ord` + string(letters) + `"`)}))
+	}
+	var down atomic.Bool
+	down.Store(true)
+	e.newWorker(worker.Config{PollInterval: 20 * time.Millisecond, Queues: map[string]worker.QueueConfig{"q": {
+		Policy:  rdq.Policy{MaxAttempts: 8, InitialBackoff: 10 * time.Millisecond, Multiplier: 2, MaxBackoff: 100 * time.Millisecond, Jitter: rdq.NoJitter},
+		Breaker: &worker.Breaker{Window: 10 * time.Second, MinFailedTasks: 10, FailureRatio: 0.5, CoolOff: 200 * time.Millisecond, MaxCoolOff: 400 * time.Millisecond},
+	}}}, map[string]worker.Handler{"call": func(ctx context.Context, task *rdq.Task) error {
+		if down.Load() {
+			return fmt.Errorf("order %s: downstream unavailable", strings.Trim(string(task.Payload), `"`))
+		}
+		return nil
+	}})
+	var paused []store.HandlerPause
+	waitFor(t, 30*time.Second, func() error {
+		var err error
+		if paused, err = e.st.PausedHandlers(t.Context(), "q"); err != nil || len(paused) > 0 {
+			return err
+		}
+		for _, id := range ids {
+			if task, _ := e.get(id); task.Status != rdq.StatusDead {
+				return errors.New("the breaker has not tripped")
+			}
+		}
+		return nil // every task dead: the breaker never tripped
+	})
+	if len(paused) == 0 {
+		t.Fatal("every task went dead during the outage; the breaker never tripped")
+	}
+	if want := rdq.Describe(fmt.Errorf("order %s: downstream unavailable", "ordqwxyzabc")).Fingerprint; paused[0].Fingerprint != want {
+		t.Errorf("pause fingerprint %s, want the outage's %s", paused[0].Fingerprint, want)
+	}
+	down.Store(false)
+	for _, id := range ids {
+		e.waitStatus(id, rdq.StatusSucceeded, 30*time.Second)
 	}
 }

@@ -88,6 +88,8 @@ type execution struct {
 	expiry *time.Timer
 	// probe is set for a circuit breaker's probe.
 	probe *store.HandlerPause
+	// started is when the claim was sent.
+	started time.Time
 
 	// Guarded by leaseSet.mu.
 	nextBeat time.Time
@@ -259,6 +261,7 @@ func (w *Worker) startExecution(q *queue, t *rdq.Task, claimed time.Time) {
 func (w *Worker) startExecutionProbe(q *queue, t *rdq.Task, claimed time.Time, probe *store.HandlerPause) {
 	e := &execution{
 		probe:      probe,
+		started:    claimed,
 		q:          q,
 		lease:      store.Lease{ID: t.ID, Token: t.LeaseToken},
 		handler:    t.Handler,

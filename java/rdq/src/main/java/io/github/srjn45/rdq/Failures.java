@@ -219,6 +219,42 @@ public final class Failures {
     private static final Set<String> STATUS_WORDS = Set.of("status", "code", "http", "statuscode", "status_code",
             "returned", "response");
 
+    // Go's letterPairCost (outcome.go): how unlike English a pair of letters
+    // is, row (start of a word, a to z) by column (a to z, end of a word), one
+    // hexadecimal digit each. The letters-only id rule reads it.
+    static final String LETTER_PAIR_COST = ""
+            + "45444456487545548434556688f"
+            + "8544875a5a7344a5a3436586695"
+            + "4656467745a3784684464889593"
+            + "375737645d445737955356997c3"
+            + "5664377939b67756755757777a1"
+            + "574366687b955375634476747a2"
+            + "475543783f945636a45559887b3"
+            + "576737754b96744694455889a92"
+            + "377628984d86683795545a8a693"
+            + "5645555a9a844235a544a5a7d65"
+            + "386537795d876636d73739589d3"
+            + "487626574c9665677746686a8a2"
+            + "477526783d84873797555778593"
+            + "357627894f865733985648998d3"
+            + "484436385a6676479743669a7a3"
+            + "6644756a6b654254d3544557ab4"
+            + "385637765e746845934458887d3"
+            + "666588988eb4778675581978972"
+            + "486527684b665547954467896c3"
+            + "575738754c667755764359785a2"
+            + "486737843ea6784694455978592"
+            + "545645694ca443748343aa96d95"
+            + "365526774f96565366457867d84"
+            + "376637843c86743684467988c82"
+            + "453544874bb66864865375866a2"
+            + "776858985c964473f644b768871"
+            + "476719984be77847e6786765763";
+    private static final int ID_MIN_LETTERS = 8;
+    private static final int ID_COST_EIGHTHS = 39;
+    private static final int ID_MIN_VOWELLESS = 6;
+    private static final String[] MASKS = {"<email>", "<uuid>", "<n>", "<hex>", "<id>"};
+
     /**
      * Strips what varies between occurrences of one failure from a message,
      * exactly as Go's {@code rdq.NormalizeMessage} does (its doc comment states
@@ -227,7 +263,9 @@ public final class Failures {
      * then each token of letters, digits and underscores joined by - . + @
      * masked: status codes after a status word kept, e-mails "&lt;email&gt;",
      * UUIDs "&lt;uuid&gt;", numbers "&lt;n&gt;", hex "&lt;hex&gt;", other tokens
-     * with a digit "&lt;id&gt;"; runs of white space become one space, trimmed.
+     * with a digit or a run of letters unlike English "&lt;id&gt;"; runs of white
+     * space become one space, trimmed; quoted values holding a mask become
+     * "&lt;v&gt;".
      */
     public static String normalizeMessage(String msg) {
         msg = asciiLower(msg);
@@ -253,7 +291,116 @@ public final class Failures {
         while (end > start && out.charAt(end - 1) == ' ') {
             end--;
         }
-        return out.substring(start, end);
+        out = out.substring(start, end);
+        if (out.indexOf('"') >= 0 || out.indexOf('\'') >= 0 || out.indexOf('`') >= 0) {
+            out = maskQuoted(out);
+        }
+        return out;
+    }
+
+    // Step 5 of Go's NormalizeMessage: quoted values that hold a mask.
+    private static String maskQuoted(String s) {
+        StringBuilder b = null;
+        int last = 0;
+        for (int i = 0; i < s.length(); i++) {
+            char q = s.charAt(i);
+            if (q != '"' && q != '\'' && q != '`') {
+                continue;
+            }
+            // Go counts the bytes of the value in UTF-8.
+            int j = i + 1;
+            int bytes = 0;
+            while (j < s.length()) {
+                char c = s.charAt(j);
+                if (c == q || c == '/' || isSpace(c)) {
+                    break;
+                }
+                bytes += c < 0x80 ? 1 : c < 0x800 ? 2 : Character.isSurrogate(c) ? 2 : 3;
+                if (bytes > 64) {
+                    break;
+                }
+                j++;
+            }
+            if (j >= s.length() || s.charAt(j) != q || j == i + 1) {
+                continue;
+            }
+            String inner = s.substring(i + 1, j);
+            for (String m : MASKS) {
+                if (!inner.equals(m) && inner.contains(m)) {
+                    if (b == null) {
+                        b = new StringBuilder(s.length());
+                    }
+                    b.append(s, last, i + 1).append("<v>");
+                    last = j;
+                    break;
+                }
+            }
+            i = j;
+        }
+        if (b == null) {
+            return s;
+        }
+        return b.append(s, last, s.length()).toString();
+    }
+
+    private static boolean isSpace(char c) {
+        return c == '\t' || c == '\n' || c == 0x0B || c == '\f' || c == '\r' || c == ' ';
+    }
+
+    // The letters-only id rule of Go's NormalizeMessage.
+    private static boolean hasIdLetters(String tok) {
+        if (tok.length() < ID_MIN_VOWELLESS) {
+            return false;
+        }
+        for (int i = 0; i < tok.length(); ) {
+            char c = tok.charAt(i);
+            if (c < 'a' || c > 'z') {
+                i++;
+                continue;
+            }
+            int j = i;
+            while (j < tok.length() && tok.charAt(j) >= 'a' && tok.charAt(j) <= 'z') {
+                j++;
+            }
+            if (lettersLookLikeId(tok, i, j)) {
+                return true;
+            }
+            i = j;
+        }
+        return false;
+    }
+
+    private static boolean lettersLookLikeId(String tok, int from, int to) {
+        int n = to - from;
+        if (n < ID_MIN_VOWELLESS) {
+            return false;
+        }
+        boolean vowel = false;
+        for (int i = from; i < to; i++) {
+            if ("aeiouy".indexOf(tok.charAt(i)) >= 0) {
+                vowel = true;
+                break;
+            }
+        }
+        if (!vowel) {
+            return true;
+        }
+        if (n < ID_MIN_LETTERS) {
+            return false;
+        }
+        int cost = 0;
+        int row = 0;
+        for (int i = from; i < to; i++) {
+            int col = tok.charAt(i) - 'a';
+            cost += pairCost(row, col);
+            row = col + 1;
+        }
+        cost += pairCost(row, 26);
+        return 8 * cost >= ID_COST_EIGHTHS * (n + 1);
+    }
+
+    private static int pairCost(int row, int col) {
+        return Character.digit(LETTER_PAIR_COST.charAt(row * 27 + col), 16);
     }
 
     private static String maskToken(String tok, String prev) {
@@ -277,6 +424,9 @@ public final class Failures {
             if (c >= '0' && c <= '9') {
                 return "<id>";
             }
+        }
+        if (hasIdLetters(tok)) {
+            return "<id>";
         }
         return tok;
     }
