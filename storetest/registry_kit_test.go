@@ -259,4 +259,3 @@ func TestKitDetectsRegistryBugs(t *testing.T) {
 		})
 	}
 }
-
