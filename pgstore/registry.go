@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -67,7 +68,14 @@ func (s *Store) UnservedHandlers(ctx context.Context, p store.UnservedParams) ([
 	if queues == nil {
 		queues = []string{}
 	}
-	rows, err := s.pool.Query(ctx, render(s.q, sqlUnservedHandlers), queues, p.Now)
+	query := sqlUnservedHandlers
+	if p.DueOnly {
+		if len(queues) == 0 {
+			return nil, fmt.Errorf("pgstore: unserved handlers: %w: DueOnly needs at least one queue", rdq.ErrInvalid)
+		}
+		query = sqlUnservedDue
+	}
+	rows, err := s.pool.Query(ctx, render(s.q, query), queues, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: unserved handlers: %w", err)
 	}

@@ -1274,6 +1274,33 @@ WHERE NOT EXISTS (
 GROUP BY x.queue, x.handler
 ORDER BY x.queue, x.handler`
 
+// sqlUnservedDue is sqlUnservedHandlers for the due, not held tasks of the
+// queues $1 only (UnservedParams.DueOnly). Index: tasks_claim_idx, each
+// queue's range up to now.
+//
+// $2 Now override.
+const sqlUnservedDue = `
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+),
+live AS (
+    SELECT w.queues, w.handlers
+    FROM {schema}.workers AS w CROSS JOIN clock c
+    WHERE w.last_seen + w.stale_after * interval '1 microsecond' > c.now
+)
+SELECT x.queue, x.handler, x.n, x.oldest, (SELECT now FROM clock)
+FROM (
+    SELECT t.queue, t.handler, count(*) AS n, min(t.next_attempt_at) AS oldest
+    FROM {schema}.tasks AS t
+    WHERE t.queue = ANY ($1::text[]) AND t.status = 'PENDING' AND NOT t.held
+      AND t.next_attempt_at <= (SELECT now FROM clock)
+    GROUP BY t.queue, t.handler
+) AS x
+WHERE NOT EXISTS (
+    SELECT 1 FROM live AS l
+    WHERE x.queue = ANY (l.queues) AND x.handler = ANY (l.handlers))
+ORDER BY x.queue, x.handler`
+
 // sqlDeadLetterUnserved moves up to $5 PENDING, not held tasks of queue $1
 // and handler $2, due for at least $4 µs while no live worker serves the
 // pair, to DEAD with a PERMANENT_FAILURE attempt each (numbered as in

@@ -97,10 +97,17 @@ func (s *Store) UnservedHandlers(ctx context.Context, p store.UnservedParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: unserved handlers: %w", err)
 	}
+	if p.DueOnly && len(p.Queues) == 0 {
+		return nil, fmt.Errorf("sqlitestore: unserved handlers: %w: DueOnly needs at least one queue", rdq.ErrInvalid)
+	}
+	dueOnly := 0
+	if p.DueOnly {
+		dueOnly = 1
+	}
 	var out []store.UnservedHandler
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		out = []store.UnservedHandler{}
-		rows, err := tx.QueryContext(ctx, sqlUnservedHandlers, now, queues)
+		rows, err := tx.QueryContext(ctx, sqlUnservedHandlers, now, queues, dueOnly)
 		if err != nil {
 			return err
 		}

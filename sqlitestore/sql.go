@@ -463,11 +463,13 @@ ORDER BY id`
 	// A pass over the PENDING tasks grouped by queue and handler (index
 	// rdq_tasks_claim and rdq_tasks_held, or a scan: an operator's call),
 	// keeping the pairs no live worker serves. ?1 now, ?2 the queues as a
-	// JSON array ('[]' for every queue).
+	// JSON array ('[]' for every queue), ?3 1 for due, not held tasks only
+	// (then a range of rdq_tasks_claim per queue).
 	sqlUnservedHandlers = `SELECT t.queue, t.handler, count(*), min(t.next_attempt_at)
 FROM rdq_tasks AS t
 WHERE t.status = 'PENDING'
   AND (json_array_length(?2) = 0 OR t.queue IN (SELECT value FROM json_each(?2)))
+  AND (?3 = 0 OR (t.held = 0 AND t.next_attempt_at <= ?1))
 GROUP BY t.queue, t.handler
 HAVING NOT EXISTS (
 	SELECT 1 FROM rdq_workers AS w

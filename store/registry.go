@@ -38,6 +38,9 @@ type WorkerRegistry interface {
 	// tasks that no live worker serves (none lists both the queue and the
 	// handler), how many tasks wait and since when, ordered by queue then
 	// handler. p.Queues limits it to those queues (every queue when empty).
+	// With p.DueOnly it counts only the due tasks of p.Queues that are not
+	// held by a paused handler: a range of the claim index, small while
+	// workers keep up, which is what a worker looks at on its schedule.
 	UnservedHandlers(ctx context.Context, p UnservedParams) ([]UnservedHandler, error)
 	// DeadLetterUnserved moves to DEAD up to p.Limit PENDING tasks of
 	// (p.Queue, p.Handler) that have been due for at least p.Grace while no
@@ -118,8 +121,11 @@ type WorkersParams struct {
 
 // UnservedParams is the input of WorkerRegistry.UnservedHandlers.
 type UnservedParams struct {
-	// Queues, if not empty, limits the result to these queues.
+	// Queues, if not empty, limits the result to these queues; DueOnly
+	// needs at least one.
 	Queues []string
+	// DueOnly counts only due tasks that are not held.
+	DueOnly bool
 	// Now overrides the store's clock; nil in production.
 	Now *time.Time
 }

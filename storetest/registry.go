@@ -130,6 +130,18 @@ func testRegistry(t *testing.T, h Harness) {
 		t.Errorf("UnservedHandlers(a, z) = %v, want %v", pairs(unserved("a", "z")), want)
 	}
 
+	// DueOnly counts only the due tasks of the queues it names.
+	due, err := reg.UnservedHandlers(e.ctx, store.UnservedParams{Queues: []string{"a", "c"}, DueOnly: true, Now: e.at()})
+	if err != nil {
+		t.Fatalf("UnservedHandlers(DueOnly): %v", err)
+	}
+	if want := []pair{{"a", "h3", 1}, {"c", "h1", 1}}; !slices.Equal(pairs(due), want) {
+		t.Errorf("UnservedHandlers(a, c, DueOnly) = %v, want %v (the task due in an hour left out)", pairs(due), want)
+	}
+	if _, err := reg.UnservedHandlers(e.ctx, store.UnservedParams{DueOnly: true, Now: e.at()}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("UnservedHandlers(DueOnly, no queue) = %v, want an error wrapping rdq.ErrInvalid", err)
+	}
+
 	// Only due tasks count towards the waiting time.
 	notYet := task("d")
 	notYet.Delay = time.Hour

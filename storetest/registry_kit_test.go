@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -106,6 +107,9 @@ func (m *memRegistry) Workers(_ context.Context, p store.WorkersParams) ([]store
 }
 
 func (m *memRegistry) UnservedHandlers(_ context.Context, p store.UnservedParams) ([]store.UnservedHandler, error) {
+	if p.DueOnly && len(p.Queues) == 0 {
+		return nil, fmt.Errorf("%w: DueOnly needs at least one queue", rdq.ErrInvalid)
+	}
 	now := clock(p.Now)
 	m.rmu.Lock()
 	defer m.rmu.Unlock()
@@ -115,6 +119,9 @@ func (m *memRegistry) UnservedHandlers(_ context.Context, p store.UnservedParams
 	for _, mt := range m.tasks {
 		t := mt.t
 		if t.Status != rdq.StatusPending || (len(p.Queues) > 0 && !slices.Contains(p.Queues, t.Queue)) || m.served(now, t.Queue, t.Handler) {
+			continue
+		}
+		if p.DueOnly && t.NextAttemptAt.After(now) {
 			continue
 		}
 		k := [2]string{t.Queue, t.Handler}

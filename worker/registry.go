@@ -149,7 +149,7 @@ func (r *registry) deregister() {
 func (r *registry) checkUnserved() {
 	ctx, cancel := context.WithTimeout(r.w.loopCtx, storeCallTimeout)
 	defer cancel()
-	us, err := r.reg.UnservedHandlers(ctx, store.UnservedParams{Queues: r.w.queueNames})
+	us, err := r.reg.UnservedHandlers(ctx, store.UnservedParams{Queues: r.w.queueNames, DueOnly: true})
 	if err != nil {
 		if r.w.loopCtx.Err() == nil {
 			r.w.log.Warn("looking for tasks no worker can execute failed", slog.Any("error", err))
