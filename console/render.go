@@ -23,6 +23,7 @@ func (c *Console) parseTemplates() error {
 		"withq":    withQuery,
 		"ts":       timeHTML,
 		"dur":      formatDuration,
+		"age":      formatAge,
 		"num":      formatNum,
 		"bytes":    formatBytes,
 		"barChart": barChart,

@@ -1,8 +1,10 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -126,4 +128,17 @@ func (c *Console) overviewWorkers(r *http.Request, d *overviewData) error {
 	}
 	d.Unserved = us
 	return nil
+}
+
+// formatAge is d in its largest whole unit: 42s, 4m, 5h, 3d.
+func formatAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int64(d/time.Second), 1))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return fmt.Sprintf("%dd", d/(24*time.Hour))
 }

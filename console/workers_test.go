@@ -45,7 +45,7 @@ func TestWorkersPageAndUnservedTasks(t *testing.T) {
 	}
 	mustContain(t, r.body, `aria-current="page">Workers</a>`, "1 live, 1 stale", "w-live", "w-stale",
 		`<tr class="stale">`, `<span class="badge paused">stale</span>`, "&lt;b&gt;host&lt;/b&gt;", "v1.4.0",
-		"2 tasks of handler <code>send-v2</code> in queue <code>emails</code>, oldest 4m",
+		"2 tasks of handler <code>send-v2</code> in queue <code>emails</code>, oldest 4m ago, no worker has registered it",
 		"1 task of handler <code>charge</code> in queue <code>billing</code>")
 	mustNotContain(t, r.body, "<b>host</b>", "handler <code>send</code> in")
 	if strings.Index(r.body, "w-live") > strings.Index(r.body, "w-stale") {
