@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -116,6 +117,11 @@ func (e *env) workers(args []string) error {
 	}
 	if len(pos) > 0 {
 		return usageErrorf("workers takes no arguments (got %q); to list the workers of a queue use --queue", pos[0])
+	}
+	if *queue != "" {
+		if err := rdq.ValidateName("queue", *queue); err != nil {
+			return err
+		}
 	}
 	b, err := e.openBackend(false)
 	if err != nil {

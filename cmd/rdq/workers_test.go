@@ -65,6 +65,10 @@ func TestWorkersAndUnservedHandlers(t *testing.T) {
 		t.Errorf("workers --queue billing: %q", out)
 	}
 
+	if r := h.run("", "workers", "--queue", "bad name"); r.code != exitUsage || !strings.Contains(r.stderr, "queue") {
+		t.Errorf("workers --queue 'bad name': exit %d, stderr %q", r.code, r.stderr)
+	}
+
 	var js struct {
 		Workers []struct {
 			ID       string   `json:"id"`
