@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
@@ -311,5 +313,48 @@ func TestWorkerDeadLettersUnservedTasksOnlyWhenAsked(t *testing.T) {
 		if tk, atts := e.get(id); tk.Status != rdq.StatusPending || tk.Attempts != 0 || len(atts) != 0 {
 			t.Errorf("task %s is %s with %d attempts, want PENDING with none", id, tk.Status, tk.Attempts)
 		}
+	}
+}
+
+// countingRegistry counts the registry calls a worker makes.
+type countingRegistry struct {
+	*pgstore.Store
+	registers, looks atomic.Int64
+}
+
+func (c *countingRegistry) RegisterWorker(ctx context.Context, p store.RegisterWorkerParams) error {
+	c.registers.Add(1)
+	return c.Store.RegisterWorker(ctx, p)
+}
+
+func (c *countingRegistry) UnservedHandlers(ctx context.Context, p store.UnservedParams) ([]store.UnservedHandler, error) {
+	c.looks.Add(1)
+	return c.Store.UnservedHandlers(ctx, p)
+}
+
+// The registry costs no statement per task: a worker that runs 300 tasks
+// within one refresh interval registers once and looks for unserved tasks
+// never.
+func TestWorkerRegistryCostsNothingPerTask(t *testing.T) {
+	e := newEnv(t)
+	counting := &countingRegistry{Store: e.st}
+	done := newCounter()
+	e.newWorker(worker.Config{
+		Store:            counting,
+		RegistryInterval: time.Hour,
+		Queues:           map[string]worker.QueueConfig{"cheap": {Concurrency: 20}},
+	}, map[string]worker.Handler{"a": func(_ context.Context, task *rdq.Task) error { done.inc(task.ID); return nil }})
+	var ids []rdq.ID
+	for range 300 {
+		ids = append(ids, e.submit(client.Task{Queue: "cheap", Handler: "a"}))
+	}
+	for _, id := range ids {
+		e.waitStatus(id, rdq.StatusSucceeded, 30*time.Second)
+	}
+	if n := done.total(); n != 300 {
+		t.Fatalf("ran %d tasks, want 300", n)
+	}
+	if r, l := counting.registers.Load(), counting.looks.Load(); r != 1 || l != 0 {
+		t.Fatalf("%d registrations and %d looks for 300 tasks within one interval, want 1 and 0", r, l)
 	}
 }
