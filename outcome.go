@@ -821,3 +821,15 @@ func CancelledFailure(reason string) Failure {
 	}
 	return Failure{Type: CancelledErrorType, Message: msg, Fingerprint: Fingerprint(CancelledErrorType, "")}
 }
+
+// UnservedHandlerErrorType is the error type of the attempt recorded when a
+// task is dead-lettered because no running worker registered its handler
+// for longer than its queue allows (worker.QueueConfig.DeadLetterUnserved).
+const UnservedHandlerErrorType = "unserved_handler"
+
+// UnservedHandlerFailure describes that attempt for tasks of handler in
+// queue, unserved for at least grace; one fingerprint per (queue, handler).
+func UnservedHandlerFailure(queue, handler string, grace time.Duration) Failure {
+	msg := Truncate(cleanText(fmt.Sprintf("no running worker has registered handler %q of queue %q for %s; deploy a worker that handles it, then redrive", handler, queue, grace)), MaxMessageBytes)
+	return Failure{Type: UnservedHandlerErrorType, Message: msg, Fingerprint: Fingerprint(UnservedHandlerErrorType, msg)}
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/srjn45/rdq/console"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -428,3 +429,29 @@ func TestBrowserCrossOriginPostIsRefused(t *testing.T) {
 
 // awaitPromise makes Evaluate wait for the promise the expression returns.
 func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
+
+func TestBrowserWorkersAndUnservedQueue(t *testing.T) {
+	b := newBrowserEnv(t)
+	if _, err := b.s.Enqueue(context.Background(), store.EnqueueParams{Tasks: []store.NewTask{
+		{ID: rdq.NewID(), Queue: "reports", Handler: "build"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	b.login(userAdmin)
+	var row, unserved string
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/"), chromedp.WaitVisible(`a.badge.nolive`, chromedp.ByQuery),
+		chromedp.Text(`ul.unserved`, &unserved, chromedp.ByQuery), b.screenshot("console-unserved"))
+	if !strings.Contains(unserved, "1 task of handler build in queue reports") || !strings.Contains(unserved, "no worker has registered it") {
+		t.Errorf("overview's unserved list: %q", unserved)
+	}
+	b.run(chromedp.Click(`a.badge.nolive`, chromedp.ByQuery), chromedp.WaitVisible(`table.workers`, chromedp.ByQuery),
+		chromedp.Text(`table.workers tbody`, &row, chromedp.ByQuery))
+	if !strings.Contains(row, "No worker is registered for this queue") {
+		t.Errorf("workers of reports: %q", row)
+	}
+	b.run(chromedp.Click(`nav a[href$="/workers"]`, chromedp.ByQuery), chromedp.WaitVisible(`table.workers`, chromedp.ByQuery),
+		chromedp.Text(`table.workers tbody`, &row, chromedp.ByQuery), b.screenshot("console-workers"))
+	if !strings.Contains(row, "browser-test-worker") || !strings.Contains(row, "live") || !strings.Contains(row, "charge, send") {
+		t.Errorf("workers page row: %q", row)
+	}
+}

@@ -149,6 +149,8 @@ type Console struct {
 	// chart serves the overview's failure chart; nil when the store
 	// cannot count dead tasks per hour.
 	chart *chartCache
+	// registry is the store's worker registry; nil when it keeps none.
+	registry store.WorkerRegistry
 }
 
 //go:embed templates/*.html
@@ -206,6 +208,9 @@ func New(cfg Config) (*Console, error) {
 		}
 		c.tasks = t
 	}
+	if reg, ok := store.RegistryOf(cfg.Store); ok {
+		c.registry = reg
+	}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -257,6 +262,9 @@ func (c *Console) routes() (http.Handler, error) {
 	mux.HandleFunc("POST /bulk/run", c.bulkRun)
 	mux.HandleFunc("GET /jobs/{id}", c.job)
 	mux.HandleFunc("GET /audit", c.audit)
+	if c.registry != nil {
+		mux.HandleFunc("GET /workers", c.workers)
+	}
 	if c.tasks != nil {
 		mux.HandleFunc("GET /live", c.live)
 		mux.HandleFunc("POST /tasks/{id}/retry-now", c.liveChange)

@@ -61,6 +61,9 @@ type queueRow struct {
 	Due, NotDue int64
 	KnowsNotDue bool
 	Paused      bool
+	// NoLiveWorker: tasks wait and no live registered worker runs the
+	// queue (stores with a worker registry).
+	NoLiveWorker bool
 }
 
 type overviewData struct {
@@ -75,6 +78,10 @@ type overviewData struct {
 	// Breakers are the paused handlers, when the store pauses handlers.
 	Breakers    []store.HandlerPause
 	HasBreakers bool
+	// Unserved are the waiting tasks no live worker can run, when the
+	// store keeps a worker registry (HasRegistry).
+	Unserved    []store.UnservedHandler
+	HasRegistry bool
 	Done        string
 }
 
@@ -149,6 +156,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if d.Breakers, d.HasBreakers, err = c.pausedHandlers(r, all); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if err := c.overviewWorkers(r, &d); err != nil {
 		c.failErr(w, r, err)
 		return
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"overview", "dead", "groups", "task", "edit", "bulk", "job", "audit", "error", "live"}
+var pageNames = []string{"overview", "dead", "groups", "task", "edit", "bulk", "job", "audit", "error", "live", "workers"}
 
 func (c *Console) parseTemplates() error {
 	funcs := template.FuncMap{
@@ -23,6 +23,7 @@ func (c *Console) parseTemplates() error {
 		"withq":    withQuery,
 		"ts":       timeHTML,
 		"dur":      formatDuration,
+		"age":      formatAge,
 		"num":      formatNum,
 		"bytes":    formatBytes,
 		"barChart": barChart,
@@ -88,6 +89,9 @@ func (v *view) Self() string {
 
 // URL joins the prefix and a console path.
 func (v *view) URL(path string) string { return v.c.url(path) }
+
+// HasWorkers reports whether the store keeps a worker registry.
+func (v *view) HasWorkers() bool { return v.c.registry != nil }
 
 // HasLive reports whether the store lists live tasks.
 func (v *view) HasLive() bool { return v.c.tasks != nil }

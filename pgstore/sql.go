@@ -1186,6 +1186,190 @@ counted AS (
 )
 SELECT count(*) FROM cancelled`
 
+// --- Worker registry (store.WorkerRegistry) ---------------------------------
+//
+// workers holds a row per running worker (a few dozen rows), so every
+// statement reads it whole; a row is live while last_seen + stale_after is
+// in the future and kept until last_seen + expire_after.
+
+// sqlRegisterWorker inserts or refreshes worker $1 (keeping started_at) and
+// removes the other workers' expired rows. Index: workers_pkey (conflict
+// arbiter); the delete reads the table whole.
+//
+// $2 host, $3 pid, $4 version, $5 queues, $6 handlers, $7 slots,
+// $8 in flight, $9 stale after µs, $10 expire after µs, $11 Now override.
+const sqlRegisterWorker = `
+WITH clock AS (
+    SELECT coalesce($11::timestamptz, now()) AS now
+),
+expired AS (
+    DELETE FROM {schema}.workers AS w
+    USING clock c
+    WHERE w.id <> $1 AND w.last_seen + w.expire_after * interval '1 microsecond' <= c.now
+)
+INSERT INTO {schema}.workers AS w (
+    id, host, pid, version, queues, handlers, slots, in_flight, started_at,
+    last_seen, stale_after, expire_after)
+SELECT $1, $2, $3, $4, $5::text[], $6::text[], $7, $8, c.now, c.now, $9, $10
+FROM clock c
+ON CONFLICT (id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, version = excluded.version,
+    queues = excluded.queues, handlers = excluded.handlers,
+    slots = excluded.slots, in_flight = excluded.in_flight,
+    last_seen = excluded.last_seen, stale_after = excluded.stale_after,
+    expire_after = excluded.expire_after`
+
+// sqlDeregisterWorker removes worker $1. Index: workers_pkey.
+const sqlDeregisterWorker = `DELETE FROM {schema}.workers WHERE id = $1`
+
+// sqlWorkers lists the unexpired workers serving queue $1 (every worker
+// when empty), by ID, each with whether it is stale. Reads workers whole.
+//
+// $2 Now override.
+const sqlWorkers = `
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+)
+SELECT w.id, w.host, w.pid, w.version, w.queues, w.handlers, w.slots,
+       w.in_flight, w.started_at, w.last_seen,
+       w.last_seen + w.stale_after * interval '1 microsecond' <= c.now
+FROM {schema}.workers AS w CROSS JOIN clock c
+WHERE w.last_seen + w.expire_after * interval '1 microsecond' > c.now
+  AND ($1 = '' OR $1 = ANY (w.queues))
+ORDER BY w.id`
+
+// sqlUnservedHandlers counts the PENDING tasks per (queue, handler) of the
+// queues $1 (every queue when empty) that no live worker serves, with the
+// earliest due time and the clock. Each branch reads the partial index of
+// its tasks: tasks_claim_idx (not held) and tasks_held_idx (held).
+//
+// $2 Now override.
+const sqlUnservedHandlers = `
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+),
+live AS (
+    SELECT w.queues, w.handlers
+    FROM {schema}.workers AS w CROSS JOIN clock c
+    WHERE w.last_seen + w.stale_after * interval '1 microsecond' > c.now
+),
+waiting AS (
+    SELECT t.queue, t.handler, count(*) AS n, min(t.next_attempt_at) AS oldest
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'PENDING' AND NOT t.held
+      AND (cardinality($1::text[]) = 0 OR t.queue = ANY ($1::text[]))
+    GROUP BY t.queue, t.handler
+    UNION ALL
+    SELECT t.queue, t.handler, count(*), min(t.next_attempt_at)
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'PENDING' AND t.held
+      AND (cardinality($1::text[]) = 0 OR t.queue = ANY ($1::text[]))
+    GROUP BY t.queue, t.handler
+)
+SELECT x.queue, x.handler, sum(x.n)::bigint, min(x.oldest), (SELECT now FROM clock)
+FROM waiting AS x
+WHERE NOT EXISTS (
+    SELECT 1 FROM live AS l
+    WHERE x.queue = ANY (l.queues) AND x.handler = ANY (l.handlers))
+GROUP BY x.queue, x.handler
+ORDER BY x.queue, x.handler`
+
+// sqlUnservedDue is sqlUnservedHandlers for the due, not held tasks of the
+// queues $1 only (UnservedParams.DueOnly). Index: tasks_claim_idx, each
+// queue's range up to now.
+//
+// $2 Now override.
+const sqlUnservedDue = `
+WITH clock AS (
+    SELECT coalesce($2::timestamptz, now()) AS now
+),
+live AS (
+    SELECT w.queues, w.handlers
+    FROM {schema}.workers AS w CROSS JOIN clock c
+    WHERE w.last_seen + w.stale_after * interval '1 microsecond' > c.now
+)
+SELECT x.queue, x.handler, x.n, x.oldest, (SELECT now FROM clock)
+FROM (
+    SELECT t.queue, t.handler, count(*) AS n, min(t.next_attempt_at) AS oldest
+    FROM {schema}.tasks AS t
+    WHERE t.queue = ANY ($1::text[]) AND t.status = 'PENDING' AND NOT t.held
+      AND t.next_attempt_at <= (SELECT now FROM clock)
+    GROUP BY t.queue, t.handler
+) AS x
+WHERE NOT EXISTS (
+    SELECT 1 FROM live AS l
+    WHERE x.queue = ANY (l.queues) AND x.handler = ANY (l.handlers))
+ORDER BY x.queue, x.handler`
+
+// sqlDeadLetterUnserved moves up to $5 PENDING, not held tasks of queue $1
+// and handler $2, due for at least $4 µs while no live worker serves the
+// pair, to DEAD with a PERMANENT_FAILURE attempt each (numbered as in
+// sqlCancel), counts them into dead_counts, audits them as
+// "dead_letter_unserved" and returns how many it moved.
+//
+// Indexes: tasks_claim_idx (the queue's due tasks, oldest first),
+// tasks_pkey (update), attempts_pkey (insert), dead_counts_pkey (conflict
+// arbiter), audit_pkey (insert).
+//
+// $3 Now override, $6 error type, $7 message, $8 fingerprint, $9 actor,
+// $10 the audit filter JSON.
+const sqlDeadLetterUnserved = `
+WITH clock AS (
+    SELECT coalesce($3::timestamptz, now()) AS now
+),
+picked AS (
+    SELECT t.id
+    FROM {schema}.tasks AS t
+    WHERE t.queue = $1 AND t.status = 'PENDING' AND NOT t.held AND t.handler = $2
+      AND t.next_attempt_at <= (SELECT now FROM clock) - $4::bigint * interval '1 microsecond'
+      AND NOT EXISTS (
+          SELECT 1 FROM {schema}.workers AS w
+          WHERE w.last_seen + w.stale_after * interval '1 microsecond' > (SELECT now FROM clock)
+            AND $1 = ANY (w.queues) AND $2 = ANY (w.handlers))
+    ORDER BY t.next_attempt_at, t.id
+    LIMIT $5
+    FOR UPDATE SKIP LOCKED
+),
+dead AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'DEAD',
+        attempts = t.attempts + 1,
+        last_attempt_number = t.last_attempt_number + 1,
+        finished_at = c.now,
+        lease_expires_at = NULL,
+        last_error_type = $6,
+        last_error_message = $7,
+        last_error_fingerprint = $8,
+        updated_at = c.now
+    FROM clock c
+    WHERE t.id = ANY (ARRAY(SELECT id FROM picked)) AND t.status = 'PENDING'
+    RETURNING t.id, t.queue, t.handler, t.life, t.last_attempt_number
+),
+recorded AS (
+    INSERT INTO {schema}.attempts (
+        task_id, number, life, outcome, error_type, message, stack, worker_id,
+        lease_token, started_at, finished_at)
+    SELECT x.id, x.last_attempt_number, x.life, 'PERMANENT_FAILURE', $6, $7, '', $9, 0, c.now, c.now
+    FROM dead x CROSS JOIN clock c
+),
+shard AS (
+    SELECT floor(random() * 16)::smallint AS n
+),
+counted AS (
+    INSERT INTO {schema}.dead_counts AS d (queue, handler, error_type, fingerprint, shard, n)
+    SELECT x.queue, x.handler, $6, $8, s.n, count(*)
+    FROM dead x CROSS JOIN shard s
+    GROUP BY x.queue, x.handler, s.n
+    ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
+),
+audited AS (
+    INSERT INTO {schema}.audit (at, actor, action, filter, ids, count, reason, details)
+    SELECT c.now, $9, 'dead_letter_unserved', $10, array_agg(x.id), count(*), $7, '{}'::jsonb
+    FROM dead x CROSS JOIN clock c
+    GROUP BY c.now
+)
+SELECT count(*) FROM dead`
+
 // --- Paused handlers (store.HandlerPauser) --------------------------------
 //
 // Held tasks. A PENDING task whose (queue, handler) has a paused_handlers

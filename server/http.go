@@ -48,6 +48,7 @@ const readyTimeout = 5 * time.Second
 //	POST /v1/tasks:cancel       CancelTasks     body: {"ids": [...], "reason": "..."}
 //	GET  /v1/breakers           ListBreakers    query: queue
 //	POST /v1/breakers:set       SetBreaker      body: {"queue", "handler", "state": "open"|"closed", "cool_off_ms", "reason"}
+//	GET  /v1/workers            ListWorkers     query: queue
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
 //	GET  /metrics               Prometheus exposition of Config.Gatherer (when set), behind Config.MetricsToken (when set)
@@ -95,6 +96,7 @@ func (s *Service) handler(api, ops bool) http.Handler {
 		{"POST", "/v1/tasks:cancel", "CancelTasks", s.restChange(s.CancelTasks)},
 		{"GET", "/v1/breakers", "ListBreakers", s.restListBreakers},
 		{"POST", "/v1/breakers:set", "SetBreaker", s.restSetBreaker},
+		{"GET", "/v1/workers", "ListWorkers", s.restListWorkers},
 	}
 	allowed := map[string][]string{} // path → its methods, in route order
 	for _, rt := range routes {

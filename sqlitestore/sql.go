@@ -432,3 +432,61 @@ RETURNING ` + pauseColumns
 	sqlPausedHandlers = `SELECT ` + pauseColumns + ` FROM rdq_paused_handlers
 WHERE ?1 = '' OR queue = ?1 ORDER BY queue, handler`
 )
+
+// Worker registry (rdq_workers, from migrations/0006_workers.sql): a row per
+// running worker, a few dozen at most, so statements read it whole. A row is
+// live while last_seen + stale_after > now.
+const (
+	// Reads rdq_workers whole. ?1 now, ?2 the registering worker.
+	sqlExpireWorkers = `DELETE FROM rdq_workers WHERE id <> ?2 AND last_seen + expire_after <= ?1`
+
+	// Primary key (conflict arbiter); started_at is kept on refresh.
+	sqlRegisterWorker = `INSERT INTO rdq_workers (id, host, pid, version, queues, handlers, slots, in_flight,
+	started_at, last_seen, stale_after, expire_after)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, version = excluded.version,
+	queues = excluded.queues, handlers = excluded.handlers, slots = excluded.slots,
+	in_flight = excluded.in_flight, last_seen = excluded.last_seen,
+	stale_after = excluded.stale_after, expire_after = excluded.expire_after`
+
+	// Primary key.
+	sqlDeregisterWorker = `DELETE FROM rdq_workers WHERE id = ?`
+
+	// Reads rdq_workers whole. ?1 now, ?2 queue ('' for every queue).
+	sqlWorkers = `SELECT id, host, pid, version, queues, handlers, slots, in_flight, started_at, last_seen,
+	last_seen + stale_after <= ?1
+FROM rdq_workers
+WHERE last_seen + expire_after > ?1
+  AND (?2 = '' OR EXISTS (SELECT 1 FROM json_each(rdq_workers.queues) WHERE value = ?2))
+ORDER BY id`
+
+	// A pass over the PENDING tasks grouped by queue and handler (index
+	// rdq_tasks_claim and rdq_tasks_held, or a scan: an operator's call),
+	// keeping the pairs no live worker serves. ?1 now, ?2 the queues as a
+	// JSON array ('[]' for every queue), ?3 1 for due, not held tasks only
+	// (then a range of rdq_tasks_claim per queue).
+	sqlUnservedHandlers = `SELECT t.queue, t.handler, count(*), min(t.next_attempt_at)
+FROM rdq_tasks AS t
+WHERE t.status = 'PENDING'
+  AND (json_array_length(?2) = 0 OR t.queue IN (SELECT value FROM json_each(?2)))
+  AND (?3 = 0 OR (t.held = 0 AND t.next_attempt_at <= ?1))
+GROUP BY t.queue, t.handler
+HAVING NOT EXISTS (
+	SELECT 1 FROM rdq_workers AS w
+	WHERE w.last_seen + w.stale_after > ?1
+	  AND EXISTS (SELECT 1 FROM json_each(w.queues) WHERE value = t.queue)
+	  AND EXISTS (SELECT 1 FROM json_each(w.handlers) WHERE value = t.handler))
+ORDER BY t.queue, t.handler`
+
+	// Index rdq_tasks_claim (queue, next_attempt_at, id): the queue's due
+	// tasks oldest first, those of handler ?3, up to ?4, unless a live
+	// worker serves (?2, ?3). ?1 the latest due time, ?5 now.
+	sqlUnservedCandidates = `SELECT id FROM rdq_tasks
+WHERE status = 'PENDING' AND held = 0 AND queue = ?2 AND next_attempt_at <= ?1 AND handler = ?3
+  AND NOT EXISTS (
+	SELECT 1 FROM rdq_workers AS w
+	WHERE w.last_seen + w.stale_after > ?5
+	  AND EXISTS (SELECT 1 FROM json_each(w.queues) WHERE value = ?2)
+	  AND EXISTS (SELECT 1 FROM json_each(w.handlers) WHERE value = ?3))
+ORDER BY next_attempt_at, id LIMIT ?4`
+)

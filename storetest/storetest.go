@@ -31,12 +31,13 @@
 //     claims, fencing tokens, heartbeats, finish, release, reclaim of expired
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
-//   - Admin, Notifications, Pause, Live and PauseHandlers, when the
+//   - Admin, Notifications, Pause, Live, PauseHandlers and Registry, when the
 //     Capabilities say the backend has them: every dead-letter filter
 //     against a brute-force scan, keyset paging, groups, bulk redrive and
 //     purge, the audit log and statistics; push notifications; pausing and
 //     resuming queues; listing, retrying now and cancelling live tasks;
-//     pausing one handler, probing it after a cool-off and resuming it.
+//     pausing one handler, probing it after a cool-off and resuming it;
+//     the registry of running workers and the tasks none of them serves.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
 //     reclaim, redrive and time travel, and compares the store with a
@@ -98,6 +99,9 @@ type Capabilities struct {
 	// PauseHandlers: the store implements store.HandlerPauser (pausing
 	// one handler of a queue; the circuit breaker's storage).
 	PauseHandlers bool
+	// Registry: the store implements store.WorkerRegistry (the registry of
+	// running workers and the tasks none of them serves).
+	Registry bool
 }
 
 // ChaosConfig sizes the multi-process chaos test. Zero fields take the
@@ -213,6 +217,12 @@ func Run(t *testing.T, h Harness) {
 			testHandlerPause(t, h)
 		})
 	}
+	if h.Capabilities.Registry {
+		t.Run("Registry", func(t *testing.T) {
+			t.Parallel()
+			testRegistry(t, h)
+		})
+	}
 	if h.Capabilities.PauseHandlers && h.Capabilities.Pause {
 		t.Run("ProbeInPausedQueue", func(t *testing.T) {
 			t.Parallel()
@@ -238,6 +248,7 @@ func checkCapabilities(t *testing.T, h Harness) {
 	_, isPauser := s.(store.Pauser)
 	_, isLive := s.(store.LiveTasks)
 	_, isHandlerPauser := s.(store.HandlerPauser)
+	_, isRegistry := store.RegistryOf(s)
 	if isAdmin != h.Capabilities.Admin {
 		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
 			h.Capabilities.Admin, s, isAdmin)
@@ -257,6 +268,10 @@ func checkCapabilities(t *testing.T, h Harness) {
 	if isHandlerPauser != h.Capabilities.PauseHandlers {
 		t.Errorf("Capabilities.PauseHandlers is %v but the store (%T) implementing store.HandlerPauser is %v: declare exactly what the store implements",
 			h.Capabilities.PauseHandlers, s, isHandlerPauser)
+	}
+	if isRegistry != h.Capabilities.Registry {
+		t.Errorf("Capabilities.Registry is %v but the store (%T) implementing store.WorkerRegistry is %v: declare exactly what the store implements",
+			h.Capabilities.Registry, s, isRegistry)
 	}
 }
 

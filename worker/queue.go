@@ -25,7 +25,9 @@ type queue struct {
 	// expires the handler is cancelled.
 	leaseMargin time.Duration
 	breaker     *breakerState // nil: no breaker
-	metrics     *queueMetrics // set by Start
+	// deadLetterUnserved is QueueConfig.DeadLetterUnserved; 0: off.
+	deadLetterUnserved time.Duration
+	metrics            *queueMetrics // set by Start
 
 	running   atomic.Int64  // executions holding a slot (until their result is handed off)
 	wake      chan struct{} // a notification: tasks may be due
@@ -69,6 +71,10 @@ func newQueue(name string, qc QueueConfig) (*queue, error) {
 	case q.heartbeat >= q.lease:
 		return nil, fmt.Errorf("%w: worker: queue %s: HeartbeatInterval %s must be shorter than Lease %s", rdq.ErrInvalid, name, q.heartbeat, q.lease)
 	}
+	if qc.DeadLetterUnserved < 0 {
+		return nil, fmt.Errorf("%w: worker: queue %s: DeadLetterUnserved %s is negative (zero turns it off)", rdq.ErrInvalid, name, qc.DeadLetterUnserved)
+	}
+	q.deadLetterUnserved = qc.DeadLetterUnserved
 	if qc.Breaker != nil {
 		b, err := qc.Breaker.withDefaults(name)
 		if err != nil {

@@ -47,7 +47,10 @@
 // rdq_worker_results_dropped_total{queue},
 // rdq_worker_in_flight{queue}, rdq_worker_purged_total, and for queues with
 // a circuit breaker rdq_worker_breaker_state{queue,handler} (0 closed, 1
-// open, 2 half-open) and rdq_worker_breaker_transitions_total{queue,handler,to}.
+// open, 2 half-open) and rdq_worker_breaker_transitions_total{queue,handler,to},
+// and on a store with a worker registry rdq_worker_unserved_tasks{queue,handler}
+// (waiting tasks no live worker can execute, as of this worker's last look:
+// take the max over workers, not the sum).
 //
 // Every attempt runs in an OpenTelemetry span named "rdq.execute <handler>"
 // (kind consumer), whose parent is the trace context the submitter's client
@@ -177,6 +180,15 @@ type QueueConfig struct {
 	// Breaker); &Breaker{} uses the defaults. It needs a store that
 	// implements store.HandlerPauser. Nil (the default) turns it off.
 	Breaker *Breaker
+	// DeadLetterUnserved, if positive, dead-letters the queue's tasks
+	// whose handler no live registered worker has (see
+	// store.WorkerRegistry) once they have been due this long, each with
+	// an attempt of error type rdq.UnservedHandlerErrorType, audited as
+	// "dead_letter_unserved". Zero (the default) leaves them waiting.
+	// Workers that do not register (other SDKs, older builds) count as
+	// absent: keep it off for queues they serve. It needs a store that
+	// implements store.WorkerRegistry and a registering worker.
+	DeadLetterUnserved time.Duration
 }
 
 // Config configures a Worker.
@@ -217,6 +229,17 @@ type Config struct {
 	// DefaultFinishBatchSize and DefaultFinishInterval.
 	FinishBatchSize int
 	FinishInterval  time.Duration
+
+	// RegistryInterval is how often the worker refreshes its entry in the
+	// store's worker registry (when the store implements
+	// store.WorkerRegistry): one statement per interval. The entry is
+	// stale after three missed refreshes. Every sixth refresh the worker
+	// also looks for waiting tasks of its queues that no live worker can
+	// execute, logs them (each queue and handler at most once every ten
+	// looks), exports them as rdq_worker_unserved_tasks and applies
+	// QueueConfig.DeadLetterUnserved. Zero means DefaultRegistryInterval;
+	// Disabled turns registration off.
+	RegistryInterval time.Duration
 
 	// Metrics, if set, receives the worker's Prometheus collectors.
 	// Workers sharing a registerer share the collectors.
@@ -298,8 +321,14 @@ type Worker struct {
 	leases        *leaseSet
 	completer     *completer
 	handlerPauser store.HandlerPauser // set when a queue has a breaker
-	hbStop        chan struct{}
-	stopDone      chan struct{} // closed when Stop has finished
+	// registryInterval is Config.RegistryInterval with its default;
+	// registry is set by Start when the store keeps a worker registry.
+	registryInterval time.Duration
+	registryStore    store.WorkerRegistry
+	registry         *registry
+	unservedGauge    *prometheus.GaugeVec
+	hbStop           chan struct{}
+	stopDone         chan struct{} // closed when Stop has finished
 }
 
 // New validates cfg and returns a Worker. Invalid configuration is reported
@@ -330,6 +359,12 @@ func New(cfg Config) (*Worker, error) {
 	if w.purgeInterval, err = durationOr("PurgeInterval", cfg.PurgeInterval, DefaultPurgeInterval, true); err != nil {
 		return nil, err
 	}
+	if w.registryInterval, err = durationOr("RegistryInterval", cfg.RegistryInterval, DefaultRegistryInterval, true); err != nil {
+		return nil, err
+	}
+	if reg, ok := store.RegistryOf(cfg.Store); ok && w.registryInterval != Disabled {
+		w.registryStore = reg
+	}
 	if w.succeededTTL, err = durationOr("SucceededTTL", cfg.SucceededTTL, DefaultSucceededTTL, false); err != nil {
 		return nil, err
 	}
@@ -359,6 +394,9 @@ func New(cfg Config) (*Worker, error) {
 			}
 			w.handlerPauser = hp
 		}
+		if q.deadLetterUnserved > 0 && w.registryStore == nil {
+			return nil, fmt.Errorf("%w: worker: queue %s has DeadLetterUnserved, which needs a store with a worker registry (store.WorkerRegistry; %T has none) and RegistryInterval not Disabled", rdq.ErrInvalid, name, cfg.Store)
+		}
 	}
 	sort.Slice(w.queues, func(i, j int) bool { return w.queues[i].name < w.queues[j].name })
 	for _, q := range w.queues {
@@ -381,6 +419,9 @@ func New(cfg Config) (*Worker, error) {
 		w.propagator = otel.GetTextMapPropagator()
 	}
 	if w.metrics, err = newMetrics(cfg.Metrics); err != nil {
+		return nil, err
+	}
+	if w.unservedGauge, err = newUnservedGauge(cfg.Metrics); err != nil {
 		return nil, err
 	}
 	w.leases = newLeaseSet()
@@ -568,6 +609,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.bg.Add(2)
 	go w.completer.run()
 	go w.heartbeatLoop()
+	if w.registryStore != nil {
+		w.registry = w.newRegistry(w.registryStore)
+		w.bg.Add(1)
+		go func() {
+			w.registry.refresh()
+			w.registry.loop()
+		}()
+	}
 
 	for _, q := range w.queues {
 		w.loops.Add(1)
@@ -659,6 +708,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.completer.close()
 	close(w.hbStop)
 	w.bg.Wait()
+	if w.registry != nil {
+		w.registry.deregister()
+	}
 	w.cancelHandlers(ErrStopping)
 	w.cancelBase()
 

@@ -25,7 +25,9 @@ concurrently and repeatedly.
 Usage: rdq stats [--window 24h]
 
 Per queue: pending, in flight, dead, succeeded within the window, and how
-long the longest-waiting due task has been due.
+long the longest-waiting due task has been due. Then, when the store keeps
+a worker registry, a line for every handler whose tasks wait with no live
+worker that registered it (see 'rdq help workers').
 `,
 	"dlq ls": `
 Usage: rdq dlq ls [filters] [--limit N] [--page TOKEN]
@@ -130,12 +132,16 @@ func (e *env) stats(args []string) error {
 	if window <= 0 {
 		return usageErrorf("--window must be positive")
 	}
-	q, closeFn, err := e.openDLQ()
+	q, b, err := e.openDLQBackend(dlq.Config{})
 	if err != nil {
 		return err
 	}
-	defer closeFn()
+	defer b.close()
 	stats, err := q.Stats(e.ctx, window)
+	if err != nil {
+		return err
+	}
+	us, _, err := e.unserved(b)
 	if err != nil {
 		return err
 	}
@@ -145,7 +151,7 @@ func (e *env) stats(args []string) error {
 			out = append(out, jsonStats{Queue: s.Queue, Pending: s.Pending, InFlight: s.InFlight, Dead: s.Dead,
 				Succeeded: s.Succeeded, OldestDueAgeSecond: s.OldestDueAge.Seconds()})
 		}
-		return writeJSON(e.stdout, map[string]any{"window_seconds": window.Seconds(), "queues": out})
+		return writeJSON(e.stdout, map[string]any{"window_seconds": window.Seconds(), "queues": out, "unserved": toJSONUnserved(us)})
 	}
 	if len(stats) == 0 {
 		fmt.Fprintln(e.stdout, "no tasks in any queue")
@@ -159,7 +165,11 @@ func (e *env) stats(args []string) error {
 		}
 		t.row(s.Queue, fmtCount(s.Pending), fmtCount(s.InFlight), fmtCount(s.Dead), fmtCount(s.Succeeded), oldest)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	printUnserved(e.stdout, us)
+	return nil
 }
 
 func fmtWindow(d time.Duration) string {

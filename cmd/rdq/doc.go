@@ -1,7 +1,8 @@
 // Command rdq operates rdq's queues and dead-letter queue from a terminal or a
 // script: migrate the schema, read queue stats, browse, group, redrive and
 // purge dead tasks, list, retry and cancel live tasks, pause and resume
-// queues, serve the console, and read the audit log of who changed what.
+// queues, list the registered workers and the tasks none of them can run,
+// serve the console, and read the audit log of who changed what.
 //
 //	rdq [global flags] <command> [flags] [arguments]
 //

@@ -56,6 +56,7 @@ Commands:
   queue open Q HANDLER force a handler's breaker open: no new executions, on every worker
   queue close Q HANDLER force it closed: its waiting tasks run again
   audit ls             list audit entries: who changed what, when and why
+  workers              list the registered workers, and the tasks no live worker can run
   console              serve the DLQ console in a browser, for the local user
   bench                no-op, fail-once and storm throughput next to the database's ceiling
                        (scratch databases only)
@@ -191,6 +192,8 @@ func (e *env) dispatch(args []string) error {
 		return e.migrate(rest)
 	case "stats":
 		return e.stats(rest)
+	case "workers":
+		return e.workers(rest)
 	case "bench":
 		return e.bench(rest)
 	case "queue":

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/srjn45/rdq"
@@ -139,12 +140,25 @@ func (e *env) tasksLs(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Waiting tasks no live worker can run, for the listing's queue and
+	// handler, when the store keeps a worker registry.
+	var us []store.UnservedHandler
+	if st == store.StatePending || st == store.StateRetrying {
+		var queues []string
+		if f.Queue != "" {
+			queues = []string{f.Queue}
+		}
+		if us, _, err = e.unserved(b, queues...); err != nil {
+			return err
+		}
+		us = slices.DeleteFunc(us, func(u store.UnservedHandler) bool { return f.Handler != "" && u.Handler != f.Handler })
+	}
 	if e.g.json {
 		out := make([]jsonTask, 0, len(p.Tasks))
 		for _, t := range p.Tasks {
 			out = append(out, toJSONTask(t, false))
 		}
-		return writeJSON(e.stdout, map[string]any{"state": st, "tasks": out, "next_page_token": p.NextPageToken})
+		return writeJSON(e.stdout, map[string]any{"state": st, "tasks": out, "next_page_token": p.NextPageToken, "unserved": toJSONUnserved(us)})
 	}
 	if len(p.Tasks) == 0 {
 		if *page != "" {
@@ -152,6 +166,7 @@ func (e *env) tasksLs(args []string) error {
 		} else {
 			fmt.Fprintf(e.stdout, "no %s tasks (other states: %s)\n", *state, otherStates(*state))
 		}
+		printUnserved(e.stdout, us)
 		return nil
 	}
 	timeHeader := map[store.TaskState]string{
@@ -169,6 +184,7 @@ func (e *env) tasksLs(args []string) error {
 	if p.NextPageToken != "" {
 		fmt.Fprintf(e.stdout, "\nnext page: --page %s\n", p.NextPageToken)
 	}
+	printUnserved(e.stdout, us)
 	return nil
 }
 

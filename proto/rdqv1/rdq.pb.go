@@ -3256,6 +3256,316 @@ func (x *SetBreakerResponse) GetChanged() bool {
 	return false
 }
 
+type ListWorkersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue limits the lists to one queue; empty lists every queue the caller
+	// may read.
+	Queue         string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersRequest) Reset() {
+	*x = ListWorkersRequest{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersRequest) ProtoMessage() {}
+
+func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
+func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListWorkersRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// WorkerInfo is one registered worker.
+type WorkerInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Host  string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Pid   int32                  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	// version is the rdq version the worker runs.
+	Version string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	// queues the worker runs (only those the caller may read) and the
+	// handlers it registered.
+	Queues   []string `protobuf:"bytes,5,rep,name=queues,proto3" json:"queues,omitempty"`
+	Handlers []string `protobuf:"bytes,6,rep,name=handlers,proto3" json:"handlers,omitempty"`
+	// slots is how many executions it runs at once; in_flight how many ran
+	// at its last refresh.
+	Slots     int32                  `protobuf:"varint,7,opt,name=slots,proto3" json:"slots,omitempty"`
+	InFlight  int32                  `protobuf:"varint,8,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// stale: the worker missed its refreshes (crashed, hung or cut off) and
+	// no longer counts as serving its handlers.
+	Stale         bool `protobuf:"varint,11,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerInfo) Reset() {
+	*x = WorkerInfo{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerInfo) ProtoMessage() {}
+
+func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
+func (*WorkerInfo) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *WorkerInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetQueues() []string {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetHandlers() []string {
+	if x != nil {
+		return x.Handlers
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetSlots() int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+// UnservedHandler counts the waiting tasks of one queue and handler that
+// no live worker has registered.
+type UnservedHandler struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Queue   string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Handler string                 `protobuf:"bytes,2,opt,name=handler,proto3" json:"handler,omitempty"`
+	Tasks   int64                  `protobuf:"varint,3,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	// oldest_due is the earliest due time among them; waiting_ms how long ago
+	// that was (0 when none is due yet).
+	OldestDue     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=oldest_due,json=oldestDue,proto3" json:"oldest_due,omitempty"`
+	WaitingMs     int64                  `protobuf:"varint,5,opt,name=waiting_ms,json=waitingMs,proto3" json:"waiting_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnservedHandler) Reset() {
+	*x = UnservedHandler{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnservedHandler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnservedHandler) ProtoMessage() {}
+
+func (x *UnservedHandler) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnservedHandler.ProtoReflect.Descriptor instead.
+func (*UnservedHandler) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *UnservedHandler) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *UnservedHandler) GetHandler() string {
+	if x != nil {
+		return x.Handler
+	}
+	return ""
+}
+
+func (x *UnservedHandler) GetTasks() int64 {
+	if x != nil {
+		return x.Tasks
+	}
+	return 0
+}
+
+func (x *UnservedHandler) GetOldestDue() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestDue
+	}
+	return nil
+}
+
+func (x *UnservedHandler) GetWaitingMs() int64 {
+	if x != nil {
+		return x.WaitingMs
+	}
+	return 0
+}
+
+type ListWorkersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	Unserved      []*UnservedHandler     `protobuf:"bytes,2,rep,name=unserved,proto3" json:"unserved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWorkersResponse) Reset() {
+	*x = ListWorkersResponse{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWorkersResponse) ProtoMessage() {}
+
+func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
+func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+func (x *ListWorkersResponse) GetUnserved() []*UnservedHandler {
+	if x != nil {
+		return x.Unserved
+	}
+	return nil
+}
+
 var File_rdq_v1_rdq_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_rdq_proto_rawDesc = "" +
@@ -3517,7 +3827,35 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\vcool_off_ms\x18\x04 \x01(\x03R\tcoolOffMs\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\".\n" +
 	"\x12SetBreakerResponse\x12\x18\n" +
-	"\achanged\x18\x01 \x01(\bR\achanged2\xb5\t\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"*\n" +
+	"\x12ListWorkersRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xcd\x02\n" +
+	"\n" +
+	"WorkerInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04host\x18\x02 \x01(\tR\x04host\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\x05R\x03pid\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12\x16\n" +
+	"\x06queues\x18\x05 \x03(\tR\x06queues\x12\x1a\n" +
+	"\bhandlers\x18\x06 \x03(\tR\bhandlers\x12\x14\n" +
+	"\x05slots\x18\a \x01(\x05R\x05slots\x12\x1b\n" +
+	"\tin_flight\x18\b \x01(\x05R\binFlight\x129\n" +
+	"\n" +
+	"started_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
+	"\tlast_seen\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x14\n" +
+	"\x05stale\x18\v \x01(\bR\x05stale\"\xb1\x01\n" +
+	"\x0fUnservedHandler\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\ahandler\x18\x02 \x01(\tR\ahandler\x12\x14\n" +
+	"\x05tasks\x18\x03 \x01(\x03R\x05tasks\x129\n" +
+	"\n" +
+	"oldest_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\toldestDue\x12\x1d\n" +
+	"\n" +
+	"waiting_ms\x18\x05 \x01(\x03R\twaitingMs\"x\n" +
+	"\x13ListWorkersResponse\x12,\n" +
+	"\aworkers\x18\x01 \x03(\v2\x12.rdq.v1.WorkerInfoR\aworkers\x123\n" +
+	"\bunserved\x18\x02 \x03(\v2\x17.rdq.v1.UnservedHandlerR\bunserved2\xfd\t\n" +
 	"\n" +
 	"RdqService\x127\n" +
 	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\x12F\n" +
@@ -3542,7 +3880,8 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12I\n" +
 	"\fListBreakers\x12\x1b.rdq.v1.ListBreakersRequest\x1a\x1c.rdq.v1.ListBreakersResponse\x12C\n" +
 	"\n" +
-	"SetBreaker\x12\x19.rdq.v1.SetBreakerRequest\x1a\x1a.rdq.v1.SetBreakerResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
+	"SetBreaker\x12\x19.rdq.v1.SetBreakerRequest\x1a\x1a.rdq.v1.SetBreakerResponse\x12F\n" +
+	"\vListWorkers\x12\x1a.rdq.v1.ListWorkersRequest\x1a\x1b.rdq.v1.ListWorkersResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
 
 var (
 	file_rdq_v1_rdq_proto_rawDescOnce sync.Once
@@ -3556,7 +3895,7 @@ func file_rdq_v1_rdq_proto_rawDescGZIP() []byte {
 	return file_rdq_v1_rdq_proto_rawDescData
 }
 
-var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_rdq_v1_rdq_proto_goTypes = []any{
 	(*TaskSpec)(nil),              // 0: rdq.v1.TaskSpec
 	(*FailureSpec)(nil),           // 1: rdq.v1.FailureSpec
@@ -3607,23 +3946,27 @@ var file_rdq_v1_rdq_proto_goTypes = []any{
 	(*ListBreakersResponse)(nil),  // 46: rdq.v1.ListBreakersResponse
 	(*SetBreakerRequest)(nil),     // 47: rdq.v1.SetBreakerRequest
 	(*SetBreakerResponse)(nil),    // 48: rdq.v1.SetBreakerResponse
-	nil,                           // 49: rdq.v1.TaskSpec.HeadersEntry
-	nil,                           // 50: rdq.v1.Task.HeadersEntry
-	nil,                           // 51: rdq.v1.AuditEntry.DetailsEntry
-	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
+	(*ListWorkersRequest)(nil),    // 49: rdq.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),            // 50: rdq.v1.WorkerInfo
+	(*UnservedHandler)(nil),       // 51: rdq.v1.UnservedHandler
+	(*ListWorkersResponse)(nil),   // 52: rdq.v1.ListWorkersResponse
+	nil,                           // 53: rdq.v1.TaskSpec.HeadersEntry
+	nil,                           // 54: rdq.v1.Task.HeadersEntry
+	nil,                           // 55: rdq.v1.AuditEntry.DetailsEntry
+	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
 }
 var file_rdq_v1_rdq_proto_depIdxs = []int32{
-	49, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
+	53, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
 	1,  // 1: rdq.v1.TaskSpec.first_failure:type_name -> rdq.v1.FailureSpec
-	50, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
-	52, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
-	52, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	52, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	52, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	52, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	54, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
+	56, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
+	56, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	56, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	56, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	56, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
 	3,  // 8: rdq.v1.Task.last_error:type_name -> rdq.v1.ErrorSummary
-	52, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	52, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	56, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	56, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 11: rdq.v1.SubmitRequest.task:type_name -> rdq.v1.TaskSpec
 	2,  // 12: rdq.v1.SubmitResponse.task:type_name -> rdq.v1.Task
 	0,  // 13: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.TaskSpec
@@ -3632,13 +3975,13 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	9,  // 16: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitResult
 	2,  // 17: rdq.v1.GetTaskResponse.task:type_name -> rdq.v1.Task
 	4,  // 18: rdq.v1.GetTaskResponse.history:type_name -> rdq.v1.Attempt
-	52, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
-	52, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
+	56, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
+	56, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
 	13, // 21: rdq.v1.ListDeadRequest.filter:type_name -> rdq.v1.DeadFilter
 	2,  // 22: rdq.v1.ListDeadResponse.tasks:type_name -> rdq.v1.Task
 	13, // 23: rdq.v1.DeadGroupsRequest.filter:type_name -> rdq.v1.DeadFilter
-	52, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
-	52, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
+	56, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
+	56, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
 	17, // 26: rdq.v1.DeadGroupsResponse.groups:type_name -> rdq.v1.Group
 	2,  // 27: rdq.v1.ShowDeadResponse.task:type_name -> rdq.v1.Task
 	4,  // 28: rdq.v1.ShowDeadResponse.history:type_name -> rdq.v1.Attempt
@@ -3646,10 +3989,10 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	5,  // 30: rdq.v1.RedriveResult.error:type_name -> rdq.v1.Error
 	22, // 31: rdq.v1.RedriveResponse.results:type_name -> rdq.v1.RedriveResult
 	13, // 32: rdq.v1.PurgeRequest.filter:type_name -> rdq.v1.DeadFilter
-	52, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	52, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
-	52, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	51, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
+	56, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	56, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
+	56, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	55, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
 	27, // 37: rdq.v1.ListAuditResponse.entries:type_name -> rdq.v1.AuditEntry
 	30, // 38: rdq.v1.QueueStatsResponse.queues:type_name -> rdq.v1.QueueStat
 	36, // 39: rdq.v1.ListTasksRequest.filter:type_name -> rdq.v1.TaskFilter
@@ -3658,50 +4001,57 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	4,  // 42: rdq.v1.TaskByKeyResponse.history:type_name -> rdq.v1.Attempt
 	5,  // 43: rdq.v1.ChangeTaskResult.error:type_name -> rdq.v1.Error
 	42, // 44: rdq.v1.ChangeTasksResponse.results:type_name -> rdq.v1.ChangeTaskResult
-	52, // 45: rdq.v1.Breaker.since:type_name -> google.protobuf.Timestamp
-	52, // 46: rdq.v1.Breaker.probe_at:type_name -> google.protobuf.Timestamp
+	56, // 45: rdq.v1.Breaker.since:type_name -> google.protobuf.Timestamp
+	56, // 46: rdq.v1.Breaker.probe_at:type_name -> google.protobuf.Timestamp
 	45, // 47: rdq.v1.ListBreakersResponse.breakers:type_name -> rdq.v1.Breaker
-	6,  // 48: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
-	8,  // 49: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	11, // 50: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
-	14, // 51: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
-	16, // 52: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
-	19, // 53: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
-	21, // 54: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
-	24, // 55: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
-	26, // 56: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
-	29, // 57: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
-	32, // 58: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
-	34, // 59: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
-	37, // 60: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
-	39, // 61: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
-	41, // 62: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
-	41, // 63: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
-	44, // 64: rdq.v1.RdqService.ListBreakers:input_type -> rdq.v1.ListBreakersRequest
-	47, // 65: rdq.v1.RdqService.SetBreaker:input_type -> rdq.v1.SetBreakerRequest
-	7,  // 66: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
-	10, // 67: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	12, // 68: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
-	15, // 69: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
-	18, // 70: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
-	20, // 71: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
-	23, // 72: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
-	25, // 73: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
-	28, // 74: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
-	31, // 75: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
-	33, // 76: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
-	35, // 77: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
-	38, // 78: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
-	40, // 79: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
-	43, // 80: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
-	43, // 81: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
-	46, // 82: rdq.v1.RdqService.ListBreakers:output_type -> rdq.v1.ListBreakersResponse
-	48, // 83: rdq.v1.RdqService.SetBreaker:output_type -> rdq.v1.SetBreakerResponse
-	66, // [66:84] is the sub-list for method output_type
-	48, // [48:66] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	56, // 48: rdq.v1.WorkerInfo.started_at:type_name -> google.protobuf.Timestamp
+	56, // 49: rdq.v1.WorkerInfo.last_seen:type_name -> google.protobuf.Timestamp
+	56, // 50: rdq.v1.UnservedHandler.oldest_due:type_name -> google.protobuf.Timestamp
+	50, // 51: rdq.v1.ListWorkersResponse.workers:type_name -> rdq.v1.WorkerInfo
+	51, // 52: rdq.v1.ListWorkersResponse.unserved:type_name -> rdq.v1.UnservedHandler
+	6,  // 53: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
+	8,  // 54: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	11, // 55: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
+	14, // 56: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
+	16, // 57: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
+	19, // 58: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
+	21, // 59: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
+	24, // 60: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
+	26, // 61: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
+	29, // 62: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
+	32, // 63: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
+	34, // 64: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
+	37, // 65: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
+	39, // 66: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
+	41, // 67: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
+	41, // 68: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
+	44, // 69: rdq.v1.RdqService.ListBreakers:input_type -> rdq.v1.ListBreakersRequest
+	47, // 70: rdq.v1.RdqService.SetBreaker:input_type -> rdq.v1.SetBreakerRequest
+	49, // 71: rdq.v1.RdqService.ListWorkers:input_type -> rdq.v1.ListWorkersRequest
+	7,  // 72: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
+	10, // 73: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	12, // 74: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
+	15, // 75: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
+	18, // 76: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
+	20, // 77: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
+	23, // 78: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
+	25, // 79: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
+	28, // 80: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
+	31, // 81: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
+	33, // 82: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
+	35, // 83: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
+	38, // 84: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
+	40, // 85: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
+	43, // 86: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
+	43, // 87: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
+	46, // 88: rdq.v1.RdqService.ListBreakers:output_type -> rdq.v1.ListBreakersResponse
+	48, // 89: rdq.v1.RdqService.SetBreaker:output_type -> rdq.v1.SetBreakerResponse
+	52, // 90: rdq.v1.RdqService.ListWorkers:output_type -> rdq.v1.ListWorkersResponse
+	72, // [72:91] is the sub-list for method output_type
+	53, // [53:72] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_rdq_proto_init() }
@@ -3716,7 +4066,7 @@ func file_rdq_v1_rdq_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_rdq_proto_rawDesc), len(file_rdq_v1_rdq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

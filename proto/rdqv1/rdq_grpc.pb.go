@@ -54,6 +54,7 @@ const (
 	RdqService_CancelTasks_FullMethodName  = "/rdq.v1.RdqService/CancelTasks"
 	RdqService_ListBreakers_FullMethodName = "/rdq.v1.RdqService/ListBreakers"
 	RdqService_SetBreaker_FullMethodName   = "/rdq.v1.RdqService/SetBreaker"
+	RdqService_ListWorkers_FullMethodName  = "/rdq.v1.RdqService/ListWorkers"
 )
 
 // RdqServiceClient is the client API for RdqService service.
@@ -124,6 +125,12 @@ type RdqServiceClient interface {
 	// stops starting its tasks) or closed (its waiting tasks run again).
 	// Needs the admin role. REST: POST /v1/breakers:set.
 	SetBreaker(ctx context.Context, in *SetBreakerRequest, opts ...grpc.CallOption) (*SetBreakerResponse, error)
+	// ListWorkers returns the workers registered in the store (stale ones
+	// marked) and, per queue and handler, the waiting tasks no live worker
+	// that registered the handler can run; both limited to the queues the
+	// caller may read. Needs the operator role. A store without a worker
+	// registry answers unimplemented. REST: GET /v1/workers?queue=...
+	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 }
 
 type rdqServiceClient struct {
@@ -314,6 +321,16 @@ func (c *rdqServiceClient) SetBreaker(ctx context.Context, in *SetBreakerRequest
 	return out, nil
 }
 
+func (c *rdqServiceClient) ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWorkersResponse)
+	err := c.cc.Invoke(ctx, RdqService_ListWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RdqServiceServer is the server API for RdqService service.
 // All implementations must embed UnimplementedRdqServiceServer
 // for forward compatibility.
@@ -382,6 +399,12 @@ type RdqServiceServer interface {
 	// stops starting its tasks) or closed (its waiting tasks run again).
 	// Needs the admin role. REST: POST /v1/breakers:set.
 	SetBreaker(context.Context, *SetBreakerRequest) (*SetBreakerResponse, error)
+	// ListWorkers returns the workers registered in the store (stale ones
+	// marked) and, per queue and handler, the waiting tasks no live worker
+	// that registered the handler can run; both limited to the queues the
+	// caller may read. Needs the operator role. A store without a worker
+	// registry answers unimplemented. REST: GET /v1/workers?queue=...
+	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	mustEmbedUnimplementedRdqServiceServer()
 }
 
@@ -445,6 +468,9 @@ func (UnimplementedRdqServiceServer) ListBreakers(context.Context, *ListBreakers
 }
 func (UnimplementedRdqServiceServer) SetBreaker(context.Context, *SetBreakerRequest) (*SetBreakerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetBreaker not implemented")
+}
+func (UnimplementedRdqServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
 }
 func (UnimplementedRdqServiceServer) mustEmbedUnimplementedRdqServiceServer() {}
 func (UnimplementedRdqServiceServer) testEmbeddedByValue()                    {}
@@ -791,6 +817,24 @@ func _RdqService_SetBreaker_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RdqService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).ListWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_ListWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).ListWorkers(ctx, req.(*ListWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RdqService_ServiceDesc is the grpc.ServiceDesc for RdqService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -869,6 +913,10 @@ var RdqService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetBreaker",
 			Handler:    _RdqService_SetBreaker_Handler,
+		},
+		{
+			MethodName: "ListWorkers",
+			Handler:    _RdqService_ListWorkers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
