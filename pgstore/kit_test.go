@@ -27,7 +27,7 @@ func harness() storetest.Harness {
 			}
 			return s, closeFn, nil
 		},
-		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true},
+		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Snooze: true},
 	}
 }
 

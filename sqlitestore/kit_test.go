@@ -27,7 +27,7 @@ func harness() storetest.Harness {
 			return s, s.Close, nil
 		},
 		// SQLite cannot push a change to another process: no Notifier.
-		Capabilities: storetest.Capabilities{Admin: true, Pause: true, Live: true, PauseHandlers: true},
+		Capabilities: storetest.Capabilities{Admin: true, Pause: true, Live: true, PauseHandlers: true, Snooze: true},
 	}
 }
 

