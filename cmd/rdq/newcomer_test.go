@@ -56,3 +56,43 @@ func TestSucceededAfterRedrive(t *testing.T) {
 		t.Fatalf("redrive of a succeeded task: exit %d, stdout %q, stderr %q; want exit %d and only %q", r.code, r.stdout, r.stderr, exitConflict, want)
 	}
 }
+
+// A task's own budget and timeout, and its snoozes, show in its detail.
+func TestShowTaskBudget(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	id := rdq.NewID()
+	if _, err := h.s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{{
+		ID: id, Queue: "reports", Handler: "build", MaxAttempts: 4, Timeout: 1500 * time.Millisecond,
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := h.s.Claim(ctx, store.ClaimParams{Queues: []string{"reports"}, Limit: 1, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	if errs, err := h.s.Snooze(ctx, store.SnoozeParams{Snoozes: []store.SnoozeItem{{Lease: store.Lease{ID: id, Token: claimed[0].LeaseToken}, Delay: time.Hour}}}); err != nil || errs[0] != nil {
+		t.Fatalf("snooze: %v %v", errs, err)
+	}
+	show := h.ok("tasks", "show", id.String())
+	for _, want := range []string{
+		"max attempts:  4 (the task's own, within the queue's limit)",
+		"timeout:       1.5s (the task's own, within the queue's limit)",
+		"snoozes:       1 in this life (no attempt spent)",
+	} {
+		if !strings.Contains(show, want) {
+			t.Errorf("tasks show lacks %q:\n%s", want, show)
+		}
+	}
+	var js struct {
+		Task struct {
+			MaxAttempts int   `json:"max_attempts"`
+			TimeoutMS   int64 `json:"timeout_ms"`
+			Snoozes     int   `json:"snoozes"`
+		} `json:"task"`
+	}
+	mustJSON(t, h.ok("--json", "tasks", "show", id.String()), &js)
+	if js.Task.MaxAttempts != 4 || js.Task.TimeoutMS != 1500 || js.Task.Snoozes != 1 {
+		t.Errorf("tasks show --json: %+v", js.Task)
+	}
+}
