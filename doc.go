@@ -17,12 +17,25 @@
 // # Packages
 //
 // This package holds the task model (Task, Status, Attempt), the retry
-// Policy, the outcome contract (Permanent, RetryAfter, ErrorTypeOf) and the
-// language-neutral wire Envelope. The other packages build on it:
+// Policy, the outcome contract (Permanent, RetryAfter, Snooze, ErrorTypeOf)
+// and the language-neutral wire Envelope. The packages a program imports,
+// all under github.com/srjn45/rdq/:
 //
-//   - client submits tasks; a producer needs nothing else.
-//   - worker claims and executes tasks with registered handlers.
-//   - store defines the storage interface a backend implements.
-//   - pgstore is the PostgreSQL backend.
-//   - storetest is the compliance kit every backend must pass.
+//   - client: submit tasks; a producer needs nothing else.
+//   - worker: claim and execute tasks with registered handlers.
+//   - store: the storage interface a backend implements, and its optional
+//     capabilities.
+//   - pgstore: the PostgreSQL store.
+//   - sqlitestore: the embedded store on a SQLite file.
+//   - storeurl: open either store from a database URL (RDQ_DATABASE_URL).
+//   - storetest: the compliance kit every store must pass.
+//   - rdqtest: helpers for testing handlers and producers.
+//   - dlq: the dead-letter queue: browse, group, redrive, purge, audit.
+//   - tasks: live tasks: list, find, retry now, cancel.
+//   - callback: handlers as signed HTTP callbacks, and their verification.
+//   - server: the REST and gRPC API as an http.Handler and a gRPC service.
+//   - proto/rdqv1: the API's generated protobuf and gRPC types.
+//   - console: the operator's web console as an http.Handler.
+//
+// The rdq command (cmd/rdq) inspects and operates a store from a terminal.
 package rdq

@@ -54,6 +54,9 @@ const (
 //	  "status": "DEAD",                       // PENDING, IN_FLIGHT, SUCCEEDED, DEAD
 //	  "attempts": 3,                          // attempts in the current life
 //	  "life": 0,                              // +1 per redrive
+//	  "max_attempts": 5,                      // the task's own budget; -1 unlimited
+//	  "timeout_ms": 60000,                    // the task's own execution timeout
+//	  "snoozes": 2,                           // snoozes in the current life
 //	  "delay_ms": 30000,                      // submission: postpone the first attempt
 //	  "next_attempt_at": "2024-06-01T12:00:00Z",
 //	  "lease_token": 3,
@@ -62,7 +65,8 @@ const (
 //	  "created_at": "...", "updated_at": "...", "finished_at": "...",
 //	  "last_error": {"type": "...", "message": "...", "fingerprint": "..."},
 //	  "history": [                            // attempt history, oldest first
-//	    {"number": 1, "life": 0, "outcome": "RETRYABLE_FAILURE",
+//	    {"task_id": "0190a5b2-...", "number": 1,  // task_id optional: the id above
+//	     "life": 0, "outcome": "RETRYABLE_FAILURE",
 //	     "error_type": "...", "message": "...", "stack": "...",
 //	     "worker_id": "...", "lease_token": 1,
 //	     "started_at": "...", "finished_at": "..."}
@@ -84,11 +88,15 @@ const (
 //   - Times are RFC 3339 strings; rdq writes them in UTC with as many
 //     fractional-second digits as needed, and reads any offset.
 //   - Integers are plain JSON integers, without fraction or exponent.
-//     delay_ms is a non-negative whole number of milliseconds.
-//   - attempts, life and history numbers fit a signed 32-bit integer;
+//     delay_ms and timeout_ms are non-negative whole numbers of
+//     milliseconds (a finer duration is rounded up).
+//   - attempts, life, max_attempts (-1 for rdq.Unlimited), snoozes and
+//     history numbers fit a signed 32-bit integer;
 //     lease tokens are at most 2^53 - 1.
 //   - History attempts are listed by strictly increasing number, and each
 //     has a number (from 1) and an outcome; their task is the envelope's id.
+//     An attempt may name its task_id; one that names another task (or
+//     names one when the envelope has no id) is rejected, not re-assigned.
 //   - The limits of Task.Validate apply: names, payload size after base64
 //     decoding, content type, headers and idempotency key.
 //   - The whole document is valid UTF-8 and at most MaxEnvelopeBytes.
@@ -120,6 +128,15 @@ func (e *Envelope) Validate() error {
 		return err
 	}
 	if err := checkCount("life", int64(t.Life), 0); err != nil {
+		return err
+	}
+	if err := checkCount("max_attempts", int64(t.MaxAttempts), Unlimited); err != nil {
+		return err
+	}
+	if t.Timeout < 0 {
+		return fmt.Errorf("%w: timeout %s is negative; omit it for the queue's timeout", ErrInvalid, t.Timeout)
+	}
+	if err := checkCount("snoozes", int64(t.Snoozes), 0); err != nil {
 		return err
 	}
 	if err := checkToken("lease_token", t.LeaseToken); err != nil {
@@ -238,6 +255,9 @@ func MarshalEnvelope(e Envelope) ([]byte, error) {
 		Status:         string(t.Status),
 		Attempts:       t.Attempts,
 		Life:           t.Life,
+		MaxAttempts:    t.MaxAttempts,
+		TimeoutMS:      wireMillis(t.Timeout),
+		Snoozes:        t.Snoozes,
 		NextAttemptAt:  wireTime(t.NextAttemptAt),
 		LeaseToken:     t.LeaseToken,
 		LeaseExpiresAt: wireTime(t.LeaseExpiresAt),
@@ -255,12 +275,7 @@ func MarshalEnvelope(e Envelope) ([]byte, error) {
 	if len(t.Headers) > 0 {
 		w.Headers = t.Headers
 	}
-	switch {
-	case e.Delay > math.MaxInt64-time.Millisecond:
-		w.DelayMS = maxDelayMS
-	case e.Delay > 0:
-		w.DelayMS = int64((e.Delay + time.Millisecond - 1) / time.Millisecond)
-	}
+	w.DelayMS = wireMillis(e.Delay)
 	if !t.LastError.IsZero() {
 		w.LastError = &wireError{Type: t.LastError.Type, Message: t.LastError.Message, Fingerprint: t.LastError.Fingerprint}
 	}
@@ -352,6 +367,9 @@ type wireEnvelope struct {
 	Status         string            `json:"status,omitempty"`
 	Attempts       int               `json:"attempts,omitempty"`
 	Life           int               `json:"life,omitempty"`
+	MaxAttempts    int               `json:"max_attempts,omitempty"`
+	TimeoutMS      int64             `json:"timeout_ms,omitempty"`
+	Snoozes        int               `json:"snoozes,omitempty"`
 	DelayMS        int64             `json:"delay_ms,omitempty"`
 	NextAttemptAt  string            `json:"next_attempt_at,omitempty"`
 	LeaseToken     int64             `json:"lease_token,omitempty"`
@@ -381,6 +399,17 @@ type wireAttempt struct {
 	LeaseToken int64  `json:"lease_token,omitempty"`
 	StartedAt  string `json:"started_at,omitempty"`
 	FinishedAt string `json:"finished_at,omitempty"`
+}
+
+// wireMillis is d in whole milliseconds, rounded up; 0 for d <= 0.
+func wireMillis(d time.Duration) int64 {
+	switch {
+	case d > math.MaxInt64-time.Millisecond:
+		return maxDelayMS
+	case d > 0:
+		return int64((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	return 0
 }
 
 func wireTime(t time.Time) string {

@@ -609,6 +609,18 @@ func (d *envDecoder) envelope() (Envelope, bool) {
 			var n int64
 			n, ok = d.integer("delay_ms", 0, maxDelayMS)
 			e.Delay = time.Duration(n) * time.Millisecond
+		case "max_attempts":
+			var n int64
+			n, ok = d.integer("max_attempts", Unlimited, maxWireCount)
+			t.MaxAttempts = int(n)
+		case "timeout_ms":
+			var n int64
+			n, ok = d.integer("timeout_ms", 0, maxDelayMS)
+			t.Timeout = time.Duration(n) * time.Millisecond
+		case "snoozes":
+			var n int64
+			n, ok = d.integer("snoozes", 0, maxWireCount)
+			t.Snoozes = int(n)
 		case "next_attempt_at":
 			t.NextAttemptAt, ok = d.time("next_attempt_at")
 		case "lease_token":
@@ -647,9 +659,30 @@ func (d *envDecoder) envelope() (Envelope, bool) {
 		return e, d.fail("%w: envelope has no handler; set \"handler\" to the name the task is executed by", ErrInvalid)
 	}
 	for i := range e.History {
-		e.History[i].TaskID = t.ID
+		a := &e.History[i]
+		if !a.TaskID.IsZero() && a.TaskID != t.ID {
+			return e, d.fail("%w: history[%d].task_id %s is not the envelope's id (%s); an envelope carries one task's history", ErrInvalid, i, a.TaskID, idOrNone(t.ID))
+		}
+		a.TaskID = t.ID
 	}
 	return e, true
+}
+
+// historyTaskID parses the task_id of the current history item.
+func (d *envDecoder) historyTaskID(s string) (ID, bool) {
+	id, err := ParseID(s)
+	if err != nil {
+		return ID{}, d.fail("%w: history[%d].task_id %q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); omit it, an attempt's task is the envelope's id", ErrInvalid, d.item, truncateForError(s))
+	}
+	return id, true
+}
+
+// idOrNone is id as text, or "none" for the zero ID.
+func idOrNone(id ID) string {
+	if id.IsZero() {
+		return "none"
+	}
+	return id.String()
 }
 
 // version reads the version field; it reports whether a version was given
@@ -857,6 +890,13 @@ func (d *envDecoder) attempt(prev int) (Attempt, bool) {
 		var ok bool
 		var n int64
 		switch string(key) {
+		case "task_id":
+			var s string
+			if s, ok = d.str("task_id"); ok && s != "" {
+				if a.TaskID, ok = d.historyTaskID(s); ok && a.TaskID.IsZero() {
+					ok = d.fail("%w: history[%d].task_id is the nil UUID; omit it (an attempt's task is the envelope's id)", ErrInvalid, d.item)
+				}
+			}
 		case "number":
 			n, ok = d.integer("number", 1, maxWireCount)
 			a.Number, numbered = int(n), n != 0

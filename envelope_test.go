@@ -44,6 +44,8 @@ func goldenEnvelopes() map[string]Envelope {
 				ContentType:    "application/json",
 				Headers:        map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tenant": "acme"},
 				IdempotencyKey: "signup-42",
+				MaxAttempts:    5,
+				Timeout:        90 * time.Second,
 			},
 			Delay: 30 * time.Second,
 		},
@@ -76,6 +78,9 @@ func goldenEnvelopes() map[string]Envelope {
 				Status:         StatusInFlight,
 				Attempts:       1,
 				Life:           1,
+				MaxAttempts:    Unlimited,
+				Timeout:        2500 * time.Millisecond,
+				Snoozes:        2,
 				NextAttemptAt:  at("2024-06-02T09:00:00Z"),
 				LeaseToken:     4,
 				LeaseExpiresAt: at("2024-06-02T09:01:00Z"),
@@ -575,4 +580,31 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			t.Fatalf("encoding is not stable: %v\n%s\n%s", err, out, out2)
 		}
 	})
+}
+
+// A history item may name its task, but only the envelope's own: one that
+// names another task is refused, not re-assigned to the envelope's id.
+func TestEnvelopeHistoryTaskID(t *testing.T) {
+	const id, other = "0190a5b2-7c3e-7def-8a12-3456789abcde", "0190a5b2-7c3e-7def-8a12-3456789abcdf"
+	doc := func(envID, taskID string) []byte {
+		idField := ""
+		if envID != "" {
+			idField = `"id":"` + envID + `",`
+		}
+		return []byte(`{"version":1,` + idField + `"queue":"q","handler":"h","history":[{"task_id":"` + taskID + `","number":1,"outcome":"SUCCESS"}]}`)
+	}
+	e, err := UnmarshalEnvelope(doc(id, id))
+	if err != nil || e.History[0].TaskID.String() != id {
+		t.Fatalf("history naming the envelope's own id: %v, %+v", err, e.History)
+	}
+	for _, c := range []struct{ envID, taskID, want string }{
+		{id, other, "history[0].task_id " + other + " is not the envelope's id (" + id + ")"},
+		{"", other, "history[0].task_id " + other + " is not the envelope's id (none)"},
+		{id, "42", "history[0].task_id \"42\" is not a UUID"},
+	} {
+		_, err := UnmarshalEnvelope(doc(c.envID, c.taskID))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("envelope id %q, history task_id %q: %v; want an error wrapping ErrInvalid saying %q", c.envID, c.taskID, err, c.want)
+		}
+	}
 }

@@ -37,6 +37,18 @@ func ExampleRetryAfter() {
 	// true
 }
 
+// A handler that is not ready yet returns Snooze: the task waits a minute
+// without spending an attempt. (RetryAfter, above, records a failed one.)
+func ExampleSnooze() {
+	err := rdq.Snooze(time.Minute)
+	d, ok := rdq.SnoozeOf(err)
+	fmt.Println(ok, d, rdq.ErrorTypeOf(err))
+	fmt.Println(rdq.Policy{}.CanSnooze(rdq.DefaultMaxSnoozes-1), rdq.Policy{MaxSnoozes: 3}.CanSnooze(3))
+	// Output:
+	// true 1m0s snoozed
+	// true false
+}
+
 // Delay is a pure function of the attempt number: the schedule can be
 // printed, tested and reasoned about before anything fails.
 func ExamplePolicy_Delay() {

@@ -55,7 +55,8 @@ func IsPermanent(err error) bool {
 
 // RetryAfter marks err as retryable no sooner than d from now, overriding
 // the policy's backoff for this attempt (a rate limit's Retry-After, say).
-// Attempts still count: when they are exhausted the task goes dead.
+// Attempts still count: the failure is recorded, and when attempts are
+// exhausted the task goes dead. To wait without failing, see Snooze.
 // RetryAfter(d, nil) returns nil.
 func RetryAfter(d time.Duration, err error) error {
 	if err == nil {
@@ -74,6 +75,47 @@ type retryAfterError struct {
 
 func (e *retryAfterError) Error() string { return e.err.Error() }
 func (e *retryAfterError) Unwrap() error { return e.err }
+
+// Snooze is a handler's "not yet": the task goes back to waiting and runs
+// again no sooner than d from now, without spending an attempt (unlike
+// RetryAfter, which records a failed attempt and counts it). Nothing is
+// added to the task's history; its Snoozes count grows by one.
+//
+// A task may snooze Policy.MaxSnoozes times in one life (DefaultMaxSnoozes
+// unless the queue's policy says otherwise; a redrive starts a new count).
+// A snooze beyond that is recorded as a failed attempt of type "snoozed",
+// retried after d, so a task that never stops snoozing still spends its
+// attempts and reaches the dead-letter queue, where an operator sees it,
+// instead of waiting forever unseen; it is not made a failure outright,
+// because the handler asked for a wait, not reported an error. A store
+// that cannot snooze (store.Snoozer) treats every snooze that way. A
+// negative d is zero.
+func Snooze(d time.Duration) error {
+	return &SnoozeError{After: max(d, 0)}
+}
+
+// SnoozeError is what Snooze returns. When a snooze is recorded as an
+// attempt (see Snooze), its type is "snoozed".
+type SnoozeError struct {
+	// After is how long the task waits before it runs again.
+	After time.Duration
+}
+
+// Error says how long the task was snoozed for.
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.After) }
+
+// ErrorType implements the error-type contract: "snoozed".
+func (e *SnoozeError) ErrorType() string { return "snoozed" }
+
+// SnoozeOf returns the delay requested with Snooze anywhere in err's chain,
+// and whether there was one.
+func SnoozeOf(err error) (time.Duration, bool) {
+	var s *SnoozeError
+	if errors.As(err, &s) {
+		return s.After, true
+	}
+	return 0, false
+}
 
 // RetryAfterOf returns the delay requested with RetryAfter anywhere in err's
 // chain, and whether there was one.

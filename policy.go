@@ -17,6 +17,15 @@ const (
 	DefaultMultiplier     = 2.0
 	DefaultMaxBackoff     = time.Hour
 	DefaultJitter         = 0.2
+	// DefaultTaskMaxAttempts bounds a task's own MaxAttempts when the
+	// policy's TaskMaxAttempts is zero.
+	DefaultTaskMaxAttempts = 100
+	// DefaultTaskMaxTimeout bounds a task's own Timeout when the policy's
+	// TaskMaxTimeout is zero.
+	DefaultTaskMaxTimeout = time.Hour
+	// DefaultMaxSnoozes is how many times a task may snooze in one life
+	// when the policy's MaxSnoozes is zero.
+	DefaultMaxSnoozes = 50
 )
 
 // Class is a classifier's verdict on an error.
@@ -76,6 +85,22 @@ type Policy struct {
 	// submission group the same way. Failures that stores record on their
 	// own (an expired lease) always use rdq.Fingerprint.
 	Fingerprint func(errorType, message string) string
+
+	// TaskMaxAttempts bounds the attempt budget a single task may ask for
+	// at submission (client.Task.MaxAttempts): 0 means
+	// DefaultTaskMaxAttempts, Unlimited allows any budget, Unlimited
+	// included. The client refuses a task that asks for more (given the
+	// policy in client.Config.Policies); a worker lowers a stored budget
+	// above it to it.
+	TaskMaxAttempts int
+	// TaskMaxTimeout bounds the execution timeout a single task may ask
+	// for (client.Task.Timeout): 0 means DefaultTaskMaxTimeout. The
+	// client refuses a longer one; a worker lowers a stored one to it.
+	TaskMaxTimeout time.Duration
+	// MaxSnoozes is how many times a task may snooze (Snooze) in one life
+	// without spending an attempt: 0 means DefaultMaxSnoozes. Beyond it a
+	// snooze is a failed attempt.
+	MaxSnoozes int
 }
 
 // NoJitter, as Policy.Jitter, disables jitter (a zero Jitter means the
@@ -96,8 +121,84 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: policy Multiplier %v: use a finite number >= 1", ErrInvalid, p.Multiplier)
 	case p.Jitter != NoJitter && (p.Jitter < 0 || p.Jitter > 1 || math.IsNaN(p.Jitter)):
 		return fmt.Errorf("%w: policy Jitter %v: use a fraction in [0, 1] or rdq.NoJitter", ErrInvalid, p.Jitter)
+	case p.TaskMaxAttempts < Unlimited:
+		return fmt.Errorf("%w: policy TaskMaxAttempts %d: use a positive number, 0 for the default (%d) or rdq.Unlimited", ErrInvalid, p.TaskMaxAttempts, DefaultTaskMaxAttempts)
+	case p.TaskMaxTimeout < 0:
+		return fmt.Errorf("%w: policy TaskMaxTimeout %s is negative; use 0 for the default (%s)", ErrInvalid, p.TaskMaxTimeout, DefaultTaskMaxTimeout)
+	case p.MaxSnoozes < 0:
+		return fmt.Errorf("%w: policy MaxSnoozes %d is negative; use 0 for the default (%d)", ErrInvalid, p.MaxSnoozes, DefaultMaxSnoozes)
 	}
 	return nil
+}
+
+func (p Policy) taskMaxAttempts() int {
+	if p.TaskMaxAttempts == 0 {
+		return DefaultTaskMaxAttempts
+	}
+	return p.TaskMaxAttempts
+}
+
+func (p Policy) taskMaxTimeout() time.Duration {
+	if p.TaskMaxTimeout == 0 {
+		return DefaultTaskMaxTimeout
+	}
+	return p.TaskMaxTimeout
+}
+
+// CheckTask reports, with an error wrapping ErrInvalid, a task's own
+// attempt budget or timeout (zero meaning the queue's) outside p's bounds:
+// maxAttempts from 1 to TaskMaxAttempts (or Unlimited if that is
+// Unlimited), timeout positive and at most TaskMaxTimeout.
+func (p Policy) CheckTask(maxAttempts int, timeout time.Duration) error {
+	switch limit := p.taskMaxAttempts(); {
+	case maxAttempts == 0 || limit == Unlimited && maxAttempts >= Unlimited:
+	case maxAttempts == Unlimited:
+		return fmt.Errorf("%w: task MaxAttempts is rdq.Unlimited, but the queue allows a task at most %d attempts (Policy.TaskMaxAttempts); ask for at most %d, or 0 for the queue's budget", ErrInvalid, limit, limit)
+	case maxAttempts < 1:
+		return fmt.Errorf("%w: task MaxAttempts %d: use 1 to %d, or 0 for the queue's budget", ErrInvalid, maxAttempts, limit)
+	case maxAttempts > limit:
+		return fmt.Errorf("%w: task MaxAttempts %d is over the queue's limit of %d (Policy.TaskMaxAttempts); ask for at most %d, or raise the limit in the queue's policy", ErrInvalid, maxAttempts, limit, limit)
+	}
+	switch limit := p.taskMaxTimeout(); {
+	case timeout < 0:
+		return fmt.Errorf("%w: task Timeout %s is negative; use a positive duration up to %s, or 0 for the queue's timeout", ErrInvalid, timeout, limit)
+	case timeout > limit:
+		return fmt.Errorf("%w: task Timeout %s is over the queue's limit of %s (Policy.TaskMaxTimeout); ask for at most %s, or raise the limit in the queue's policy", ErrInvalid, timeout, limit, limit)
+	}
+	return nil
+}
+
+// ForTask is p with t's own attempt budget, if it has one, in place of
+// MaxAttempts, lowered to TaskMaxAttempts.
+func (p Policy) ForTask(t *Task) Policy {
+	if t.MaxAttempts == 0 {
+		return p
+	}
+	n, limit := t.MaxAttempts, p.taskMaxAttempts()
+	if limit != Unlimited && (n == Unlimited || n > limit) {
+		n = limit
+	}
+	p.MaxAttempts = n
+	return p
+}
+
+// TaskTimeout is the timeout of one execution of t: t's own Timeout,
+// lowered to TaskMaxTimeout, if it has one; else queueTimeout.
+func (p Policy) TaskTimeout(t *Task, queueTimeout time.Duration) time.Duration {
+	if t.Timeout <= 0 {
+		return queueTimeout
+	}
+	return min(t.Timeout, p.taskMaxTimeout())
+}
+
+// CanSnooze reports whether a task that snoozed n times in its current
+// life may snooze again without spending an attempt.
+func (p Policy) CanSnooze(n int) bool {
+	limit := p.MaxSnoozes
+	if limit == 0 {
+		limit = DefaultMaxSnoozes
+	}
+	return n < limit
 }
 
 func (p Policy) maxAttempts() int {

@@ -339,3 +339,40 @@ func TestPolicyExhausted(t *testing.T) {
 		t.Error("Unlimited is exhausted")
 	}
 }
+
+// A task's own budget and timeout replace the policy's within its bounds.
+func TestPolicyForTask(t *testing.T) {
+	p := Policy{MaxAttempts: 10, TaskMaxAttempts: 4, TaskMaxTimeout: time.Minute}
+	for _, c := range []struct{ own, want int }{{0, 10}, {2, 2}, {4, 4}, {9, 4}, {Unlimited, 4}} {
+		if got := p.ForTask(&Task{MaxAttempts: c.own}).MaxAttempts; got != c.want {
+			t.Errorf("ForTask(MaxAttempts %d).MaxAttempts = %d, want %d", c.own, got, c.want)
+		}
+	}
+	if got := (Policy{TaskMaxAttempts: Unlimited}).ForTask(&Task{MaxAttempts: Unlimited}).MaxAttempts; got != Unlimited {
+		t.Errorf("an unlimited task on a queue allowing it: %d", got)
+	}
+	for _, c := range []struct{ own, queue, want time.Duration }{
+		{0, 30 * time.Second, 30 * time.Second}, {5 * time.Second, 30 * time.Second, 5 * time.Second},
+		{time.Hour, 30 * time.Second, time.Minute}, {5 * time.Second, 0, 5 * time.Second},
+	} {
+		if got := p.TaskTimeout(&Task{Timeout: c.own}, c.queue); got != c.want {
+			t.Errorf("TaskTimeout(own %s, queue %s) = %s, want %s", c.own, c.queue, got, c.want)
+		}
+	}
+	if err := p.CheckTask(4, time.Minute); err != nil {
+		t.Errorf("CheckTask at the limits: %v", err)
+	}
+	for _, c := range []struct {
+		n int
+		d time.Duration
+	}{{5, 0}, {-2, 0}, {Unlimited, 0}, {0, time.Minute + 1}, {0, -1}} {
+		if err := p.CheckTask(c.n, c.d); !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckTask(%d, %s) = %v, want ErrInvalid", c.n, c.d, err)
+		}
+	}
+	for _, bad := range []Policy{{TaskMaxAttempts: -2}, {TaskMaxTimeout: -1}, {MaxSnoozes: -1}} {
+		if err := bad.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}

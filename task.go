@@ -115,6 +115,19 @@ type Task struct {
 
 	// LastError summarizes the latest failed attempt; zero if none.
 	LastError ErrorSummary
+
+	// MaxAttempts, if not zero, is the task's own attempt budget per
+	// life, set at submission (client.Task.MaxAttempts), in place of its
+	// queue policy's MaxAttempts; see Policy.TaskMaxAttempts for its
+	// bounds.
+	MaxAttempts int
+	// Timeout, if not zero, is the task's own limit on one execution, set
+	// at submission (client.Task.Timeout), in place of its queue's; see
+	// Policy.TaskMaxTimeout for its bounds.
+	Timeout time.Duration
+	// Snoozes is how many times the task snoozed in its current life
+	// (see Snooze) without spending an attempt.
+	Snoozes int
 }
 
 // NextAttempt is the attempt number, within the current life, that the next

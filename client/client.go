@@ -65,8 +65,10 @@ type Config struct {
 	// Policies maps queue names to their retry policies, the same values
 	// the workers are configured with. The client uses a queue's policy
 	// to describe a Task's FirstFailure (its Fingerprint function, so a
-	// first failure groups with the worker's failures of the same cause);
-	// a queue without an entry uses the zero Policy. Optional.
+	// first failure groups with the worker's failures of the same cause)
+	// and to check a Task's own MaxAttempts and Timeout against the
+	// queue's bounds (TaskMaxAttempts, TaskMaxTimeout); a queue without an
+	// entry uses the zero Policy, whose bounds are the defaults. Optional.
 	Policies map[string]rdq.Policy
 }
 
@@ -145,6 +147,20 @@ type Task struct {
 	// where it can be inspected and redriven; any other is
 	// RETRYABLE_FAILURE.
 	FirstFailure error
+	// MaxAttempts, if not zero, is this task's attempt budget per life,
+	// used by the worker in place of the queue policy's MaxAttempts (a
+	// first failure counts against it). It must be from 1 to the queue
+	// policy's TaskMaxAttempts (rdq.DefaultTaskMaxAttempts unless the
+	// policy in Config.Policies says otherwise), or rdq.Unlimited if that
+	// is rdq.Unlimited; any other value is an error wrapping
+	// rdq.ErrInvalid that names the limit.
+	MaxAttempts int
+	// Timeout, if not zero, is how long one execution of this task may
+	// run, in place of the queue's timeout (worker.QueueConfig.Timeout).
+	// It must be positive and at most the queue policy's TaskMaxTimeout
+	// (rdq.DefaultTaskMaxTimeout unless the policy in Config.Policies
+	// says otherwise). The store keeps it to the microsecond.
+	Timeout time.Duration
 }
 
 // Result is the outcome of one submitted task.
@@ -258,6 +274,9 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		}
 		delay = max(time.Until(t.RunAt), 0)
 	}
+	if err := c.policies[t.Queue].CheckTask(t.MaxAttempts, t.Timeout); err != nil {
+		return store.NewTask{}, err
+	}
 	id := t.ID
 	if id.IsZero() {
 		id = rdq.NewID()
@@ -285,6 +304,8 @@ func (c *Client) prepare(ctx context.Context, t Task) (store.NewTask, error) {
 		Headers:        headers,
 		IdempotencyKey: t.IdempotencyKey,
 		Delay:          delay,
+		MaxAttempts:    t.MaxAttempts,
+		Timeout:        t.Timeout,
 	}
 	if t.FirstFailure != nil {
 		outcome := rdq.OutcomeRetryableFailure

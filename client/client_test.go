@@ -556,3 +556,42 @@ func TestCallerChosenID(t *testing.T) {
 		t.Errorf("a version 4 UUID: %+v, %v", res, err)
 	}
 }
+
+// A task's own MaxAttempts and Timeout are stored with it within the
+// queue's bounds; outside them Submit says what the limit is and stores
+// nothing.
+func TestTaskBudgetWithinQueueLimits(t *testing.T) {
+	st, _ := pgtest.NewStore(t)
+	c, err := client.New(client.Config{Store: st, Policies: map[string]rdq.Policy{
+		"tight": {TaskMaxAttempts: 5, TaskMaxTimeout: time.Minute},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := c.Submit(ctx, client.Task{Queue: "tight", Handler: "h", MaxAttempts: 5, Timeout: 90 * time.Second / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := c.Get(ctx, res.Task.ID)
+	if err != nil || got.MaxAttempts != 5 || got.Timeout != 45*time.Second {
+		t.Fatalf("stored task %+v, %v; want MaxAttempts 5, Timeout 45s", got, err)
+	}
+	for _, tc := range []struct {
+		task client.Task
+		want string
+	}{
+		{client.Task{Queue: "tight", Handler: "h", MaxAttempts: 6}, "task MaxAttempts 6 is over the queue's limit of 5 (Policy.TaskMaxAttempts)"},
+		{client.Task{Queue: "tight", Handler: "h", MaxAttempts: rdq.Unlimited}, "the queue allows a task at most 5 attempts"},
+		{client.Task{Queue: "tight", Handler: "h", MaxAttempts: -2}, "task MaxAttempts -2: use 1 to 5"},
+		{client.Task{Queue: "tight", Handler: "h", Timeout: 2 * time.Minute}, "task Timeout 2m0s is over the queue's limit of 1m0s (Policy.TaskMaxTimeout)"},
+		{client.Task{Queue: "tight", Handler: "h", Timeout: -time.Second}, "task Timeout -1s is negative"},
+		{client.Task{Queue: "other", Handler: "h", MaxAttempts: rdq.DefaultTaskMaxAttempts + 1}, "over the queue's limit of 100"},
+		{client.Task{Queue: "other", Handler: "h", Timeout: rdq.DefaultTaskMaxTimeout + time.Second}, "over the queue's limit of 1h0m0s"},
+	} {
+		_, err := c.Submit(ctx, tc.task)
+		if !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Submit(%+v) = %v; want an error wrapping rdq.ErrInvalid saying %q", tc.task, err, tc.want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 // Migrate is safe to run from every process at start-up.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, os.Getenv("RDQ_DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func Example() {
 // Check whether a deployment's schema is behind this build of rdq.
 func ExampleStore_Version() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, os.Getenv("RDQ_DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func ExampleStore_Version() {
 func ExampleStore_Notifications() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, os.Getenv("RDQ_DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}

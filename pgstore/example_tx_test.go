@@ -18,7 +18,7 @@ import (
 // commits.
 func ExampleStore_WithTx() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, os.Getenv("RDQ_DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func harness() storetest.Harness {
 		},
 		LockTask:     lockTask,
 		FailAudit:    failAudit,
-		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true},
+		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true},
 	}
 }
 

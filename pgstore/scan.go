@@ -63,6 +63,9 @@ func scanTask(row pgx.Row, extra ...any) (*rdq.Task, error) {
 		leaseExpires      pgtype.Timestamptz
 		finished          pgtype.Timestamptz
 		attempts, life    int32
+		maxAttempts       int32
+		timeoutUS         int64
+		snoozes           int32
 		contentType, hdlr string
 	)
 	dest := []any{
@@ -70,7 +73,7 @@ func scanTask(row pgx.Row, extra ...any) (*rdq.Task, error) {
 		&key, &status, &attempts, &life, &t.NextAttemptAt,
 		&t.LeaseToken, &leaseExpires, &t.LeaseOwner, &t.CreatedAt,
 		&t.UpdatedAt, &finished, &t.LastError.Type, &t.LastError.Message,
-		&t.LastError.Fingerprint,
+		&t.LastError.Fingerprint, &maxAttempts, &timeoutUS, &snoozes,
 	}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
@@ -95,6 +98,9 @@ func scanTask(row pgx.Row, extra ...any) (*rdq.Task, error) {
 	}
 	t.Attempts = int(attempts)
 	t.Life = int(life)
+	t.MaxAttempts = int(maxAttempts)
+	t.Timeout = time.Duration(timeoutUS) * time.Microsecond
+	t.Snoozes = int(snoozes)
 	t.LeaseExpiresAt = timeOf(leaseExpires)
 	t.FinishedAt = timeOf(finished)
 	return &t, nil

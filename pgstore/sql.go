@@ -42,7 +42,7 @@ const taskColumns = `t.id, t.queue, t.handler, t.payload, t.content_type, t.head
     t.idempotency_key, t.status, t.attempts, t.life, t.next_attempt_at,
     t.lease_token, t.lease_expires_at, t.lease_owner, t.created_at,
     t.updated_at, t.finished_at, t.last_error_type, t.last_error_message,
-    t.last_error_fingerprint`
+    t.last_error_fingerprint, t.max_attempts, t.timeout_us, t.snoozes`
 
 // attemptColumns are the attempt columns scanAttempt reads, in order.
 const attemptColumns = `a.task_id, a.number, a.life, a.outcome, a.error_type, a.message,
@@ -105,15 +105,17 @@ const sqlRecordVersion = `INSERT INTO {schema}.schema_migrations (version, name)
 // none), delay (µs), and the first failure (NULL outcome for none): outcome,
 // error type, message, stack, fingerprint, worker id, duration (µs).
 // $16 Now override, $17 notification channel, $18 key retention (µs).
+// $19, $20 parallel arrays: the task's own max attempts and timeout (µs), 0
+// for the queue's.
 const sqlEnqueue = `
 WITH input AS (
     SELECT *
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[], $6::text[],
                 $7::text[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[],
-                $13::text[], $14::text[], $15::bigint[])
+                $13::text[], $14::text[], $15::bigint[], $19::integer[], $20::bigint[])
          AS i(id, queue, handler, payload, content_type, headers,
               idempotency_key, delay_us, ff_outcome, ff_error_type, ff_message, ff_stack,
-              ff_fingerprint, ff_worker_id, ff_duration_us)
+              ff_fingerprint, ff_worker_id, ff_duration_us, max_attempts, timeout_us)
 ),
 clock AS (
     SELECT coalesce($16::timestamptz, now()) AS now
@@ -134,7 +136,8 @@ inserted AS (
     INSERT INTO {schema}.tasks AS t (
         id, queue, handler, payload, content_type, headers, idempotency_key,
         status, attempts, last_attempt_number, next_attempt_at, created_at, updated_at, finished_at,
-        last_error_type, last_error_message, last_error_fingerprint, held)
+        last_error_type, last_error_message, last_error_fingerprint, held,
+        max_attempts, timeout_us)
     SELECT i.id, i.queue, i.handler, i.payload, i.content_type, i.headers::jsonb, i.idempotency_key,
            CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN 'DEAD' ELSE 'PENDING' END,
            CASE WHEN i.ff_outcome IS NULL THEN 0 ELSE 1 END,
@@ -143,7 +146,8 @@ inserted AS (
            CASE WHEN i.ff_outcome = 'PERMANENT_FAILURE' THEN c.now END,
            coalesce(i.ff_error_type, ''), coalesce(i.ff_message, ''), coalesce(i.ff_fingerprint, ''),
            i.ff_outcome IS DISTINCT FROM 'PERMANENT_FAILURE' AND EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
-                   WHERE h.queue = i.queue AND h.handler = i.handler FOR KEY SHARE)
+                   WHERE h.queue = i.queue AND h.handler = i.handler FOR KEY SHARE),
+           coalesce(i.max_attempts, 0), coalesce(i.timeout_us, 0)
     FROM input i CROSS JOIN clock c
     WHERE i.idempotency_key IS NULL OR i.id IN (SELECT k.task_id FROM keyed k)
     ORDER BY i.queue, i.idempotency_key, i.id
@@ -427,6 +431,40 @@ notified AS (
 )
 SELECT r.ord FROM released r CROSS JOIN notified`
 
+// sqlSnooze returns the current leases among ($1[i], $2[i]) to PENDING, due
+// $3[i] µs from now, without recording or counting an attempt, and counts a
+// snooze. The first occurrence of each (id, token) counts. Returns the batch
+// positions (1-based) snoozed and notifies the queues of those due now.
+//
+// Index: tasks_pkey, one lookup per lease (as for sqlRelease).
+//
+// $4 Now override, $5 notification channel.
+const sqlSnooze = `
+WITH leases AS (
+    SELECT DISTINCT ON (l.id, l.token) l.id, l.token, l.delay_us, l.ord
+    FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS l(id, token, delay_us, ord)
+    ORDER BY l.id, l.token, l.ord
+),
+snoozed AS (
+    UPDATE {schema}.tasks AS t
+    SET status = 'PENDING',
+        next_attempt_at = coalesce($4::timestamptz, now()) + greatest(l.delay_us, 0) * interval '1 microsecond',
+        lease_expires_at = NULL,
+        snoozes = t.snoozes + 1,
+        held = EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                       WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
+        updated_at = coalesce($4::timestamptz, now())
+    FROM leases l
+    WHERE t.id = ANY ($1::uuid[]) AND t.id = l.id AND t.lease_token = l.token
+      AND (t.status = 'IN_FLIGHT') IS TRUE
+    RETURNING l.ord, t.queue, l.delay_us
+),
+notified AS (
+    SELECT count(pg_notify($5, q.queue)) AS n
+    FROM (SELECT DISTINCT s.queue FROM snoozed s WHERE s.delay_us <= 0) q
+)
+SELECT s.ord FROM snoozed s CROSS JOIN notified`
+
 // sqlReclaimExpired takes over up to $2 IN_FLIGHT tasks whose lease expired,
 // in the queues $1 (every queue when empty), oldest expiry first, skipping
 // rows locked by others. Each gets a LEASE_EXPIRED attempt for the lost
@@ -525,6 +563,7 @@ WITH redriven AS (
     UPDATE {schema}.tasks AS t
     SET status = 'PENDING',
         attempts = 0,
+        snoozes = 0,
         life = t.life + 1,
         next_attempt_at = coalesce($5::timestamptz, now())
             + ($2::bigint + floor(random() * $3::bigint)::bigint) * interval '1 microsecond',
@@ -754,6 +793,7 @@ redriven AS (
     UPDATE {schema}.tasks AS t
     SET status = 'PENDING',
         attempts = 0,
+        snoozes = 0,
         life = t.life + 1,
         next_attempt_at = c.now
             + ({delay}::bigint + floor(random() * {spread}::bigint)::bigint) * interval '1 microsecond',
@@ -1592,6 +1632,7 @@ type queries struct {
 	heartbeat      string
 	finish         string
 	release        string
+	snooze         string
 	reclaimExpired string
 	getTask        string
 	getAttempts    string
@@ -1634,6 +1675,7 @@ func buildQueries(quotedSchema string) queries {
 		heartbeat:             r.Replace(sqlHeartbeat),
 		finish:                r.Replace(sqlFinish),
 		release:               r.Replace(sqlRelease),
+		snooze:                r.Replace(sqlSnooze),
 		reclaimExpired:        r.Replace(sqlReclaimExpired),
 		getTask:               r.Replace(sqlGetTask),
 		getAttempts:           r.Replace(sqlGetAttempts),

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -147,6 +148,12 @@ func validateNewTasks(tasks []store.NewTask) error {
 				return errInvalid("task %d: first failure outcome %q is not a failure", i, ff.Outcome)
 			}
 		}
+		if nt.MaxAttempts < rdq.Unlimited || nt.MaxAttempts > math.MaxInt32 {
+			return errInvalid("task %d: max attempts %d: use a positive number, 0 for the queue's or rdq.Unlimited", i, nt.MaxAttempts)
+		}
+		if nt.Timeout < 0 {
+			return errInvalid("task %d: timeout %s is negative; use 0 for the queue's", i, nt.Timeout)
+		}
 	}
 	return nil
 }
@@ -196,6 +203,8 @@ func (s *Store) insertTasks(ctx context.Context, p store.EnqueueParams, idx []in
 		fingerprints = make([]*string, n)
 		workers      = make([]*string, n)
 		durations    = make([]int64, n)
+		maxAttempts  = make([]int32, n)
+		timeouts     = make([]int64, n)
 	)
 	for k, i := range idx {
 		t := &p.Tasks[i]
@@ -219,6 +228,7 @@ func (s *Store) insertTasks(ctx context.Context, p store.EnqueueParams, idx []in
 			keys[k] = &t.IdempotencyKey
 		}
 		delays[k] = micros(t.Delay)
+		maxAttempts[k], timeouts[k] = int32(t.MaxAttempts), micros(t.Timeout)
 		if ff := t.FirstFailure; ff != nil {
 			outcome := string(ff.Outcome)
 			f := ff.Failure
@@ -229,7 +239,7 @@ func (s *Store) insertTasks(ctx context.Context, p store.EnqueueParams, idx []in
 	}
 	rows, err := s.pool.Query(ctx, s.q.enqueue, ids, queues, handlers, payloads, contentTypes, headers,
 		keys, delays, outcomes, errTypes, messages, stacks, fingerprints, workers, durations,
-		p.Now, s.channel, micros(s.keyRetention))
+		p.Now, s.channel, micros(s.keyRetention), maxAttempts, timeouts)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
@@ -626,6 +636,30 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) ([]error, er
 	applied, err := collectOrds(rows, len(p.Leases))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: release: %w", err)
+	}
+	return leaseErrors(applied), nil
+}
+
+// Snooze returns leased tasks to PENDING, each due after its delay, without
+// recording or counting an attempt, and counts a snooze on each; see
+// store.Snoozer.
+func (s *Store) Snooze(ctx context.Context, p store.SnoozeParams) ([]error, error) {
+	if len(p.Snoozes) == 0 {
+		return []error{}, nil
+	}
+	ids := make([][16]byte, len(p.Snoozes))
+	tokens := make([]int64, len(p.Snoozes))
+	delays := make([]int64, len(p.Snoozes))
+	for i, sn := range p.Snoozes {
+		ids[i], tokens[i], delays[i] = sn.ID, sn.Token, micros(max(sn.Delay, 0))
+	}
+	rows, err := s.pool.Query(ctx, s.q.snooze, ids, tokens, delays, p.Now, s.channel)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: snooze: %w", err)
+	}
+	applied, err := collectOrds(rows, len(p.Snoozes))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: snooze: %w", err)
 	}
 	return leaseErrors(applied), nil
 }

@@ -90,3 +90,22 @@ func (t *exampleT) cleanup() {
 		t.cleanups[i]()
 	}
 }
+
+// A handler that is not ready yet snoozes: the task waits without spending
+// an attempt. Past the policy's MaxSnoozes (here 2) a snooze counts as a
+// failed attempt of type "snoozed".
+func ExampleRun_snooze() {
+	h := func(ctx context.Context, t *rdq.Task) error {
+		return rdq.Snooze(time.Minute)
+	}
+	t := newExampleT() // in a test, the test's *testing.T
+	defer t.cleanup()
+	policy := rdq.Policy{MaxSnoozes: 2}
+	res := rdqtest.Run(t, h, rdq.Task{}, rdqtest.Options{Policy: policy})
+	fmt.Println(res)
+	res = rdqtest.Run(t, h, rdq.Task{Snoozes: 2}, rdqtest.Options{Policy: policy})
+	fmt.Println(res.Snoozed, res.Retried(), res.RetryIn, res.Failure.Type)
+	// Output:
+	// snoozed for 1m0s
+	// false true 1m0s snoozed
+}

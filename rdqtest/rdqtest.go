@@ -81,6 +81,12 @@ type Result struct {
 	Err error
 	// Duration is how long the handler ran.
 	Duration time.Duration
+	// Snoozed reports a snooze (rdq.Snooze) that spent no attempt: Status
+	// is rdq.StatusPending, RetryIn the snooze's delay, and no attempt was
+	// recorded (Outcome and Failure are zero). A snooze beyond the
+	// policy's MaxSnoozes (counted from the task's Snoozes) is a failed
+	// attempt instead, of type "snoozed".
+	Snoozed bool
 }
 
 // Succeeded reports whether the attempt succeeded.
@@ -106,6 +112,10 @@ func (r Result) TimedOut() bool { return r.Failure.Type == "timeout" }
 
 // String summarises the result for test failure messages.
 func (r Result) String() string {
+	switch {
+	case r.Snoozed:
+		return fmt.Sprintf("snoozed for %s", r.RetryIn)
+	}
 	switch r.Status {
 	case rdq.StatusSucceeded:
 		return "succeeded"
@@ -183,7 +193,7 @@ func Run(tb TB, h worker.Handler, task rdq.Task, opts Options) Result {
 		tb.Fatalf("rdqtest: the handler did not finish within %s (stop: %v)", wait, stopErr)
 	}
 	c := st.completion
-	res := Result{Status: c.Status, RetryIn: c.RetryIn, Err: returned}
+	res := Result{Status: c.Status, RetryIn: c.RetryIn, Err: returned, Snoozed: st.snoozed}
 	if c.Attempt != nil {
 		res.Outcome, res.Failure, res.Duration = c.Attempt.Outcome, c.Attempt.Failure, c.Attempt.Duration
 	}
@@ -201,7 +211,25 @@ type oneTaskStore struct {
 	task       rdq.Task
 	claimed    bool
 	completion *store.Completion
+	snoozed    bool
 	done       chan struct{}
+}
+
+// Snooze implements store.Snoozer: it keeps the snooze as the completion.
+func (s *oneTaskStore) Snooze(_ context.Context, p store.SnoozeParams) ([]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	errs := make([]error, len(p.Snoozes))
+	for i, sn := range p.Snoozes {
+		if s.completion != nil || sn.ID != s.task.ID || sn.Token != s.task.LeaseToken {
+			errs[i] = store.ErrLeaseLost
+			continue
+		}
+		s.completion = &store.Completion{Lease: sn.Lease, Status: rdq.StatusPending, RetryIn: max(sn.Delay, 0)}
+		s.snoozed = true
+		close(s.done)
+	}
+	return errs, nil
 }
 
 func (s *oneTaskStore) Claim(_ context.Context, p store.ClaimParams) ([]*rdq.Task, error) {

@@ -85,10 +85,12 @@ func scanTask(r rowScanner) (*rdq.Task, error) {
 		next, created, updated              int64
 		leaseExpires, finished              sql.NullInt64
 		errType, errMessage, errFingerprint string
+		timeoutUS                           int64
 	)
 	err := r.Scan(&id, &t.Queue, &t.Handler, &payload, &t.ContentType, &headers, &key, &status,
 		&t.Attempts, &t.Life, &next, &t.LeaseToken, &leaseExpires, &t.LeaseOwner,
-		&created, &updated, &finished, &errType, &errMessage, &errFingerprint)
+		&created, &updated, &finished, &errType, &errMessage, &errFingerprint,
+		&t.MaxAttempts, &timeoutUS, &t.Snoozes)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +114,7 @@ func scanTask(r rowScanner) (*rdq.Task, error) {
 	t.UpdatedAt = fromMicros(updated)
 	t.FinishedAt = fromNullMicros(finished)
 	t.LastError = rdq.ErrorSummary{Type: errType, Message: errMessage, Fingerprint: errFingerprint}
+	t.Timeout = time.Duration(timeoutUS) * time.Microsecond
 	return &t, nil
 }
 

@@ -8,7 +8,8 @@ package sqlitestore
 // taskColumns is the column list scanned by scanTask, in its order.
 const taskColumns = `id, queue, handler, payload, content_type, headers, idempotency_key, status,
 	attempts, life, next_attempt_at, lease_token, lease_expires_at, lease_owner,
-	created_at, updated_at, finished_at, last_error_type, last_error_message, last_error_fingerprint`
+	created_at, updated_at, finished_at, last_error_type, last_error_message, last_error_fingerprint,
+	max_attempts, timeout_us, snoozes`
 
 // Migrations.
 const (
@@ -34,9 +35,9 @@ const (
 	sqlInsertTask = `INSERT INTO rdq_tasks (
 	id, queue, handler, payload, content_type, headers, idempotency_key, status,
 	attempts, life, next_attempt_at, lease_token, lease_owner, created_at, updated_at, finished_at,
-	last_error_type, last_error_message, last_error_fingerprint, held
+	last_error_type, last_error_message, last_error_fingerprint, held, max_attempts, timeout_us
 ) VALUES (?, ?, ?, coalesce(?, x''), ?, ?, ?, ?, ?, 0, ?, 0, '', ?, ?, ?, ?, ?, ?,
-	? = 'PENDING' AND EXISTS (SELECT 1 FROM rdq_paused_handlers WHERE queue = ? AND handler = ?))
+	? = 'PENDING' AND EXISTS (SELECT 1 FROM rdq_paused_handlers WHERE queue = ? AND handler = ?), ?, ?)
 ON CONFLICT (id) DO NOTHING`
 
 	// Primary key of rdq_attempts (task_id, number): the number is
@@ -93,6 +94,12 @@ WHERE id = ?10 AND status = 'IN_FLIGHT' AND lease_token = ?11`
 SET status = 'PENDING', next_attempt_at = ?, lease_expires_at = NULL, updated_at = ?,
 	held = EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
 WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
+
+	// A snooze: a release due at ?1 that counts a snooze and no attempt.
+	sqlSnooze = `UPDATE rdq_tasks
+SET status = 'PENDING', next_attempt_at = ?1, lease_expires_at = NULL, updated_at = ?2, snoozes = snoozes + 1,
+	held = EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
+WHERE id = ?3 AND status = 'IN_FLIGHT' AND lease_token = ?4`
 )
 
 // Reclaim.
@@ -132,7 +139,7 @@ const (
 	// Primary key. ?1 next attempt time, ?2 now, ?3 whether the payload
 	// is replaced, ?4 the new payload, ?5 id.
 	sqlRedriveTask = `UPDATE rdq_tasks
-SET status = 'PENDING', attempts = 0, life = life + 1, next_attempt_at = ?1, finished_at = NULL,
+SET status = 'PENDING', attempts = 0, snoozes = 0, life = life + 1, next_attempt_at = ?1, finished_at = NULL,
 	lease_expires_at = NULL, updated_at = ?2,
 	payload = CASE WHEN ?3 THEN coalesce(?4, x'') ELSE payload END,
 	held = EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
@@ -233,7 +240,7 @@ const (
 	sqlRedriveDeadPickHead = `SELECT count(*), json_group_array(rowid) FROM (SELECT rowid FROM rdq_tasks`
 	sqlRedriveDeadPickTail = `)`
 	sqlRedriveDeadRows     = `UPDATE OR FAIL rdq_tasks
-SET status = 'PENDING', attempts = 0, life = life + 1,
+SET status = 'PENDING', attempts = 0, snoozes = 0, life = life + 1,
 	next_attempt_at = ?1 + CAST(
 		(((rowid % 2147483647 + ?4) % 2147483647) * ((rowid % 2147483647 + ?4) % 2147483647) % 2147483647 * ?5 + ?6)
 		% 2147483647 * ?7 AS INTEGER),

@@ -473,7 +473,7 @@ func isBusy(err error) bool {
 var hotStatements = []string{
 	sqlFindByKey, sqlInsertTask, sqlInsertAttempt,
 	sqlClaimCandidates, sqlClaimTasks,
-	sqlHeartbeat, sqlFinish, sqlRelease,
+	sqlHeartbeat, sqlFinish, sqlRelease, sqlSnooze,
 	sqlReclaimCandidates, sqlReclaimTask,
 	sqlRedriveLookup, sqlRedriveTask,
 	sqlPurgeSucceeded, sqlInsertAudit,

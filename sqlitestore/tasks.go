@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -171,6 +172,12 @@ func validateNewTask(nt *store.NewTask) error {
 	if nt.FirstFailure != nil && !nt.FirstFailure.Outcome.Valid() {
 		return fmt.Errorf("%w: first failure has outcome %q", rdq.ErrInvalid, nt.FirstFailure.Outcome)
 	}
+	if nt.MaxAttempts < rdq.Unlimited || nt.MaxAttempts > math.MaxInt32 {
+		return fmt.Errorf("%w: max attempts %d: use a positive number, 0 for the queue's or rdq.Unlimited", rdq.ErrInvalid, nt.MaxAttempts)
+	}
+	if nt.Timeout < 0 {
+		return fmt.Errorf("%w: timeout %s is negative; use 0 for the queue's", rdq.ErrInvalid, nt.Timeout)
+	}
 	return nil
 }
 
@@ -196,7 +203,7 @@ func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, n
 		idArg(nt.ID), nt.Queue, nt.Handler, nt.Payload, nt.ContentType, headers, nullString(nt.IdempotencyKey),
 		string(status), attempts, now+micros(nt.Delay), now, now, finished,
 		failure.Type, failure.Message, failure.Fingerprint,
-		string(status), nt.Queue, nt.Handler)
+		string(status), nt.Queue, nt.Handler, nt.MaxAttempts, micros(nt.Timeout))
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +231,8 @@ func (s *Store) insertTask(ctx context.Context, tx *sql.Tx, nt *store.NewTask, n
 		CreatedAt:      fromMicros(now),
 		UpdatedAt:      fromMicros(now),
 		LastError:      rdq.ErrorSummary{Type: failure.Type, Message: failure.Message, Fingerprint: failure.Fingerprint},
+		MaxAttempts:    nt.MaxAttempts,
+		Timeout:        nt.Timeout.Truncate(time.Microsecond),
 	}
 	if status == rdq.StatusDead {
 		t.FinishedAt = fromMicros(now)
@@ -514,6 +523,31 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) ([]error, er
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: release: %w", err)
+	}
+	return errs, nil
+}
+
+// Snooze implements store.Snoozer.
+func (s *Store) Snooze(ctx context.Context, p store.SnoozeParams) ([]error, error) {
+	if len(p.Snoozes) == 0 {
+		return []error{}, nil
+	}
+	var errs []error
+	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+		errs = make([]error, len(p.Snoozes))
+		for i, sn := range p.Snoozes {
+			res, err := s.exec(ctx, tx, sqlSnooze, now+micros(max(sn.Delay, 0)), now, idArg(sn.ID), sn.Token)
+			if err != nil {
+				return fmt.Errorf("snoozing task %s: %w", sn.ID, err)
+			}
+			if errs[i], err = leaseResult(res); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: snooze: %w", err)
 	}
 	return errs, nil
 }

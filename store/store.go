@@ -160,6 +160,13 @@ type NewTask struct {
 	IdempotencyKey string
 	// Delay postpones the first attempt; zero makes the task due now.
 	Delay time.Duration
+	// MaxAttempts and Timeout, if not zero, are the task's own attempt
+	// budget and execution timeout (rdq.Task.MaxAttempts, Timeout),
+	// checked by the client against the queue's bounds. The store keeps
+	// them as given and returns them on the task; Timeout is kept to the
+	// microsecond at least.
+	MaxAttempts int
+	Timeout     time.Duration
 	// FirstFailure, if set, is recorded as attempt 1 (life 0) and counted
 	// in the task's attempts: the failure that made the caller submit.
 	// With Outcome PERMANENT_FAILURE the task is created DEAD (finished

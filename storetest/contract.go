@@ -97,6 +97,9 @@ func checkFresh(t *testing.T, what string, got *rdq.Task, nt store.NewTask, now 
 	if !got.LastError.IsZero() {
 		t.Errorf("%s LastError = %+v, want none", what, got.LastError)
 	}
+	eq(t, what+" MaxAttempts", got.MaxAttempts, nt.MaxAttempts)
+	eq(t, what+" Timeout", got.Timeout, nt.Timeout.Truncate(time.Microsecond))
+	eq(t, what+" Snoozes", got.Snoozes, 0)
 }
 
 func testEnqueueStoresAsGiven(t *testing.T, e *env) {
@@ -114,8 +117,9 @@ func testEnqueueStoresAsGiven(t *testing.T, e *env) {
 				"ünï cødé":    "välue with \"quotes\", \\backslash\\, tab\t and newline\n",
 				"empty":       "",
 			},
+			MaxAttempts: 7, Timeout: 90*time.Second + time.Microsecond,
 		},
-		{ID: rdq.NewID(), Queue: "emails", Handler: "h2", IdempotencyKey: "order-42/ünï"},
+		{ID: rdq.NewID(), Queue: "emails", Handler: "h2", IdempotencyKey: "order-42/ünï", MaxAttempts: rdq.Unlimited, Timeout: time.Millisecond},
 		{ID: rdq.NewID(), Queue: "other.queue:v2/x", Handler: "big", Payload: big, ContentType: "application/x-big", Headers: map[string]string{}},
 	}
 	res := e.enqueue(in...)
@@ -130,6 +134,16 @@ func testEnqueueStoresAsGiven(t *testing.T, e *env) {
 		if len(atts) != 0 {
 			t.Errorf("Get(task %d): %d attempts, want none", i, len(atts))
 		}
+	}
+	// A claim hands the worker the task's own budget and timeout.
+	claimed := e.claimIDs("emails", time.Minute, "w", in[0].ID, in[1].ID)
+	for _, nt := range in[:2] {
+		c := claimed[nt.ID]
+		if c == nil {
+			t.Fatalf("task %s was not claimed", nt.ID)
+		}
+		eq(t, "claimed MaxAttempts", c.MaxAttempts, nt.MaxAttempts)
+		eq(t, "claimed Timeout", c.Timeout, nt.Timeout.Truncate(time.Microsecond))
 	}
 }
 

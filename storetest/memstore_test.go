@@ -145,6 +145,7 @@ func (m *memStore) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.
 			ID: nt.ID, Queue: nt.Queue, Handler: nt.Handler, Payload: slices.Clone(nt.Payload),
 			ContentType: nt.ContentType, Headers: maps.Clone(nt.Headers), IdempotencyKey: nt.IdempotencyKey,
 			Status: rdq.StatusPending, NextAttemptAt: now.Add(nt.Delay), CreatedAt: now, UpdatedAt: now,
+			MaxAttempts: nt.MaxAttempts, Timeout: nt.Timeout.Truncate(time.Microsecond),
 		}}
 		if nt.FirstFailure != nil {
 			m.record(mt, *nt.FirstFailure, 0, now)

@@ -31,13 +31,14 @@
 //     claims, fencing tokens, heartbeats, finish, release, reclaim of expired
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
-//   - Admin, Notifications, Pause, Live, PauseHandlers and Registry, when the
-//     Capabilities say the backend has them: every dead-letter filter
-//     against a brute-force scan, keyset paging, groups, bulk redrive and
+//   - Admin, Notifications, Pause, Live, PauseHandlers, Registry and Snooze,
+//     when the Capabilities say the backend has them: every dead-letter
+//     filter against a brute-force scan, keyset paging, groups, bulk redrive and
 //     purge, the audit log and statistics; push notifications; pausing and
 //     resuming queues; listing, retrying now and cancelling live tasks;
 //     pausing one handler, probing it after a cool-off and resuming it;
-//     the registry of running workers and the tasks none of them serves.
+//     the registry of running workers and the tasks none of them serves;
+//     snoozing a leased task without counting an attempt.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
 //     reclaim, redrive and time travel, and compares the store with a
@@ -102,6 +103,9 @@ type Capabilities struct {
 	// Registry: the store implements store.WorkerRegistry (the registry of
 	// running workers and the tasks none of them serves).
 	Registry bool
+	// Snooze: the store implements store.Snoozer (putting a leased task
+	// back to wait without counting an attempt).
+	Snooze bool
 }
 
 // ChaosConfig sizes the multi-process chaos test. Zero fields take the
@@ -223,6 +227,12 @@ func Run(t *testing.T, h Harness) {
 			testRegistry(t, h)
 		})
 	}
+	if h.Capabilities.Snooze {
+		t.Run("Snooze", func(t *testing.T) {
+			t.Parallel()
+			testSnooze(t, h)
+		})
+	}
 	if h.Capabilities.PauseHandlers && h.Capabilities.Pause {
 		t.Run("ProbeInPausedQueue", func(t *testing.T) {
 			t.Parallel()
@@ -249,6 +259,7 @@ func checkCapabilities(t *testing.T, h Harness) {
 	_, isLive := s.(store.LiveTasks)
 	_, isHandlerPauser := s.(store.HandlerPauser)
 	_, isRegistry := store.RegistryOf(s)
+	_, isSnoozer := s.(store.Snoozer)
 	if isAdmin != h.Capabilities.Admin {
 		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
 			h.Capabilities.Admin, s, isAdmin)
@@ -264,6 +275,10 @@ func checkCapabilities(t *testing.T, h Harness) {
 	if isLive != h.Capabilities.Live {
 		t.Errorf("Capabilities.Live is %v but the store (%T) implementing store.LiveTasks is %v: declare exactly what the store implements",
 			h.Capabilities.Live, s, isLive)
+	}
+	if isSnoozer != h.Capabilities.Snooze {
+		t.Errorf("Capabilities.Snooze is %v but the store (%T) implementing store.Snoozer is %v: declare exactly what the store implements",
+			h.Capabilities.Snooze, s, isSnoozer)
 	}
 	if isHandlerPauser != h.Capabilities.PauseHandlers {
 		t.Errorf("Capabilities.PauseHandlers is %v but the store (%T) implementing store.HandlerPauser is %v: declare exactly what the store implements",

@@ -29,6 +29,9 @@ type finishItem struct {
 	d       rdq.Decision
 	failure rdq.Failure
 	dur     time.Duration
+	// snooze: c (StatusPending, RetryIn, no attempt) is written with
+	// store.Snoozer instead of Finish.
+	snooze bool
 
 	tries int       // failed writes so far
 	next  time.Time // when to try again, after a failed write
@@ -204,6 +207,25 @@ func (c *completer) giveUp(it finishItem) {
 // lost is logged and dropped: the task belongs to a newer execution.
 func (c *completer) flush(items []finishItem) (retry []finishItem) {
 	w := c.w
+	var snoozed []finishItem
+	for _, it := range items {
+		if it.snooze {
+			snoozed = append(snoozed, it)
+		}
+	}
+	if len(snoozed) > 0 {
+		finished := make([]finishItem, 0, len(items)-len(snoozed))
+		for _, it := range items {
+			if !it.snooze {
+				finished = append(finished, it)
+			}
+		}
+		retry = c.apply(snoozed, c.writeSnoozes(snoozed))
+		if len(finished) == 0 {
+			return retry
+		}
+		items = finished
+	}
 	comps := make([]store.Completion, len(items))
 	for i, it := range items {
 		comps[i] = it.c
@@ -217,6 +239,40 @@ func (c *completer) flush(items []finishItem) (retry []finishItem) {
 	if err != nil {
 		w.log.Warn("finish failed; retrying while the leases last", slog.Int("tasks", len(comps)), slog.Any("error", err))
 	}
+	return append(retry, c.apply(items, writeResult{errs: errs, err: err})...)
+}
+
+// writeResult is what the store said to a write of items: err for the
+// call as a whole, else errs per item.
+type writeResult struct {
+	errs []error
+	err  error
+}
+
+// writeSnoozes writes snoozed items in one Snooze call.
+func (c *completer) writeSnoozes(items []finishItem) writeResult {
+	w := c.w
+	sn := make([]store.SnoozeItem, len(items))
+	for i, it := range items {
+		sn[i] = store.SnoozeItem{Lease: it.c.Lease, Delay: it.c.RetryIn}
+	}
+	ctx, cancel := context.WithTimeout(w.baseCtx, storeCallTimeout)
+	errs, err := w.snoozer.Snooze(ctx, store.SnoozeParams{Snoozes: sn})
+	cancel()
+	if err == nil && len(errs) != len(sn) {
+		err = fmt.Errorf("worker: store returned %d results snoozing %d tasks", len(errs), len(sn))
+	}
+	if err != nil {
+		w.log.Warn("snooze failed; retrying while the leases last", slog.Int("tasks", len(sn)), slog.Any("error", err))
+	}
+	return writeResult{errs: errs, err: err}
+}
+
+// apply handles the store's answer r to a write of items, and returns the
+// items to try again.
+func (c *completer) apply(items []finishItem, r writeResult) (retry []finishItem) {
+	w := c.w
+	err, errs := r.err, r.errs
 	now := time.Now()
 	for i, it := range items {
 		itemErr := err
@@ -282,6 +338,12 @@ func (w *Worker) recordFinish(it finishItem) {
 	q := it.e.q.name
 	if it.c.Attempt != nil {
 		w.metrics.attempt(it.e.q, it.d.Outcome).Inc()
+	}
+	switch {
+	case it.snooze:
+		w.metrics.snoozed.WithLabelValues(q).Inc()
+		w.logTask(slog.LevelInfo, "task snoozed", it.e, slog.Duration("retry_in", it.c.RetryIn))
+		return
 	}
 	switch it.c.Status {
 	case rdq.StatusSucceeded:

@@ -82,6 +82,9 @@ type execution struct {
 	lease   store.Lease
 	handler string
 	attempt int // the number of this attempt in the task's current life
+	// policy is the queue's policy with the task's own attempt budget.
+	policy  rdq.Policy
+	snoozes int // the task's snoozes in its current life
 	cancel  context.CancelCauseFunc
 	// expiry cancels the handler shortly before leaseUntil, unless a
 	// heartbeat pushes leaseUntil back first; nil once the handler returned.
@@ -266,6 +269,8 @@ func (w *Worker) startExecutionProbe(q *queue, t *rdq.Task, claimed time.Time, p
 		lease:      store.Lease{ID: t.ID, Token: t.LeaseToken},
 		handler:    t.Handler,
 		attempt:    t.NextAttempt(),
+		policy:     q.policy.ForTask(t),
+		snoozes:    t.Snoozes,
 		nextBeat:   time.Now().Add(q.heartbeat),
 		leaseUntil: claimed.Add(q.lease),
 	}
@@ -329,7 +334,7 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		))
 	defer span.End()
 
-	if q.policy.Exhausted(t.Attempts) {
+	if e.policy.Exhausted(t.Attempts) {
 		// The task's attempts were spent before it was ever run (a first
 		// failure submitted with MaxAttempts 1, a policy lowered since):
 		// dead-letter it without running the handler or counting an
@@ -351,9 +356,9 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 	// its timeout has always run at least the timeout.
 	start := time.Now()
 	hctx := ctx
-	if q.timeout > 0 {
+	if timeout := q.policy.TaskTimeout(t, q.timeout); timeout > 0 {
 		var cancel context.CancelFunc
-		hctx, cancel = context.WithTimeoutCause(ctx, q.timeout, &rdq.TimeoutError{After: q.timeout})
+		hctx, cancel = context.WithTimeoutCause(ctx, timeout, &rdq.TimeoutError{After: timeout})
 		defer cancel()
 	}
 	var err error
@@ -412,7 +417,19 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 	}
 	defer w.leases.completing.Done()
 
-	d, failure := judge(q.policy, e.attempt, err, rand.Float64())
+	if delay, ok := snoozeOf(err); ok {
+		if w.snoozer != nil && e.probe == nil && e.policy.CanSnooze(e.snoozes) {
+			// Not yet: back to waiting, no attempt spent. (A breaker's
+			// probe must be answered, so it never snoozes.)
+			span.SetAttributes(attribute.String("rdq.outcome", "SNOOZED"))
+			c := store.Completion{Lease: e.lease, Status: rdq.StatusPending, RetryIn: delay}
+			w.handOff(e, finishItem{e: e, c: c, snooze: true, dur: dur})
+			return
+		}
+		err = rdq.RetryAfter(delay, &snoozeSpentError{after: delay, snoozes: e.snoozes, store: w.snoozer != nil})
+	}
+
+	d, failure := judge(e.policy, e.attempt, err, rand.Float64())
 	if ge, ok := err.(*GoexitError); ok {
 		failure.Stack = rdq.Describe(&rdq.PanicError{Stack: ge.Stack}).Stack
 	}
@@ -446,6 +463,39 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 	w.breakerAfter(e, err, d, failure)
 	w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur})
 }
+
+// snoozeOf is rdq.SnoozeOf, with a panic in one of err's methods taken for
+// no snooze (judge then records the panic).
+func snoozeOf(err error) (d time.Duration, ok bool) {
+	if err == nil {
+		return 0, false
+	}
+	defer func() {
+		if recover() != nil {
+			d, ok = 0, false
+		}
+	}()
+	return rdq.SnoozeOf(err)
+}
+
+// snoozeSpentError is a snooze recorded as a failed attempt: the task
+// snoozed as often as its policy allows in this life, or the store cannot
+// snooze. Its type is "snoozed", as rdq.SnoozeError's.
+type snoozeSpentError struct {
+	after   time.Duration
+	snoozes int
+	store   bool // the store can snooze; the limit was reached
+}
+
+func (e *snoozeSpentError) Error() string {
+	if !e.store {
+		return fmt.Sprintf("snoozed for %s, counted as an attempt: the store cannot snooze (store.Snoozer)", e.after)
+	}
+	return fmt.Sprintf("snoozed for %s, counted as an attempt: the task already snoozed %d times in this life (Policy.MaxSnoozes)", e.after, e.snoozes)
+}
+
+// ErrorType implements the error-type contract: "snoozed".
+func (e *snoozeSpentError) ErrorType() string { return "snoozed" }
 
 // handOff queues it for the completer.
 func (w *Worker) handOff(e *execution, it finishItem) {

@@ -92,7 +92,7 @@ func (w *Worker) reclaimExpired() {
 			if q, ok := w.byName[t.Queue]; ok {
 				policy = q.policy
 			}
-			d := policy.DecideLeaseExpired(t.Attempts, rand.Float64())
+			d := policy.ForTask(t).DecideLeaseExpired(t.Attempts, rand.Float64())
 			decisions[i] = d
 			comps[i] = store.Completion{Lease: store.Lease{ID: t.ID, Token: t.LeaseToken}, Status: rdq.StatusPending, RetryIn: d.RetryIn}
 			if d.Dead {

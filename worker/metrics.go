@@ -20,6 +20,7 @@ type metrics struct {
 	reclaimed       *prometheus.CounterVec   // queue
 	leaseLost       *prometheus.CounterVec   // queue
 	released        *prometheus.CounterVec   // queue
+	snoozed         *prometheus.CounterVec   // queue
 	resultsDropped  *prometheus.CounterVec   // queue
 	inFlightVec     *prometheus.GaugeVec     // queue
 	purged          prometheus.Counter
@@ -60,6 +61,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "rdq", Subsystem: "worker", Name: "released_total",
 			Help: "Tasks released unfinished without counting an attempt, by queue: at shutdown, or claimed while their handler's circuit breaker was tripping.",
 		}, []string{"queue"}),
+		snoozed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rdq", Subsystem: "worker", Name: "snoozed_total",
+			Help: "Tasks whose handler snoozed them (rdq.Snooze) back to waiting without spending an attempt, by queue.",
+		}, []string{"queue"}),
 		resultsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rdq", Subsystem: "worker", Name: "results_dropped_total",
 			Help: "Results this worker gave up writing because the task's lease expired first (the task is reclaimed and retried), by queue.",
@@ -89,6 +94,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.deadLettered, err = register(reg, m.deadLettered); err != nil {
+		return nil, err
+	}
+	if m.snoozed, err = register(reg, m.snoozed); err != nil {
 		return nil, err
 	}
 	if m.handlerDuration, err = register(reg, m.handlerDuration); err != nil {

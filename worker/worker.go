@@ -327,6 +327,7 @@ type Worker struct {
 	registryStore    store.WorkerRegistry
 	registry         *registry
 	unservedGauge    *prometheus.GaugeVec
+	snoozer          store.Snoozer // nil when the store cannot snooze
 	hbStop           chan struct{}
 	stopDone         chan struct{} // closed when Stop has finished
 }
@@ -398,6 +399,7 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("%w: worker: queue %s has DeadLetterUnserved, which needs a store with a worker registry (store.WorkerRegistry; %T has none) and RegistryInterval not Disabled", rdq.ErrInvalid, name, cfg.Store)
 		}
 	}
+	w.snoozer, _ = store.SnoozerOf(cfg.Store)
 	sort.Slice(w.queues, func(i, j int) bool { return w.queues[i].name < w.queues[j].name })
 	for _, q := range w.queues {
 		w.queueNames = append(w.queueNames, q.name)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/store"
 )
 
 var usages = map[string]string{
@@ -154,7 +156,7 @@ func (e *env) stats(args []string) error {
 		return writeJSON(e.stdout, map[string]any{"window_seconds": window.Seconds(), "queues": out, "unserved": toJSONUnserved(us)})
 	}
 	if len(stats) == 0 {
-		fmt.Fprintln(e.stdout, "no tasks in any queue")
+		fmt.Fprintf(e.stdout, "no tasks in %s\n", e.where())
 		return nil
 	}
 	t := newTable(e.stdout, "QUEUE", "PENDING", "IN FLIGHT", "DEAD", fmt.Sprintf("SUCCEEDED (%s)", fmtWindow(window)), "OLDEST DUE")
@@ -220,11 +222,11 @@ func (e *env) dlqLs(args []string) error {
 	if len(p.Tasks) == 0 {
 		switch {
 		case *page != "":
-			fmt.Fprintln(e.stdout, "no more dead tasks")
+			fmt.Fprintf(e.stdout, "no more dead tasks in %s\n", e.where())
 		case f.IsEmpty():
-			fmt.Fprintln(e.stdout, "the dead-letter queue is empty")
+			fmt.Fprintf(e.stdout, "no dead tasks in %s\n", e.where())
 		default:
-			fmt.Fprintf(e.stdout, "no dead tasks match %s\n", f)
+			fmt.Fprintf(e.stdout, "no dead tasks match %s in %s\n", f, e.where())
 		}
 		return nil
 	}
@@ -360,6 +362,18 @@ func writeDetail(w io.Writer, d dlq.Detail) error {
 		row("life", fmt.Sprintf("%d (redriven %d %s)", t.Life, t.Life, plural(int64(t.Life), "time", "times")))
 	}
 	row("attempts", fmt.Sprintf("%d in this life, %d in all", t.Attempts, len(d.Attempts)))
+	switch {
+	case t.MaxAttempts == rdq.Unlimited:
+		row("max attempts", "unlimited (the task's own, within the queue's limit)")
+	case t.MaxAttempts > 0:
+		row("max attempts", fmt.Sprintf("%d (the task's own, within the queue's limit)", t.MaxAttempts))
+	}
+	if t.Timeout > 0 {
+		row("timeout", fmtDuration(t.Timeout)+" (the task's own, within the queue's limit)")
+	}
+	if t.Snoozes > 0 {
+		row("snoozes", fmt.Sprintf("%d in this life (no attempt spent)", t.Snoozes))
+	}
 	row("created", fmtTime(t.CreatedAt))
 	row("updated", fmtTime(t.UpdatedAt))
 	switch t.Status {
@@ -379,7 +393,11 @@ func writeDetail(w io.Writer, d dlq.Detail) error {
 		row("idempotency key", t.IdempotencyKey)
 	}
 	if !t.LastError.IsZero() {
-		row("last error", oneLine(t.LastError.Type+": "+t.LastError.Message, 200))
+		last := oneLine(t.LastError.Type+": "+t.LastError.Message, 200)
+		if life, ok := lastFailedLife(d.Attempts); ok && life < t.Life {
+			last += fmt.Sprintf(" (in life %d, before the task was redriven)", life)
+		}
+		row("last error", last)
 		row("fingerprint", t.LastError.Fingerprint)
 	}
 	if err := kv.flush(); err != nil {
@@ -402,6 +420,16 @@ func writeDetail(w io.Writer, d dlq.Detail) error {
 		}
 	}
 	return nil
+}
+
+// lastFailedLife returns the life of the latest failed attempt in history.
+func lastFailedLife(history []rdq.Attempt) (int, bool) {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Outcome != rdq.OutcomeSuccess {
+			return history[i].Life, true
+		}
+	}
+	return 0, false
 }
 
 func indent(s, prefix string) string {
@@ -428,9 +456,9 @@ func (e *env) dlqGroups(args []string) error {
 	}
 	if len(groups) == 0 {
 		if f.IsEmpty() {
-			fmt.Fprintln(e.stdout, "the dead-letter queue is empty")
+			fmt.Fprintf(e.stdout, "no dead tasks in %s\n", e.where())
 		} else {
-			fmt.Fprintf(e.stdout, "no dead tasks match %s\n", f)
+			fmt.Fprintf(e.stdout, "no dead tasks match %s in %s\n", f, e.where())
 		}
 		return nil
 	}
@@ -565,7 +593,7 @@ func (e *env) dlqRedrive(args []string) error {
 		if err != nil {
 			return err
 		}
-		return e.printRedrive(res, selectionOf(f))
+		return e.printRedrive(res, selectionOf(f), nil)
 	}
 	e.announce(b.desc)
 	n, err := q.Count(e.ctx, f)
@@ -573,7 +601,7 @@ func (e *env) dlqRedrive(args []string) error {
 		return err
 	}
 	if n == 0 {
-		return e.printRedrive(dlq.RedriveResult{MaxLife: max(opts.MaxLife, 0)}, selectionOf(f))
+		return e.printRedrive(dlq.RedriveResult{MaxLife: max(opts.MaxLife, 0)}, selectionOf(f), nil)
 	}
 	what := fmt.Sprintf("%s dead %s %s", fmtCount(capN(n, *maxN)), plural(capN(n, *maxN), "task", "tasks"), selectionOf(f))
 	if err := e.confirm("redrive", what, m.yes); err != nil {
@@ -585,7 +613,7 @@ func (e *env) dlqRedrive(args []string) error {
 	if err != nil {
 		return err
 	}
-	return e.printRedrive(res, selectionOf(f))
+	return e.printRedrive(res, selectionOf(f), nil)
 }
 
 // selectionOf describes a selection after "N dead tasks".
@@ -631,9 +659,6 @@ func (e *env) redriveIDs(ids []rdq.ID, payload []byte, m mutationFlags, opts dlq
 		return err
 	}
 	defer b.close()
-	if !m.dryRun {
-		e.announce(b.desc)
-	}
 	var res dlq.RedriveResult
 	if payload != nil {
 		err = q.EditAndRedrive(e.ctx, ids[0], payload, opts)
@@ -652,7 +677,15 @@ func (e *env) redriveIDs(ids []rdq.ID, payload []byte, m mutationFlags, opts dlq
 			return err
 		}
 	}
-	if err := e.printRedrive(res, ""); err != nil {
+	if !m.dryRun && res.Redriven > 0 {
+		e.announce(b.desc) // the database changed
+	}
+	if !e.g.json && !res.DryRun && len(ids) == 1 && len(res.Failed) == 1 {
+		// One task named, not redriven: one line says why.
+		f := res.Failed[0]
+		return &codedError{code: exitCode(f.Err), err: errors.New(e.redriveFailure(f, b))}
+	}
+	if err := e.printRedrive(res, "", b); err != nil {
 		return err
 	}
 	if len(res.Failed) > 0 {
@@ -661,13 +694,36 @@ func (e *env) redriveIDs(ids []rdq.ID, payload []byte, m mutationFlags, opts dlq
 	return nil
 }
 
-func (e *env) printRedrive(res dlq.RedriveResult, selection string) error {
+// redriveFailure says in one line why the task of f was not redriven,
+// without the chain of wrapped errors behind it.
+func (e *env) redriveFailure(f dlq.TaskError, b *backend) string {
+	switch {
+	case errors.Is(f.Err, store.ErrNotFound):
+		return fmt.Sprintf("task %s not found in %s", f.ID, e.where())
+	case errors.Is(f.Err, store.ErrNotDead):
+		status := "not dead"
+		if t, _, err := b.Get(e.ctx, f.ID); err == nil {
+			status = fmt.Sprintf("%s, not dead", t.Status)
+		}
+		return fmt.Sprintf("task %s in %s is %s: only a dead task can be redriven", f.ID, e.where(), status)
+	case errors.Is(f.Err, store.ErrRedriveLimit):
+		return fmt.Sprintf("task %s reached its redrive limit and stays dead", f.ID)
+	}
+	return f.Error()
+}
+
+// printRedrive reports res; b, if not nil, is asked why a task failed.
+func (e *env) printRedrive(res dlq.RedriveResult, selection string, b *backend) error {
 	if e.g.json {
 		return writeJSON(e.stdout, jsonRedrive{DryRun: res.DryRun, Matched: res.Matched, Redriven: res.Redriven,
 			AtLimit: res.AtLimit, MaxLife: res.MaxLife, Failed: failedJSON(res.Failed)})
 	}
 	for _, f := range res.Failed {
-		fmt.Fprintf(e.stderr, "rdq: not redriven: %v\n", f)
+		why := f.Error()
+		if b != nil {
+			why = e.redriveFailure(f, b)
+		}
+		fmt.Fprintf(e.stderr, "rdq: not redriven: %s\n", why)
 	}
 	limit := ""
 	if res.AtLimit > 0 {
@@ -683,8 +739,11 @@ func (e *env) printRedrive(res dlq.RedriveResult, selection string) error {
 		return nil
 	}
 	if res.Matched == 0 && len(res.Failed) == 0 {
-		fmt.Fprintf(e.stdout, "no dead tasks%s; nothing was changed\n", sel)
+		fmt.Fprintf(e.stdout, "no dead tasks%s in %s; nothing was changed\n", sel, e.where())
 		return nil
+	}
+	if res.Matched == 0 {
+		return nil // every named task failed, each reported above
 	}
 	fmt.Fprintf(e.stdout, "redrove %s of %s dead %s%s%s\n", fmtCount(res.Redriven), fmtCount(res.Matched),
 		plural(res.Matched, "task", "tasks"), sel, limit)
@@ -823,7 +882,7 @@ func (e *env) printPurge(action string, res dlq.PurgeResult, selection string) e
 	}
 	switch {
 	case res.Matched == 0:
-		fmt.Fprintf(e.stdout, "no dead tasks %s; nothing was changed\n", selection)
+		fmt.Fprintf(e.stdout, "no dead tasks %s in %s; nothing was changed\n", selection, e.where())
 	case res.DryRun:
 		fmt.Fprintf(e.stdout, "dry run: %s would delete %s of %s dead %s %s; nothing was changed\n",
 			action, fmtCount(res.Purged), fmtCount(res.Matched), plural(res.Matched, "task", "tasks"), selection)
@@ -877,7 +936,7 @@ func (e *env) auditLs(args []string) error {
 		return writeJSON(e.stdout, map[string]any{"entries": out})
 	}
 	if len(entries) == 0 {
-		fmt.Fprintln(e.stdout, "no audit entries match")
+		fmt.Fprintf(e.stdout, "no audit entries match in %s\n", e.where())
 		return nil
 	}
 	t := newTable(e.stdout, "ID", "AT", "ACTOR", "ACTION", "COUNT", "SELECTION", "REASON", "DETAILS")
@@ -917,6 +976,10 @@ func (e *env) openDLQBackend(cfg dlq.Config) (*dlq.DLQ, *backend, error) {
 	}
 	return q, b, nil
 }
+
+// where names the store the command opened, without secrets, for messages
+// that report finding nothing.
+func (e *env) where() string { return cmp.Or(e.desc, "the database") }
 
 // announce says on stderr which database a mutation is about to change.
 func (e *env) announce(desc string) {

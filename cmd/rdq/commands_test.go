@@ -24,7 +24,7 @@ func TestGoldenTables(t *testing.T) {
 	token := page1[strings.LastIndex(page1, "--page ")+len("--page "):]
 	golden(t, "ls_page2.golden", h.ok("dlq", "ls", "--queue", "emails", "--limit", "2", "--page", strings.TrimSpace(token)))
 	golden(t, "ls_filtered.golden", h.ok("dlq", "ls", "--error-type", "timeout", "--since", "2025-03-01T09:00:00Z", "--until", "2025-03-02", "--grep", "TIMED OUT"))
-	golden(t, "ls_empty.golden", h.ok("dlq", "ls", "--handler", "nobody"))
+	golden(t, "ls_empty.golden", strings.ReplaceAll(h.ok("dlq", "ls", "--handler", "nobody"), h.desc(), "DATABASE"))
 	golden(t, "show.golden", h.ok("dlq", "show", fid(4)))
 	golden(t, "groups.golden", h.ok("dlq", "groups"))
 	golden(t, "groups_queue.golden", h.ok("dlq", "groups", "--queue", "emails"))
@@ -341,8 +341,8 @@ func TestExitCodes(t *testing.T) {
 		{"show two ids", []string{"dlq", "show", fid(1), fid(2)}, exitUsage, "one task id"},
 		{"not found", []string{"dlq", "show", "01954a1e-c000-7000-8000-0000000000ff"}, exitNotFound, "not found"},
 		{"redrive not found", []string{"dlq", "redrive", "01954a1e-c000-7000-8000-0000000000ff", "--reason", "r"}, exitNotFound, "not found"},
-		{"redrive not dead", []string{"dlq", "redrive", fid(3), "--reason", "r"}, exitConflict, "not in the dead-letter queue"},
-		{"edit not dead", []string{"dlq", "redrive", fid(3), "--payload-file", payload, "--reason", "r"}, exitConflict, "not in the dead-letter queue"},
+		{"redrive not dead", []string{"dlq", "redrive", fid(3), "--reason", "r"}, exitConflict, "is PENDING, not dead: only a dead task can be redriven"},
+		{"edit not dead", []string{"dlq", "redrive", fid(3), "--payload-file", payload, "--reason", "r"}, exitConflict, "is PENDING, not dead: only a dead task can be redriven"},
 		{"edit not found", []string{"dlq", "redrive", "01954a1e-c000-7000-8000-0000000000ff", "--payload-file", payload, "--reason", "r"}, exitNotFound, "not found"},
 		{"redrive no selection", []string{"dlq", "redrive", "--reason", "r"}, exitUsage, "select what to redrive"},
 		{"redrive ids and filter", []string{"dlq", "redrive", fid(1), "--queue", "emails", "--reason", "r"}, exitUsage, "not both"},

@@ -17,6 +17,7 @@ import (
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/storeurl"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -192,6 +193,18 @@ func (h *harness) deadCount() int64 {
 		h.t.Fatal(err)
 	}
 	return n
+}
+
+// desc is how the command names the harness's database in messages.
+func (h *harness) desc() string {
+	h.t.Helper()
+	e := &env{}
+	e.g.databaseURL, e.g.schema = h.env["RDQ_DATABASE_URL"], h.env["RDQ_SCHEMA"]
+	u, err := e.databaseURL()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return storeurl.Describe(u)
 }
 
 func fid(i int) string { return fixtures[i-1].id }

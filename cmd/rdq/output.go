@@ -35,6 +35,9 @@ type jsonTask struct {
 	Status         string            `json:"status"`
 	Life           int               `json:"life"`
 	Attempts       int               `json:"attempts"`
+	MaxAttempts    int               `json:"max_attempts,omitempty"`
+	TimeoutMS      int64             `json:"timeout_ms,omitempty"`
+	Snoozes        int               `json:"snoozes,omitempty"`
 	ContentType    string            `json:"content_type"`
 	PayloadBytes   int               `json:"payload_bytes"`
 	PayloadSHA256  string            `json:"payload_sha256"`
@@ -59,6 +62,7 @@ func toJSONTask(t *rdq.Task, withPayload bool) jsonTask {
 		Headers: t.Headers, IdempotencyKey: t.IdempotencyKey,
 		CreatedAt: utc(t.CreatedAt), UpdatedAt: utc(t.UpdatedAt), FinishedAt: utc(t.FinishedAt),
 		LeaseOwner: t.LeaseOwner, LeaseExpiresAt: utc(t.LeaseExpiresAt),
+		MaxAttempts: t.MaxAttempts, TimeoutMS: t.Timeout.Milliseconds(), Snoozes: t.Snoozes,
 	}
 	if t.Status == rdq.StatusPending {
 		j.NextAttemptAt = utc(t.NextAttemptAt)
@@ -223,6 +227,10 @@ func fmtDuration(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "0s"
+	case d < time.Microsecond:
+		return "<1µs"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
 	case d < time.Second:
 		return d.Round(time.Millisecond).String()
 	case d < time.Minute:

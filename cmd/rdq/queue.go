@@ -114,7 +114,7 @@ func (e *env) queueLs(args []string) error {
 		return writeJSON(e.stdout, map[string]any{"paused": paused})
 	}
 	if len(paused) == 0 {
-		fmt.Fprintln(e.stdout, "no queue is paused")
+		fmt.Fprintf(e.stdout, "no queue is paused in %s\n", e.where())
 		return nil
 	}
 	fmt.Fprintln(e.stdout, "PAUSED QUEUE")
@@ -232,7 +232,7 @@ func (e *env) queueBreakers(args []string) error {
 		return writeJSON(e.stdout, map[string]any{"paused_handlers": out})
 	}
 	if len(paused) == 0 {
-		fmt.Fprintln(e.stdout, "no handler is paused: every breaker is closed")
+		fmt.Fprintf(e.stdout, "no handler is paused in %s: every breaker is closed\n", e.where())
 		return nil
 	}
 	t := newTable(e.stdout, "QUEUE", "HANDLER", "STATE", "SINCE", "PROBE AT", "TRIPS", "ACTOR", "FINGERPRINT", "RATIO", "REASON")

@@ -28,7 +28,7 @@ func TestQueuePauseResume(t *testing.T) {
 		return len(got)
 	}
 
-	if out := h.ok("queue", "ls"); out != "no queue is paused\n" {
+	if out := h.ok("queue", "ls"); out != "no queue is paused in "+h.desc()+"\n" {
 		t.Fatalf("queue ls before pausing: %q", out)
 	}
 	if out := h.ok("queue", "pause", "orders", "--reason", "INC-9"); out != "queue orders paused\n" {
@@ -102,7 +102,7 @@ func TestQueueBreakerOpenClose(t *testing.T) {
 		return handlers
 	}
 
-	if out := h.ok("queue", "breakers"); out != "no handler is paused: every breaker is closed\n" {
+	if out := h.ok("queue", "breakers"); out != "no handler is paused in "+h.desc()+": every breaker is closed\n" {
 		t.Fatalf("queue breakers before opening: %q", out)
 	}
 	if out := h.ok("queue", "open", "orders", "charge", "--reason", "INC-12"); out != "breaker of orders/charge forced open\n" {

@@ -80,8 +80,9 @@ func TestDefaultDatabase(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "rdq: database: SQLite at "+path+" (set RDQ_DATABASE_URL to use PostgreSQL)") {
 		t.Fatalf("migrate: exit %d, %q", r.code, r.stderr)
 	}
-	if out := h.ok("dlq", "ls"); !strings.Contains(out, "the dead-letter queue is empty") {
-		t.Fatalf("ls on the new default file: %q", out)
+	// Finding nothing, it names the store it looked in.
+	if out := h.ok("dlq", "ls"); !strings.Contains(out, "no dead tasks in SQLite at "+path+" (set RDQ_DATABASE_URL to use PostgreSQL)") {
+		t.Fatalf("ls on the new default file: %q, want the file named", out)
 	}
 }
 

@@ -162,9 +162,9 @@ func (e *env) tasksLs(args []string) error {
 	}
 	if len(p.Tasks) == 0 {
 		if *page != "" {
-			fmt.Fprintf(e.stdout, "no more %s tasks\n", *state)
+			fmt.Fprintf(e.stdout, "no more %s tasks in %s\n", *state, e.where())
 		} else {
-			fmt.Fprintf(e.stdout, "no %s tasks (other states: %s)\n", *state, otherStates(*state))
+			fmt.Fprintf(e.stdout, "no %s tasks in %s; other states: %s\n", *state, e.where(), otherStates(*state))
 		}
 		printUnserved(e.stdout, us)
 		return nil
@@ -175,8 +175,14 @@ func (e *env) tasksLs(args []string) error {
 	t := newTable(e.stdout, "ID", timeHeader, "QUEUE", "HANDLER", "LIFE", "ATTEMPTS", "KEY", "LAST ERROR")
 	for _, task := range p.Tasks {
 		at := store.TaskCursorOf(st, task).At
+		lastErr := ""
+		if !task.LastError.IsZero() && (task.Status != rdq.StatusSucceeded || task.Attempts > 1) {
+			// A task that succeeded at the first attempt of its life
+			// failed only in an earlier one: no error is current.
+			lastErr = oneLine(task.LastError.Type+": "+task.LastError.Message, 50)
+		}
 		t.row(task.ID.String(), fmtTime(at), task.Queue, task.Handler, fmt.Sprint(task.Life), fmt.Sprint(task.Attempts),
-			dash(oneLine(task.IdempotencyKey, 30)), dash(oneLine(task.LastError.Type+": "+task.LastError.Message, 50)))
+			dash(oneLine(task.IdempotencyKey, 30)), dash(lastErr))
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -57,10 +57,10 @@ func TestTasksCommands(t *testing.T) {
 		}
 	}
 	// An empty listing names the states where the tasks might be instead.
-	if out, want := h.ok("tasks", "ls", "--state", "in-flight"), "no in-flight tasks (other states: --state pending, --state retrying, --state succeeded)\n"; out != want {
+	if out, want := h.ok("tasks", "ls", "--state", "in-flight"), "no in-flight tasks in "+h.desc()+"; other states: --state pending, --state retrying, --state succeeded\n"; out != want {
 		t.Errorf("tasks ls --state in-flight: %q, want %q", out, want)
 	}
-	if out, want := h.ok("tasks", "ls", "--state", "in_flight"), "no in_flight tasks (other states: --state pending, --state retrying, --state succeeded)\n"; out != want {
+	if out, want := h.ok("tasks", "ls", "--state", "in_flight"), "no in_flight tasks in "+h.desc()+"; other states: --state pending, --state retrying, --state succeeded\n"; out != want {
 		t.Errorf("tasks ls --state in_flight: %q, want %q", out, want)
 	}
 	if out := h.ok("tasks", "key", "shipping", "order-77"); !strings.Contains(out, waiting[0].String()) {

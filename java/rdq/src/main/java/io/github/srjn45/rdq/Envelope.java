@@ -73,6 +73,11 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
         Limits.validateTask(t.queue(), t.handler(), t.payload(), t.contentType(), t.headers(), t.idempotencyKey());
         checkCount("attempts", t.attempts(), 0);
         checkCount("life", t.life(), 0);
+        checkCount("max_attempts", t.maxAttempts(), Policy.UNLIMITED);
+        if (t.timeout().isNegative()) {
+            throw invalid("timeout " + GoDurations.format(t.timeout()) + " is negative; omit it for the queue's timeout");
+        }
+        checkCount("snoozes", t.snoozes(), 0);
         checkToken("lease_token", t.leaseToken());
         if (delay.isNegative()) {
             throw invalid("delay " + GoDurations.format(delay) + " is negative; use 0 to make the task due now");
@@ -172,6 +177,9 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
         }
         number(sb, "attempts", t.attempts());
         number(sb, "life", t.life());
+        number(sb, "max_attempts", t.maxAttempts());
+        number(sb, "timeout_ms", delayMillis(t.timeout()));
+        number(sb, "snoozes", t.snoozes());
         long delayMs = delayMillis(delay);
         number(sb, "delay_ms", delayMs);
         time(sb, "next_attempt_at", t.nextAttemptAt());
@@ -408,6 +416,9 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
         }
         int attempts = (int) d.integer(root, "attempts", 0, MAX_WIRE_COUNT);
         int life = (int) d.integer(root, "life", 0, MAX_WIRE_COUNT);
+        int maxAttempts = (int) d.integer(root, "max_attempts", Policy.UNLIMITED, MAX_WIRE_COUNT);
+        Duration timeout = Duration.ofMillis(d.integer(root, "timeout_ms", 0, MAX_DELAY_MS));
+        int snoozes = (int) d.integer(root, "snoozes", 0, MAX_WIRE_COUNT);
         Duration delay = Duration.ofMillis(d.integer(root, "delay_ms", 0, MAX_DELAY_MS));
         Instant next = d.time(root, "next_attempt_at");
         long token = d.integer(root, "lease_token", 0, MAX_WIRE_TOKEN);
@@ -439,6 +450,17 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
                         break;
                     }
                     FieldReader ad = d.withPrefix(where + ".");
+                    String taskIdText = ad.str(ao, "task_id");
+                    if (!taskIdText.isEmpty()) {
+                        UUID tid = parseId(taskIdText);
+                        if (tid == null) {
+                            ad.fail(where + ".task_id " + Limits.quote(Limits.forError(taskIdText))
+                                    + " is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); omit it, an attempt's task is the envelope's id");
+                        } else if (!tid.equals(id)) {
+                            ad.fail(where + ".task_id " + tid + " is not the envelope's id ("
+                                    + (id == null ? "none" : id.toString()) + "); an envelope carries one task's history");
+                        }
+                    }
                     int number = (int) ad.integer(ao, "number", 1, MAX_WIRE_COUNT);
                     int alife = (int) ad.integer(ao, "life", 0, MAX_WIRE_COUNT);
                     String outcomeText = ad.str(ao, "outcome");
@@ -474,7 +496,7 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
             throw invalid("envelope has no handler; set \"handler\" to the name the task is executed by");
         }
         Task t = new Task(id, queue, handler, payload, contentType, headers, key, status, attempts, life, next, token,
-                leaseExpires, owner, created, updated, finished, let, lem, lef);
+                leaseExpires, owner, created, updated, finished, let, lem, lef, maxAttempts, timeout, snoozes);
         Envelope e = new Envelope(t, history, delay);
         e.validate();
         return e;

@@ -10,6 +10,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
@@ -262,8 +263,12 @@ final class PgStore {
         String[] fingerprints = new String[n];
         String[] workers = new String[n];
         Long[] durations = new Long[n];
+        Integer[] maxAttempts = new Integer[n];
+        Long[] timeouts = new Long[n];
         for (int k = 0; k < n; k++) {
             NewRow t = tasks.get(idx.get(k));
+            maxAttempts[k] = 0; // the queue's: this SDK submits no per-task budget
+            timeouts[k] = 0L;
             ids[k] = t.id();
             queues[k] = t.queue();
             handlers[k] = t.handler();
@@ -290,7 +295,8 @@ final class PgStore {
                 c.createArrayOf("bigint", delays), c.createArrayOf("text", outcomes), c.createArrayOf("text", errTypes),
                 c.createArrayOf("text", messages), c.createArrayOf("text", stacks),
                 c.createArrayOf("text", fingerprints), c.createArrayOf("text", workers),
-                c.createArrayOf("bigint", durations), null, channel, keyRetentionMicros);
+                c.createArrayOf("bigint", durations), null, channel, keyRetentionMicros,
+                c.createArrayOf("integer", maxAttempts), c.createArrayOf("bigint", timeouts));
                 ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 Task t = scanTask(rs);
@@ -360,7 +366,7 @@ final class PgStore {
                 String queue = rs.getString(1);
                 String key = rs.getString(2);
                 Task stub = new Task(rs.getObject(3, UUID.class), queue, "", new byte[0], "", Map.of(), key, null, 0,
-                        0, null, 0, null, "", instant(rs, 4), null, null, "", "", "");
+                        0, null, 0, null, "", instant(rs, 4), null, null, "", "", "", 0, Duration.ZERO, 0);
                 out.put(List.of(queue, key), stub);
             }
         }
@@ -616,7 +622,8 @@ final class PgStore {
         return new Task(id, rs.getString(2), rs.getString(3), payload == null ? new byte[0] : payload,
                 rs.getString(5), headers, key == null ? "" : key, Status.parse(rs.getString(8)), rs.getInt(9),
                 rs.getInt(10), instant(rs, 11), rs.getLong(12), instant(rs, 13), rs.getString(14), instant(rs, 15),
-                instant(rs, 16), instant(rs, 17), rs.getString(18), rs.getString(19), rs.getString(20));
+                instant(rs, 16), instant(rs, 17), rs.getString(18), rs.getString(19), rs.getString(20),
+                rs.getInt(21), Duration.ofNanos(rs.getLong(22) * 1_000L), rs.getInt(23));
     }
 
     static <T> T requireNonNull(T v, String what) {

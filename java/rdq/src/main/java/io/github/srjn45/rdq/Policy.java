@@ -42,6 +42,51 @@ public final class Policy {
     private final Function<Throwable, ErrorClass> classify;
     private final BiFunction<String, String, String> fingerprint;
 
+    /**
+     * The most attempts a task's own budget ({@link Task#maxAttempts()}) gets, as
+     * Go's rdq.DefaultTaskMaxAttempts; a larger one is lowered to it.
+     */
+    public static final int DEFAULT_TASK_MAX_ATTEMPTS = 100;
+    /**
+     * The longest a task's own timeout ({@link Task#timeout()}) gets, as Go's
+     * rdq.DefaultTaskMaxTimeout; a longer one is lowered to it.
+     */
+    public static final Duration DEFAULT_TASK_MAX_TIMEOUT = Duration.ofHours(1);
+
+    private Policy(Policy p, int maxAttempts) {
+        this.maxAttempts = maxAttempts;
+        this.initialNanos = p.initialNanos;
+        this.multiplier = p.multiplier;
+        this.maxNanos = p.maxNanos;
+        this.jitter = p.jitter;
+        this.classify = p.classify;
+        this.fingerprint = p.fingerprint;
+    }
+
+    /**
+     * This policy with the task's own attempt budget, if it has one, in place of
+     * maxAttempts, lowered to {@link #DEFAULT_TASK_MAX_ATTEMPTS}.
+     */
+    public Policy forTask(Task t) {
+        int n = t.maxAttempts();
+        if (n == 0) {
+            return this;
+        }
+        if (n == UNLIMITED || n > DEFAULT_TASK_MAX_ATTEMPTS) {
+            n = DEFAULT_TASK_MAX_ATTEMPTS;
+        }
+        return new Policy(this, n);
+    }
+
+    /** The timeout of one execution of t: its own, at most {@link #DEFAULT_TASK_MAX_TIMEOUT}, else queueTimeout. */
+    public static Duration taskTimeout(Task t, Duration queueTimeout) {
+        Duration own = t.timeout();
+        if (own.isZero() || own.isNegative()) {
+            return queueTimeout;
+        }
+        return own.compareTo(DEFAULT_TASK_MAX_TIMEOUT) > 0 ? DEFAULT_TASK_MAX_TIMEOUT : own;
+    }
+
     private Policy(Builder b) {
         this.maxAttempts = b.maxAttempts;
         this.initialNanos = b.initialNanos;

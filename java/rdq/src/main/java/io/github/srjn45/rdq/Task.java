@@ -1,5 +1,6 @@
 package io.github.srjn45.rdq;
 
+import java.time.Duration;
 import java.time.Instant;
 import java.util.Map;
 import java.util.UUID;
@@ -28,12 +29,21 @@ import java.util.UUID;
  * @param lastErrorType    the last failure's type
  * @param lastErrorMessage the last failure's message
  * @param lastErrorFingerprint the last failure's fingerprint
+ * @param maxAttempts      the task's own attempt budget per life, set at submission; 0 for the
+ *                         queue's, {@link Policy#UNLIMITED} for none
+ * @param timeout          the task's own execution timeout, set at submission; zero for the queue's
+ * @param snoozes          the times the task snoozed in its current life without spending an attempt
  */
 public record Task(UUID id, String queue, String handler, byte[] payload, String contentType,
         Map<String, String> headers, String idempotencyKey, Status status, int attempts, int life,
         Instant nextAttemptAt, long leaseToken, Instant leaseExpiresAt, String leaseOwner, Instant createdAt,
         Instant updatedAt, Instant finishedAt, String lastErrorType, String lastErrorMessage,
-        String lastErrorFingerprint) {
+        String lastErrorFingerprint, int maxAttempts, Duration timeout, int snoozes) {
+
+    /** Normalizes: timeout never null. */
+    public Task {
+        timeout = timeout == null ? Duration.ZERO : timeout;
+    }
 
     /** The number, in the current life, of the next attempt: attempts + 1. */
     public int nextAttempt() {

@@ -605,9 +605,10 @@ public final class Worker implements AutoCloseable {
             Throwable err = null;
             long start = System.nanoTime();
             e.bind(Thread.currentThread());
-            if (!q.timeout.isZero()) {
+            Duration timeout = Policy.taskTimeout(t, q.timeout);
+            if (!timeout.isZero()) {
                 e.timeoutTimer = timers.schedule(() -> e.cancel(TaskContext.CancelReason.TIMEOUT),
-                        q.timeout.toNanos(), TimeUnit.NANOSECONDS);
+                        timeout.toNanos(), TimeUnit.NANOSECONDS);
             }
             try {
                 Handler h = handlers.get(t.handler());
@@ -630,7 +631,7 @@ public final class Worker implements AutoCloseable {
             long durNanos = System.nanoTime() - start;
             TaskContext.CancelReason reason = e.ctx.reason;
             if (err != null && reason == TaskContext.CancelReason.TIMEOUT && isInterruption(err)) {
-                err = new HandlerTimeoutException(q.timeout);
+                err = new HandlerTimeoutException(timeout);
             }
             boolean wasInterrupted = err != null && reason == TaskContext.CancelReason.STOPPING;
             synchronized (running) {
@@ -651,7 +652,7 @@ public final class Worker implements AutoCloseable {
                 completing.incrementAndGet();
             }
             try {
-                Decision d = q.policy.decide(e.attempt, err, ThreadLocalRandom.current().nextDouble());
+                Decision d = q.policy.forTask(t).decide(e.attempt, err, ThreadLocalRandom.current().nextDouble());
                 Status status = err == null ? Status.SUCCEEDED : d.dead() ? Status.DEAD : Status.PENDING;
                 Failure f = err == null ? null : q.policy.describe(err);
                 long retryMicros = status == Status.PENDING ? d.retryIn().toNanos() / 1000 : 0;
@@ -1151,7 +1152,7 @@ public final class Worker implements AutoCloseable {
             List<Decision> decisions = new ArrayList<>();
             for (Task t : tasks) {
                 QueueRunner q = queues.get(t.queue());
-                Policy p = q == null ? Policy.defaults() : q.policy;
+                Policy p = (q == null ? Policy.defaults() : q.policy).forTask(t);
                 Decision d = p.decideLeaseExpired(t.attempts(), ThreadLocalRandom.current().nextDouble());
                 decisions.add(d);
                 comps.add(new PgStore.Completion(new PgStore.Lease(t.id(), t.leaseToken()),

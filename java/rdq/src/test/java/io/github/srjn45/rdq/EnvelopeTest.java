@@ -11,6 +11,7 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -105,6 +106,11 @@ class EnvelopeTest {
         Envelope s = Envelope.decode(Files.readAllBytes(dir().resolve("submission.json")));
         assertEquals(30_000, s.delay().toMillis());
         assertEquals("signup-42", s.task().idempotencyKey());
+        assertEquals(5, s.task().maxAttempts());
+        assertEquals(Duration.ofSeconds(90), s.task().timeout());
+        assertEquals(Policy.UNLIMITED, t.maxAttempts());
+        assertEquals(Duration.ofMillis(2500), t.timeout());
+        assertEquals(2, t.snoozes());
     }
 
     @Test

@@ -47,6 +47,30 @@ class WorkerTest extends DbTestBase {
     }
 
     @Test
+    void aTasksOwnBudgetAndTimeoutReplaceTheQueues() throws Exception {
+        // Budgets are set by Go producers (client.Task.MaxAttempts, Timeout);
+        // here they are written into the rows before the worker starts.
+        UUID two = client().submit(NewTask.builder("q", "fail").build()).task().id();
+        UUID quick = client().submit(NewTask.builder("q", "hang").build()).task().id();
+        scalar("UPDATE {schema}.tasks SET max_attempts = 2 WHERE id = '" + two + "' RETURNING 1");
+        scalar("UPDATE {schema}.tasks SET max_attempts = 1, timeout_us = 50000 WHERE id = '" + quick + "' RETURNING 1");
+        started(worker().queue("q", QueueConfig.builder().concurrency(4).timeout(Duration.ofMinutes(1))
+                .policy(Policy.builder().maxAttempts(10).initialBackoff(Duration.ofMillis(10))
+                        .maxBackoff(Duration.ofMillis(50)).build()).build())
+                .handle("fail", ctx -> {
+                    throw new java.io.IOException("down");
+                })
+                .handle("hang", ctx -> Thread.sleep(60_000)));
+        await(WAIT, "dead after its own 2 attempts", statusIs(two, Status.DEAD));
+        assertEquals(2, history(two).size());
+        await(WAIT, "dead after its own 50ms timeout", statusIs(quick, Status.DEAD));
+        List<Attempt> h = history(quick);
+        assertEquals(1, h.size());
+        assertEquals("timeout", h.get(0).errorType());
+        assertTrue(h.get(0).message().contains("50ms"), h.get(0).message());
+    }
+
+    @Test
     void retriesThenSucceedsWithAttemptsNumberedInOrder() throws Exception {
         started(worker().queue("q", fast(5)).handle("flaky", ctx -> {
             if (ctx.attempt() < 3) {
