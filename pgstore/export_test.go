@@ -137,3 +137,24 @@ func MigrationCount() int {
 	}
 	return len(ms)
 }
+
+// EnqueueQuery returns the Enqueue statement with arguments for n new
+// tasks of queue, none with a key or a first failure.
+func EnqueueQuery(s *Store, queue string, n int) (string, []any) {
+	ids, _ := sampleLeases(n)
+	queues, handlers, types, headers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads := make([][]byte, n)
+	keys, outcomes := make([]*string, n), make([]*string, n)
+	delays := make([]int64, n)
+	for i := range n {
+		queues[i], handlers[i], headers[i], payloads[i] = queue, "h1", "{}", []byte{0}
+	}
+	return s.q.enqueue, []any{ids, queues, handlers, payloads, types, headers, keys, delays,
+		outcomes, outcomes, outcomes, outcomes, outcomes, outcomes, delays, nil, s.channel, micros(s.keyRetention)}
+}
+
+// HoldStraysQuery returns the statement ClaimProbe runs first, with its
+// arguments.
+func HoldStraysQuery(s *Store, queues []string) (string, []any) {
+	return s.q.holdStrays, []any{queues, nil}
+}
