@@ -16,6 +16,15 @@ func ClaimQuery(s *Store, queues []string, limit int) (string, []any) {
 	return s.q.claim, []any{queues, limit, micros(time.Minute), nil, "explain"}
 }
 
+// ClaimHandlersQuery returns the claim statement for queues and handlers
+// and its arguments, as Claim picks it.
+func ClaimHandlersQuery(s *Store, queues, handlers []string, limit int) (string, []any) {
+	if len(queues) == 1 {
+		return s.q.claimQueueHandlers, []any{queues[0], limit, micros(time.Minute), nil, "explain", handlers}
+	}
+	return s.q.claimHandlers, []any{queues, limit, micros(time.Minute), nil, "explain", handlers}
+}
+
 // ListDeadQuery returns the ListDead statement for p and its arguments.
 func ListDeadQuery(s *Store, p store.ListDeadParams) (string, []any) {
 	return s.listDeadQuery(p)

@@ -240,6 +240,64 @@ RETURNING ` + taskColumns
 const sqlClaimQueue = claimUpdate + claimCandidatesOf1 + `))
 RETURNING ` + taskColumns
 
+// sqlClaimHandlers is sqlClaim for the tasks of the handlers $6 (distinct
+// names) only, which is how a worker claims: a task of another handler is
+// not read. sqlClaimQueueHandlers does the same for the one queue $1.
+//
+// Index: tasks_claim_handler_idx (queue, handler, next_attempt_at, id)
+// WHERE status = 'PENDING' AND NOT held, read once per (queue, handler)
+// as an ordered range that stops after $2 rows; a paused queue or handler
+// is skipped through its primary key before its range is read. Like
+// sqlClaimQueue, sqlClaimQueueHandlers has one plan, the generic one.
+const sqlClaimHandlers = claimUpdate + `
+    SELECT d.ctid
+    FROM unnest($1::text[]) AS q(queue)
+    CROSS JOIN unnest($6::text[]) AS h(handler)
+    CROSS JOIN LATERAL (` + claimCandidatesOfQH + `) AS d
+    ORDER BY d.next_attempt_at
+    LIMIT $2))
+RETURNING ` + taskColumns
+
+// sqlClaimQueueHandlers is sqlClaimHandlers for the one queue $1.
+const sqlClaimQueueHandlers = claimUpdate + `
+    SELECT d.ctid
+    FROM unnest($6::text[]) AS h(handler)
+    CROSS JOIN LATERAL (` + claimCandidatesOf1H + `) AS d
+    ORDER BY d.next_attempt_at
+    LIMIT $2))
+RETURNING ` + taskColumns
+
+// claimCandidatesOfQH and claimCandidatesOf1H lock the due tasks of the
+// handler h.handler in the queue q.queue or $1.
+const (
+	claimCandidatesOfQH = `
+        SELECT d.ctid, d.next_attempt_at
+        FROM {schema}.tasks AS d
+        WHERE d.status = 'PENDING' AND NOT d.held
+          AND d.queue = q.queue AND d.handler = h.handler
+          AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = q.queue)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS ph
+                          WHERE ph.queue = q.queue AND ph.handler = h.handler)
+        ORDER BY d.next_attempt_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    `
+	claimCandidatesOf1H = `
+        SELECT d.ctid, d.next_attempt_at
+        FROM {schema}.tasks AS d
+        WHERE d.status = 'PENDING' AND NOT d.held
+          AND d.queue = $1 AND d.handler = h.handler
+          AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = $1)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS ph
+                          WHERE ph.queue = $1 AND ph.handler = h.handler)
+        ORDER BY d.next_attempt_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    `
+)
+
 // claimUpdate, claimCandidatesOfQ and claimCandidatesOf1 are the parts of
 // the claim statements: the update of the locked rows, and the subquery
 // that locks the due tasks of the queue q.queue or $1.
@@ -1433,25 +1491,27 @@ type queries struct {
 	currentVersion        string
 	recordVersion         string
 
-	enqueue        string
-	enqueueLookup  string
-	claim          string
-	claimQueue     string
-	heartbeat      string
-	finish         string
-	release        string
-	reclaimExpired string
-	getTask        string
-	getAttempts    string
-	redriveLock    string
-	redrivePayload string
-	redriveIDs     string
-	insertAudit    string
-	purgeSucceeded string
-	stats          string
-	pauseQueue     string
-	resumeQueue    string
-	pausedQueues   string
+	enqueue            string
+	enqueueLookup      string
+	claim              string
+	claimQueue         string
+	claimHandlers      string
+	claimQueueHandlers string
+	heartbeat          string
+	finish             string
+	release            string
+	reclaimExpired     string
+	getTask            string
+	getAttempts        string
+	redriveLock        string
+	redrivePayload     string
+	redriveIDs         string
+	insertAudit        string
+	purgeSucceeded     string
+	stats              string
+	pauseQueue         string
+	resumeQueue        string
+	pausedQueues       string
 
 	pauseHandler   string
 	reopenHandler  string
@@ -1479,6 +1539,8 @@ func buildQueries(quotedSchema string) queries {
 		enqueueLookup:         r.Replace(sqlEnqueueLookup),
 		claim:                 r.Replace(sqlClaim),
 		claimQueue:            r.Replace(sqlClaimQueue),
+		claimHandlers:         r.Replace(sqlClaimHandlers),
+		claimQueueHandlers:    r.Replace(sqlClaimQueueHandlers),
 		heartbeat:             r.Replace(sqlHeartbeat),
 		finish:                r.Replace(sqlFinish),
 		release:               r.Replace(sqlRelease),

@@ -60,6 +60,15 @@ WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND next_attempt_at <= ?2
   AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
 ORDER BY next_attempt_at, id LIMIT ?3`
 
+	// sqlClaimCandidates for the tasks of the handler ?4 only. Index
+	// rdq_tasks_claim_handler (queue, handler, next_attempt_at, id) WHERE
+	// status = 'PENDING' AND held = 0: an ordered range per (queue,
+	// handler), so the tasks of other handlers are not read.
+	sqlClaimHandlerCandidates = `SELECT rowid, id, next_attempt_at FROM rdq_tasks
+WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND handler = ?4 AND next_attempt_at <= ?2
+  AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
+ORDER BY next_attempt_at, id LIMIT ?3`
+
 	// The rowids of the tasks chosen (?5, a JSON array): one statement
 	// leases the whole batch.
 	sqlClaimTasks = `UPDATE rdq_tasks

@@ -265,6 +265,13 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 		return nil, fmt.Errorf("sqlitestore: claim: %w: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
 	}
 	queues := dedupe(p.Queues)
+	handlers := []*string{nil} // every handler
+	if len(p.Handlers) > 0 {
+		handlers = handlers[:0]
+		for _, h := range dedupe(p.Handlers) {
+			handlers = append(handlers, &h)
+		}
+	}
 	var claimed []*rdq.Task
 	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		claimed = nil
@@ -274,23 +281,33 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 			next  int64
 		}
 		var cands []candidate
+		// One range per queue, or per (queue, handler) when the claim
+		// names its handlers.
+		ranges := 0
 		for _, q := range queues {
-			rows, err := s.query(ctx, tx, sqlClaimCandidates, q, now, p.Limit)
-			if err != nil {
-				return fmt.Errorf("selecting due tasks: %w", err)
-			}
-			for rows.Next() {
-				var c candidate
-				if err := rows.Scan(&c.rowid, &c.id, &c.next); err != nil {
-					return errors.Join(fmt.Errorf("selecting due tasks: %w", err), rows.Close())
+			for _, h := range handlers {
+				stmt, args := sqlClaimCandidates, []any{q, now, p.Limit}
+				if h != nil {
+					stmt, args = sqlClaimHandlerCandidates, append(args, *h)
 				}
-				cands = append(cands, c)
-			}
-			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-				return fmt.Errorf("selecting due tasks: %w", err)
+				ranges++
+				rows, err := s.query(ctx, tx, stmt, args...)
+				if err != nil {
+					return fmt.Errorf("selecting due tasks: %w", err)
+				}
+				for rows.Next() {
+					var c candidate
+					if err := rows.Scan(&c.rowid, &c.id, &c.next); err != nil {
+						return errors.Join(fmt.Errorf("selecting due tasks: %w", err), rows.Close())
+					}
+					cands = append(cands, c)
+				}
+				if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+					return fmt.Errorf("selecting due tasks: %w", err)
+				}
 			}
 		}
-		if len(queues) > 1 {
+		if ranges > 1 {
 			sort.Slice(cands, func(i, j int) bool {
 				if cands[i].next != cands[j].next {
 					return cands[i].next < cands[j].next

@@ -45,6 +45,7 @@ type memBugs struct {
 	numberFromCount     bool // attempt number = attempts+1, not max+1
 	releaseCounts       bool // Release counts an attempt
 	ignorePause         bool // Claim takes tasks of paused queues
+	ignoreHandlers      bool // Claim takes tasks of handlers not in Handlers
 }
 
 type memTask struct {
@@ -172,7 +173,8 @@ func (m *memStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task,
 	defer m.mu.Unlock()
 	now := clock(p.Now)
 	due := m.sorted(func(mt *memTask) bool {
-		return mt.t.Status == rdq.StatusPending && slices.Contains(p.Queues, mt.t.Queue) && (m.bugs.ignorePause || !m.paused[mt.t.Queue]) && (m.bugs.claimNotDue || !mt.t.NextAttemptAt.After(now))
+		return mt.t.Status == rdq.StatusPending && slices.Contains(p.Queues, mt.t.Queue) && (m.bugs.ignorePause || !m.paused[mt.t.Queue]) && (m.bugs.claimNotDue || !mt.t.NextAttemptAt.After(now)) &&
+			(m.bugs.ignoreHandlers || len(p.Handlers) == 0 || slices.Contains(p.Handlers, mt.t.Handler))
 	}, func(a, b *memTask) int {
 		return cmp.Or(a.t.NextAttemptAt.Compare(b.t.NextAttemptAt), compareIDs(a.t.ID, b.t.ID))
 	})

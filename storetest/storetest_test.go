@@ -77,6 +77,7 @@ var bugs = map[string]memBugs{
 	"number-from-count":     {numberFromCount: true},
 	"release-counts":        {releaseCounts: true},
 	"ignore-pause":          {ignorePause: true},
+	"ignore-handlers":       {ignoreHandlers: true},
 	"undeclared-admin":      {}, // a correct store whose harness hides store.Admin
 }
 
