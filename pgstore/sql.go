@@ -39,7 +39,10 @@ import (
 //     row by the ctid the probe returned (a TID scan, which no estimate
 //     makes more expensive than a scan). A join of the batch to the tasks
 //     would be planned on the estimates: as a nested loop rescanning the
-//     batch for every task, or as a hash join over the whole table.
+//     batch for every task, or as a hash join over the whole table. (A
+//     custom plan of a large batch on a table of a few thousand pages may
+//     still prefer the hash join, rightly; the generic plan, cached after
+//     five runs, probes.)
 //   - A status test that must not be served by a partial index (the probe
 //     of tasks_pkey is exact; reading tasks_lease_expiry_idx instead costs
 //     every lease in flight, dead entries included) is written
