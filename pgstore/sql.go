@@ -243,58 +243,55 @@ RETURNING ` + taskColumns
 const sqlClaimQueue = claimUpdate + claimCandidatesOf1 + `))
 RETURNING ` + taskColumns
 
-// sqlClaimHandlers is sqlClaim for the tasks of the handlers $6 (distinct
-// names) only, which is how a worker claims: a task of another handler is
-// not read. sqlClaimQueueHandlers does the same for the one queue $1.
+// sqlClaimHandlers is sqlClaim for the tasks of the handlers $6 only,
+// which is how a worker claims: a task of another handler is not locked or
+// changed. sqlClaimQueueHandlers does the same for the one queue $1.
 //
-// Index: tasks_claim_handler_idx (queue, handler, next_attempt_at, id)
-// WHERE status = 'PENDING' AND NOT held, read once per (queue, handler)
-// as an ordered range that stops after $2 rows; a paused queue or handler
-// is skipped through its primary key before its range is read. Like
-// sqlClaimQueue, sqlClaimQueueHandlers has one plan, the generic one.
+// Index: tasks_claim_idx, read as sqlClaim reads it, the handler a filter
+// on the rows of the range: no index is written for it on the hot path.
+// The due tasks of handlers no claimant runs (a rolling deploy's new
+// handler) are read, not locked, by each claim that passes them on its way
+// to the tasks it takes. Like sqlClaimQueue, sqlClaimQueueHandlers has one
+// plan, the generic one.
 const sqlClaimHandlers = claimUpdate + `
     SELECT d.ctid
     FROM unnest($1::text[]) AS q(queue)
-    CROSS JOIN unnest($6::text[]) AS h(handler)
     CROSS JOIN LATERAL (` + claimCandidatesOfQH + `) AS d
     ORDER BY d.next_attempt_at
     LIMIT $2))
 RETURNING ` + taskColumns
 
 // sqlClaimQueueHandlers is sqlClaimHandlers for the one queue $1.
-const sqlClaimQueueHandlers = claimUpdate + `
-    SELECT d.ctid
-    FROM unnest($6::text[]) AS h(handler)
-    CROSS JOIN LATERAL (` + claimCandidatesOf1H + `) AS d
-    ORDER BY d.next_attempt_at
-    LIMIT $2))
+const sqlClaimQueueHandlers = claimUpdate + claimCandidatesOf1H + `))
 RETURNING ` + taskColumns
 
-// claimCandidatesOfQH and claimCandidatesOf1H lock the due tasks of the
-// handler h.handler in the queue q.queue or $1.
+// claimCandidatesOfQH and claimCandidatesOf1H are claimCandidatesOfQ and
+// claimCandidatesOf1 for the tasks of the handlers $6.
 const (
 	claimCandidatesOfQH = `
         SELECT d.ctid, d.next_attempt_at
         FROM {schema}.tasks AS d
         WHERE d.status = 'PENDING' AND NOT d.held
-          AND d.queue = q.queue AND d.handler = h.handler
+          AND d.queue = q.queue
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND d.handler = ANY ($6::text[])
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = q.queue)
-          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS ph
-                          WHERE ph.queue = q.queue AND ph.handler = h.handler)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                          WHERE h.queue = q.queue AND h.handler = d.handler OFFSET 0)
         ORDER BY d.next_attempt_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
     `
 	claimCandidatesOf1H = `
-        SELECT d.ctid, d.next_attempt_at
+        SELECT d.ctid
         FROM {schema}.tasks AS d
         WHERE d.status = 'PENDING' AND NOT d.held
-          AND d.queue = $1 AND d.handler = h.handler
+          AND d.queue = $1
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND d.handler = ANY ($6::text[])
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = $1)
-          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS ph
-                          WHERE ph.queue = $1 AND ph.handler = h.handler)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                          WHERE h.queue = $1 AND h.handler = d.handler OFFSET 0)
         ORDER BY d.next_attempt_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED

@@ -60,12 +60,12 @@ WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND next_attempt_at <= ?2
   AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
 ORDER BY next_attempt_at, id LIMIT ?3`
 
-	// sqlClaimCandidates for the tasks of the handler ?4 only. Index
-	// rdq_tasks_claim_handler (queue, handler, next_attempt_at, id) WHERE
-	// status = 'PENDING' AND held = 0: an ordered range per (queue,
-	// handler), so the tasks of other handlers are not read.
+	// sqlClaimCandidates for the tasks of the handlers ?4 (a JSON array)
+	// only: the same range of rdq_tasks_claim, the handler a filter on its
+	// rows, so no index is written for it.
 	sqlClaimHandlerCandidates = `SELECT rowid, id, next_attempt_at FROM rdq_tasks
-WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND handler = ?4 AND next_attempt_at <= ?2
+WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND next_attempt_at <= ?2
+  AND handler IN (SELECT value FROM json_each(?4))
   AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
 ORDER BY next_attempt_at, id LIMIT ?3`
 

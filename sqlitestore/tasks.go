@@ -265,11 +265,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 		return nil, fmt.Errorf("sqlitestore: claim: %w: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
 	}
 	queues := dedupe(p.Queues)
-	handlers := []*string{nil} // every handler
+	var handlersJSON []byte // nil: every handler
 	if len(p.Handlers) > 0 {
-		handlers = handlers[:0]
-		for _, h := range dedupe(p.Handlers) {
-			handlers = append(handlers, &h)
+		var err error
+		if handlersJSON, err = json.Marshal(dedupe(p.Handlers)); err != nil {
+			return nil, fmt.Errorf("sqlitestore: claim: encoding handlers: %w", err)
 		}
 	}
 	var claimed []*rdq.Task
@@ -281,33 +281,27 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 			next  int64
 		}
 		var cands []candidate
-		// One range per queue, or per (queue, handler) when the claim
-		// names its handlers.
-		ranges := 0
 		for _, q := range queues {
-			for _, h := range handlers {
-				stmt, args := sqlClaimCandidates, []any{q, now, p.Limit}
-				if h != nil {
-					stmt, args = sqlClaimHandlerCandidates, append(args, *h)
+			stmt, args := sqlClaimCandidates, []any{q, now, p.Limit}
+			if handlersJSON != nil {
+				stmt, args = sqlClaimHandlerCandidates, append(args, string(handlersJSON))
+			}
+			rows, err := s.query(ctx, tx, stmt, args...)
+			if err != nil {
+				return fmt.Errorf("selecting due tasks: %w", err)
+			}
+			for rows.Next() {
+				var c candidate
+				if err := rows.Scan(&c.rowid, &c.id, &c.next); err != nil {
+					return errors.Join(fmt.Errorf("selecting due tasks: %w", err), rows.Close())
 				}
-				ranges++
-				rows, err := s.query(ctx, tx, stmt, args...)
-				if err != nil {
-					return fmt.Errorf("selecting due tasks: %w", err)
-				}
-				for rows.Next() {
-					var c candidate
-					if err := rows.Scan(&c.rowid, &c.id, &c.next); err != nil {
-						return errors.Join(fmt.Errorf("selecting due tasks: %w", err), rows.Close())
-					}
-					cands = append(cands, c)
-				}
-				if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-					return fmt.Errorf("selecting due tasks: %w", err)
-				}
+				cands = append(cands, c)
+			}
+			if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+				return fmt.Errorf("selecting due tasks: %w", err)
 			}
 		}
-		if ranges > 1 {
+		if len(queues) > 1 {
 			sort.Slice(cands, func(i, j int) bool {
 				if cands[i].next != cands[j].next {
 					return cands[i].next < cands[j].next
