@@ -65,6 +65,8 @@ func TestQueriesUseIndexes(t *testing.T) {
 	claimSQL, claimArgs := pgstore.ClaimQuery(s, []string{"q3"}, 10)
 	claimsSQL, claimsArgs := pgstore.ClaimQuery(s, []string{"q3", "q4"}, 10)
 	reclaimSQL, reclaimArgs := pgstore.ReclaimQuery(s, 10)
+	claimHandlersSQL, claimHandlersArgs := pgstore.ClaimHandlersQuery(s, []string{"q3"}, []string{"h3", "h4"}, 10)
+	claimsHandlersSQL, claimsHandlersArgs := pgstore.ClaimHandlersQuery(s, []string{"q3", "q4"}, []string{"h3", "h4"}, 10)
 	type query struct {
 		name  string
 		sql   string
@@ -77,6 +79,13 @@ func TestQueriesUseIndexes(t *testing.T) {
 		{"claim", claimSQL, claimArgs, "Index Scan using tasks_claim_idx"},
 		{"claim of two queues", claimsSQL, claimsArgs, "Index Scan using tasks_claim_idx"},
 		{"reclaim", reclaimSQL, reclaimArgs, "Index Scan using tasks_lease_expiry_idx"},
+		// The same ranges, the handlers a filter on their rows. A custom
+		// plan that expects the filter to keep few rows (the seed spreads
+		// each queue over 30 handlers) may read the range as a bitmap;
+		// TestHotPlansHoldInEveryStatisticsState checks that a drain's
+		// range is walked in order.
+		{"claim of a worker's handlers", claimHandlersSQL, claimHandlersArgs, " tasks_claim_idx"},
+		{"claim of two queues and a worker's handlers", claimsHandlersSQL, claimsHandlersArgs, " tasks_claim_idx"},
 	}
 	finishSQL, finishArgs := pgstore.FinishQuery(s, 200)
 	heartbeatSQL, heartbeatArgs := pgstore.HeartbeatQuery(s, 200)

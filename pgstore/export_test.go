@@ -16,6 +16,15 @@ func ClaimQuery(s *Store, queues []string, limit int) (string, []any) {
 	return s.q.claim, []any{queues, limit, micros(time.Minute), nil, "explain"}
 }
 
+// ClaimHandlersQuery returns the claim statement for queues and handlers
+// and its arguments, as Claim picks it.
+func ClaimHandlersQuery(s *Store, queues, handlers []string, limit int) (string, []any) {
+	if len(queues) == 1 {
+		return s.q.claimQueueHandlers, []any{queues[0], limit, micros(time.Minute), nil, "explain", handlers}
+	}
+	return s.q.claimHandlers, []any{queues, limit, micros(time.Minute), nil, "explain", handlers}
+}
+
 // ListDeadQuery returns the ListDead statement for p and its arguments.
 func ListDeadQuery(s *Store, p store.ListDeadParams) (string, []any) {
 	return s.listDeadQuery(p)
@@ -136,4 +145,25 @@ func MigrationCount() int {
 		panic(err)
 	}
 	return len(ms)
+}
+
+// EnqueueQuery returns the Enqueue statement with arguments for n new
+// tasks of queue, none with a key or a first failure.
+func EnqueueQuery(s *Store, queue string, n int) (string, []any) {
+	ids, _ := sampleLeases(n)
+	queues, handlers, types, headers := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads := make([][]byte, n)
+	keys, outcomes := make([]*string, n), make([]*string, n)
+	delays := make([]int64, n)
+	for i := range n {
+		queues[i], handlers[i], headers[i], payloads[i] = queue, "h1", "{}", []byte{0}
+	}
+	return s.q.enqueue, []any{ids, queues, handlers, payloads, types, headers, keys, delays,
+		outcomes, outcomes, outcomes, outcomes, outcomes, outcomes, delays, nil, s.channel, micros(s.keyRetention)}
+}
+
+// HoldStraysQuery returns the statement ClaimProbe runs first, with its
+// arguments.
+func HoldStraysQuery(s *Store, queues []string) (string, []any) {
+	return s.q.holdStrays, []any{queues, nil}
 }

@@ -26,15 +26,28 @@ import (
 //     planner can match the partial indexes that carry them.
 //   - The alias t always names the tasks table, and taskColumns lists the
 //     columns scanTask reads, in order.
-//   - Statements that join a batch of leases to the tasks they name (finish,
-//     heartbeat, release) also name the ids as "t.id = ANY ($1)", an index
-//     condition on tasks_pkey, and test the status as "(t.status =
-//     'IN_FLIGHT') IS TRUE": the same test, which no partial index can
-//     serve. Otherwise a generic plan costed on statistics that saw few
-//     tasks in flight (an ANALYZE of a quiet moment) reads
-//     tasks_lease_expiry_idx, dead entries included, once per statement or
-//     once per lease: with a few hundred tasks in flight that is ten times
-//     slower, and it grows with the index.
+//   - Plans do not depend on statistics. A statement of the hot path is
+//     written in a shape that leaves the planner one reasonable plan, so a
+//     table never analyzed, analyzed at a quiet or a busy moment, or full
+//     of finished tasks gets the same plan (TestHotPlansHoldInEveryStatisticsState
+//     checks every such statement, custom and generic, in each state):
+//   - A task named by id in a batch (finish, heartbeat, release, the
+//     enqueue's key check, the probe check) is looked up in a subquery
+//     fenced with OFFSET 0, correlated to one batch element: the planner
+//     can neither flatten it into a join nor hash it, so it runs once per
+//     element as a unique probe of tasks_pkey, and the update reaches the
+//     row by the ctid the probe returned (a TID scan, which no estimate
+//     makes more expensive than a scan). A join of the batch to the tasks
+//     would be planned on the estimates: as a nested loop rescanning the
+//     batch for every task, or as a hash join over the whole table. (A
+//     custom plan of a large batch on a table of a few thousand pages may
+//     still prefer the hash join, rightly; the generic plan, cached after
+//     five runs, probes.)
+//   - A status test that must not be served by a partial index (the probe
+//     of tasks_pkey is exact; reading tasks_lease_expiry_idx instead costs
+//     every lease in flight, dead entries included) is written
+//     "(t.status = 'IN_FLIGHT') IS TRUE": the same test, which no index
+//     predicate implies.
 
 // taskColumns are the task columns every task-returning query selects, in
 // the order scanTask expects.
@@ -125,7 +138,7 @@ keyed AS (
     SELECT i.queue, i.idempotency_key, i.id, c.now
     FROM input i CROSS JOIN clock c
     WHERE i.idempotency_key IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS e WHERE e.id = i.id)
+      AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS e WHERE e.id = i.id OFFSET 0)
     ORDER BY i.queue, i.idempotency_key
     ON CONFLICT (queue, key) DO UPDATE
         SET task_id = excluded.task_id, created_at = excluded.created_at, purged_at = NULL
@@ -234,6 +247,61 @@ RETURNING ` + taskColumns
 const sqlClaimQueue = claimUpdate + claimCandidatesOf1 + `))
 RETURNING ` + taskColumns
 
+// sqlClaimHandlers is sqlClaim for the tasks of the handlers $6 only,
+// which is how a worker claims: a task of another handler is not locked or
+// changed. sqlClaimQueueHandlers does the same for the one queue $1.
+//
+// Index: tasks_claim_idx, read as sqlClaim reads it, the handler a filter
+// on the rows of the range: no index is written for it on the hot path.
+// The due tasks of handlers no claimant runs (a rolling deploy's new
+// handler) are read, not locked, by each claim that passes them on its way
+// to the tasks it takes. Like sqlClaimQueue, sqlClaimQueueHandlers has one
+// plan, the generic one.
+const sqlClaimHandlers = claimUpdate + `
+    SELECT d.ctid
+    FROM unnest($1::text[]) AS q(queue)
+    CROSS JOIN LATERAL (` + claimCandidatesOfQH + `) AS d
+    ORDER BY d.next_attempt_at
+    LIMIT $2))
+RETURNING ` + taskColumns
+
+// sqlClaimQueueHandlers is sqlClaimHandlers for the one queue $1.
+const sqlClaimQueueHandlers = claimUpdate + claimCandidatesOf1H + `))
+RETURNING ` + taskColumns
+
+// claimCandidatesOfQH and claimCandidatesOf1H are claimCandidatesOfQ and
+// claimCandidatesOf1 for the tasks of the handlers $6.
+const (
+	claimCandidatesOfQH = `
+        SELECT d.ctid, d.next_attempt_at
+        FROM {schema}.tasks AS d
+        WHERE d.status = 'PENDING' AND NOT d.held
+          AND d.queue = q.queue
+          AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND d.handler = ANY ($6::text[])
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = q.queue)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                          WHERE h.queue = q.queue AND h.handler = d.handler OFFSET 0)
+        ORDER BY d.next_attempt_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    `
+	claimCandidatesOf1H = `
+        SELECT d.ctid
+        FROM {schema}.tasks AS d
+        WHERE d.status = 'PENDING' AND NOT d.held
+          AND d.queue = $1
+          AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND d.handler = ANY ($6::text[])
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = $1)
+          AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                          WHERE h.queue = $1 AND h.handler = d.handler OFFSET 0)
+        ORDER BY d.next_attempt_at
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+    `
+)
+
 // claimUpdate, claimCandidatesOfQ and claimCandidatesOf1 are the parts of
 // the claim statements: the update of the locked rows, and the subquery
 // that locks the due tasks of the queue q.queue or $1.
@@ -255,7 +323,7 @@ WHERE t.status = 'PENDING' AND t.ctid = ANY (ARRAY(`
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = q.queue)
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
-                          WHERE h.queue = q.queue AND h.handler = d.handler)
+                          WHERE h.queue = q.queue AND h.handler = d.handler OFFSET 0)
         ORDER BY d.next_attempt_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -268,7 +336,7 @@ WHERE t.status = 'PENDING' AND t.ctid = ANY (ARRAY(`
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = $1)
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
-                          WHERE h.queue = $1 AND h.handler = d.handler)
+                          WHERE h.queue = $1 AND h.handler = d.handler OFFSET 0)
         ORDER BY d.next_attempt_at
         LIMIT $2
         FOR UPDATE SKIP LOCKED
@@ -286,14 +354,29 @@ const sqlHeartbeat = `
 WITH leases AS (
     SELECT DISTINCT l.id, l.token
     FROM unnest($1::uuid[], $2::bigint[]) AS l(id, token)
+),
+found AS (
+    SELECT x.tid, x.held_token
+    FROM leases l CROSS JOIN LATERAL (` + leaseProbe + `) AS x
 )
 UPDATE {schema}.tasks AS t
 SET lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
     updated_at = coalesce($4::timestamptz, now())
-FROM leases l
-WHERE t.id = ANY ($1::uuid[]) AND t.id = l.id AND t.lease_token = l.token
-  AND (t.status = 'IN_FLIGHT') IS TRUE
+FROM found f
+WHERE t.ctid = f.tid AND (t.lease_token = f.held_token AND t.status = 'IN_FLIGHT') IS TRUE
 RETURNING t.id, t.lease_token`
+
+// leaseProbe is the subquery that finds the current lease of the batch
+// element l (columns id and token) through tasks_pkey, returning its ctid
+// as tid (see the conventions). The update that uses the tid tests token
+// and status again: a row updated since the statement's snapshot is
+// rechecked in its newest version.
+const leaseProbe = `
+        SELECT x.ctid AS tid, x.lease_token AS held_token
+        FROM {schema}.tasks AS x
+        WHERE x.id = l.id AND x.lease_token = l.token
+          AND (x.status = 'IN_FLIGHT') IS TRUE
+        OFFSET 0`
 
 // sqlFinish applies a batch of completions whose leases are current: the
 // first completion of each (id, token) in the batch counts; the others, and
@@ -333,12 +416,16 @@ WITH input AS (
 clock AS (
     SELECT coalesce($12::timestamptz, now()) AS now
 ),
-winners AS (
+firsts AS (
     SELECT DISTINCT ON (i.id, i.token) i.*,
            (i.outcome = 'SUCCESS' AND i.status = 'SUCCEEDED'
              AND i.error_type = '' AND i.message = '' AND i.stack = '') IS TRUE AS in_row
     FROM input i
     ORDER BY i.id, i.token, i.ord
+),
+winners AS (
+    SELECT l.*, x.tid, x.held_token
+    FROM firsts l CROSS JOIN LATERAL (` + leaseProbe + `) AS x
 ),
 finished AS (
     UPDATE {schema}.tasks AS t
@@ -363,8 +450,7 @@ finished AS (
             THEN t.last_error_fingerprint ELSE w.fingerprint END,
         updated_at = c.now
     FROM winners w CROSS JOIN clock c
-    WHERE t.id = ANY ($1::uuid[]) AND t.id = w.id AND t.lease_token = w.token
-      AND (t.status = 'IN_FLIGHT') IS TRUE
+    WHERE t.ctid = w.tid AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
               t.handler, t.last_error_type, t.last_error_fingerprint,
               w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
@@ -412,6 +498,10 @@ WITH leases AS (
     FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS l(id, token, ord)
     ORDER BY l.id, l.token, l.ord
 ),
+found AS (
+    SELECT l.ord, x.tid, x.held_token
+    FROM leases l CROSS JOIN LATERAL (` + leaseProbe + `) AS x
+),
 released AS (
     UPDATE {schema}.tasks AS t
     SET status = 'PENDING',
@@ -420,9 +510,8 @@ released AS (
         held = EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
                        WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = coalesce($3::timestamptz, now())
-    FROM leases l
-    WHERE t.id = ANY ($1::uuid[]) AND t.id = l.id AND t.lease_token = l.token
-      AND (t.status = 'IN_FLIGHT') IS TRUE
+    FROM found l
+    WHERE t.ctid = l.tid AND (t.lease_token = l.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING l.ord, t.queue
 ),
 notified AS (
@@ -1519,9 +1608,10 @@ due AS (
       AND ((p.state = 'open' AND p.probe_at <= (SELECT now FROM clock))
         OR (p.state = 'half_open' AND p.probe_expires_at <= (SELECT now FROM clock)
             AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS x
-                            WHERE x.id = p.probe_id AND x.status = 'IN_FLIGHT'
+                            WHERE x.id = p.probe_id AND (x.status = 'IN_FLIGHT') IS TRUE
                               AND x.lease_token = p.probe_token
-                              AND x.lease_expires_at > (SELECT now FROM clock))))
+                              AND x.lease_expires_at > (SELECT now FROM clock)
+                            OFFSET 0)))
       AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS pq WHERE pq.queue = p.queue)
     FOR NO KEY UPDATE OF p SKIP LOCKED
 )`
@@ -1625,26 +1715,28 @@ type queries struct {
 	currentVersion        string
 	recordVersion         string
 
-	enqueue        string
-	enqueueLookup  string
-	claim          string
-	claimQueue     string
-	heartbeat      string
-	finish         string
-	release        string
-	snooze         string
-	reclaimExpired string
-	getTask        string
-	getAttempts    string
-	redriveLock    string
-	redrivePayload string
-	redriveIDs     string
-	insertAudit    string
-	purgeSucceeded string
-	stats          string
-	pauseQueue     string
-	resumeQueue    string
-	pausedQueues   string
+	enqueue            string
+	enqueueLookup      string
+	claim              string
+	claimQueue         string
+	claimHandlers      string
+	claimQueueHandlers string
+	heartbeat          string
+	finish             string
+	release            string
+	snooze             string
+	reclaimExpired     string
+	getTask            string
+	getAttempts        string
+	redriveLock        string
+	redrivePayload     string
+	redriveIDs         string
+	insertAudit        string
+	purgeSucceeded     string
+	stats              string
+	pauseQueue         string
+	resumeQueue        string
+	pausedQueues       string
 
 	pauseHandler   string
 	reopenHandler  string
@@ -1672,6 +1764,8 @@ func buildQueries(quotedSchema string) queries {
 		enqueueLookup:         r.Replace(sqlEnqueueLookup),
 		claim:                 r.Replace(sqlClaim),
 		claimQueue:            r.Replace(sqlClaimQueue),
+		claimHandlers:         r.Replace(sqlClaimHandlers),
+		claimQueueHandlers:    r.Replace(sqlClaimQueueHandlers),
 		heartbeat:             r.Replace(sqlHeartbeat),
 		finish:                r.Replace(sqlFinish),
 		release:               r.Replace(sqlRelease),

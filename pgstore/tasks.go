@@ -404,10 +404,18 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 	}
 	queues := distinct(p.Queues)
 	stmt, arg := s.q.claim, any(queues)
-	if len(queues) == 1 { // a worker's claim: the statement planned once (see sqlClaimQueue)
+	if len(queues) == 1 { // a worker's claim of one queue: the statement planned once (see sqlClaimQueue)
 		stmt, arg = s.q.claimQueue, queues[0]
 	}
-	rows, err := s.pool.Query(ctx, stmt, arg, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID))
+	args := []any{arg, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID)}
+	if len(p.Handlers) > 0 {
+		stmt = s.q.claimHandlers
+		if len(queues) == 1 {
+			stmt = s.q.claimQueueHandlers
+		}
+		args = append(args, distinct(p.Handlers))
+	}
+	rows, err := s.pool.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}

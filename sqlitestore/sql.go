@@ -61,6 +61,15 @@ WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND next_attempt_at <= ?2
   AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
 ORDER BY next_attempt_at, id LIMIT ?3`
 
+	// sqlClaimCandidates for the tasks of the handlers ?4 (a JSON array)
+	// only: the same range of rdq_tasks_claim, the handler a filter on its
+	// rows, so no index is written for it.
+	sqlClaimHandlerCandidates = `SELECT rowid, id, next_attempt_at FROM rdq_tasks
+WHERE status = 'PENDING' AND held = 0 AND queue = ?1 AND next_attempt_at <= ?2
+  AND handler IN (SELECT value FROM json_each(?4))
+  AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues WHERE queue = ?1)
+ORDER BY next_attempt_at, id LIMIT ?3`
+
 	// The rowids of the tasks chosen (?5, a JSON array): one statement
 	// leases the whole batch.
 	sqlClaimTasks = `UPDATE rdq_tasks

@@ -274,6 +274,13 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 		return nil, fmt.Errorf("sqlitestore: claim: %w: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
 	}
 	queues := dedupe(p.Queues)
+	var handlersJSON []byte // nil: every handler
+	if len(p.Handlers) > 0 {
+		var err error
+		if handlersJSON, err = json.Marshal(dedupe(p.Handlers)); err != nil {
+			return nil, fmt.Errorf("sqlitestore: claim: encoding handlers: %w", err)
+		}
+	}
 	var claimed []*rdq.Task
 	err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
 		claimed = nil
@@ -284,7 +291,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 		}
 		var cands []candidate
 		for _, q := range queues {
-			rows, err := s.query(ctx, tx, sqlClaimCandidates, q, now, p.Limit)
+			stmt, args := sqlClaimCandidates, []any{q, now, p.Limit}
+			if handlersJSON != nil {
+				stmt, args = sqlClaimHandlerCandidates, append(args, string(handlersJSON))
+			}
+			rows, err := s.query(ctx, tx, stmt, args...)
 			if err != nil {
 				return fmt.Errorf("selecting due tasks: %w", err)
 			}

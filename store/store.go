@@ -82,9 +82,12 @@ type Store interface {
 	// is inserted.
 	Enqueue(ctx context.Context, p EnqueueParams) ([]EnqueueResult, error)
 
-	// Claim leases up to p.Limit due PENDING tasks of p.Queues, oldest due
-	// first, setting them IN_FLIGHT with a lease of p.Lease and a new
-	// fencing token. It returns the claimed tasks, possibly none.
+	// Claim leases up to p.Limit due PENDING tasks of p.Queues (and of
+	// p.Handlers, when given), oldest due first, setting them IN_FLIGHT
+	// with a lease of p.Lease and a new fencing token. It returns the
+	// claimed tasks, possibly none. A task of a handler not in p.Handlers
+	// is not read, locked or changed: it stays PENDING for a claimant
+	// that runs it.
 	Claim(ctx context.Context, p ClaimParams) ([]*rdq.Task, error)
 
 	// Heartbeat extends live leases to p.Extend from now. errs[i] is nil
@@ -201,6 +204,12 @@ type EnqueueResult struct {
 type ClaimParams struct {
 	// Queues to claim from; at least one.
 	Queues []string
+	// Handlers are the handlers the claimant runs: only their tasks are
+	// claimed. Empty claims the tasks of every handler (a claimant that
+	// runs whatever its queues hold); a worker names the handlers it has
+	// registered, so a task whose handler it lacks waits for one that has
+	// it instead of being dead-lettered.
+	Handlers []string
 	// Limit is the maximum number of tasks to claim; at least one.
 	Limit int
 	// Lease is how long the claim holds each task without a heartbeat.

@@ -35,6 +35,7 @@ func contractTests() []contractTest {
 		{"Claim/SetsLease", testClaimSetsLease},
 		{"Claim/LimitAndOrder", testClaimLimitAndOrder},
 		{"Claim/QueuesFilter", testClaimQueues},
+		{"Claim/HandlersFilter", testClaimHandlers},
 		{"Claim/NeverInFlight", testClaimNeverInFlight},
 		{"Claim/Concurrent", testClaimConcurrent},
 		{"Claim/ConcurrentNeverEmpty", testClaimConcurrentNeverEmpty},
@@ -498,6 +499,62 @@ func testClaimQueues(t *testing.T, e *env) {
 	}
 	if got := e.claim([]string{"qb"}, 100, time.Minute, "w"); !sameIDSet(taskIDs(got), ids(qb)) {
 		t.Fatalf("Claim(qb) returned %v, want %v", taskIDs(got), ids(qb))
+	}
+}
+
+// Claim with Handlers takes only the tasks of those handlers, oldest due
+// first within them; the tasks of other handlers stay PENDING as they
+// were, whatever their due time, for a claimant that runs them.
+func testClaimHandlers(t *testing.T, e *env) {
+	mk := func(queue, handler string) store.NewTask {
+		nt := task(queue)
+		nt.Handler = handler
+		return nt
+	}
+	// b's tasks are due first: a claim that skipped past them by reading
+	// and leaving them would still pass the rest, not this order.
+	var b, a, other []store.NewTask
+	for range 3 {
+		b = append(b, mk("q", "b"))
+	}
+	for range 3 {
+		a = append(a, mk("q", "a"))
+	}
+	other = append(other, mk("q2", "a"), mk("q2", "c"))
+	e.enqueue(b...)
+	e.advance(time.Second)
+	e.enqueue(a[0])
+	e.advance(time.Second)
+	e.enqueue(a[1], a[2])
+	e.enqueue(other...)
+	claim := func(queues, handlers []string, limit int) []*rdq.Task {
+		t.Helper()
+		got, err := e.s.Claim(e.ctx, store.ClaimParams{Queues: queues, Handlers: handlers, Limit: limit, Lease: time.Minute, WorkerID: "w", Now: e.at()})
+		if err != nil {
+			t.Fatalf("Claim(%v, handlers %v): %v", queues, handlers, err)
+		}
+		return got
+	}
+	if got := claim([]string{"q"}, []string{"a", "nope"}, 1); len(got) != 1 || got[0].ID != a[0].ID {
+		t.Fatalf("Claim(q, handlers a, limit 1) returned %v, want the oldest task of a, %s", taskIDs(got), a[0].ID)
+	}
+	if got := claim([]string{"q"}, []string{"a"}, 10); !sameIDSet(taskIDs(got), []rdq.ID{a[1].ID, a[2].ID}) {
+		t.Fatalf("Claim(q, handlers a) returned %v, want the other tasks of a, %v", taskIDs(got), []rdq.ID{a[1].ID, a[2].ID})
+	}
+	if got := claim([]string{"q"}, []string{"c"}, 10); len(got) != 0 {
+		t.Fatalf("Claim(q, handlers c) returned %v, want none: q holds no task of c", taskIDs(got))
+	}
+	for _, nt := range b {
+		got, _ := e.get(nt.ID)
+		if got.Status != rdq.StatusPending || got.Attempts != 0 || got.LeaseToken != 0 {
+			t.Fatalf("task %s of handler b after claims of handler a: %s, attempts %d, token %d; want PENDING, 0, 0 (untouched)", nt.ID, got.Status, got.Attempts, got.LeaseToken)
+		}
+	}
+	if got := claim([]string{"q", "q2"}, []string{"b", "c"}, 10); !sameIDSet(taskIDs(got), []rdq.ID{b[0].ID, b[1].ID, b[2].ID, other[1].ID}) {
+		t.Fatalf("Claim(q, q2, handlers b, c) returned %v, want the tasks of b and c", taskIDs(got))
+	}
+	if got := claim([]string{"q2"}, nil, 10); !sameIDSet(taskIDs(got), []rdq.ID{other[0].ID}) {
+		t.Fatalf("Claim(q2, every handler) returned %v, want %s", taskIDs(got), other[0].ID)
 	}
 }
 

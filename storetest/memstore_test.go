@@ -54,6 +54,7 @@ type memBugs struct {
 	noNotify            bool // Enqueue sends no hint
 	lockedBlocksClaim   bool // a claim whose oldest due task is locked comes back empty
 	lastCompletionWins  bool // of two completions of one lease in a batch, the last is applied
+	ignoreHandlers      bool // Claim takes tasks of handlers not in Handlers
 }
 
 var errAuditRefused = errors.New("memstore: audit write refused")
@@ -196,7 +197,8 @@ func (m *memStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task,
 	defer m.mu.Unlock()
 	now := clock(p.Now)
 	due := m.sorted(func(mt *memTask) bool {
-		return mt.t.Status == rdq.StatusPending && slices.Contains(p.Queues, mt.t.Queue) && (m.bugs.ignorePause || !m.paused[mt.t.Queue]) && (m.bugs.claimNotDue || !mt.t.NextAttemptAt.After(now))
+		return mt.t.Status == rdq.StatusPending && slices.Contains(p.Queues, mt.t.Queue) && (m.bugs.ignorePause || !m.paused[mt.t.Queue]) && (m.bugs.claimNotDue || !mt.t.NextAttemptAt.After(now)) &&
+			(m.bugs.ignoreHandlers || len(p.Handlers) == 0 || slices.Contains(p.Handlers, mt.t.Handler))
 	}, func(a, b *memTask) int {
 		return cmp.Or(a.t.NextAttemptAt.Compare(b.t.NextAttemptAt), compareIDs(a.t.ID, b.t.ID))
 	})

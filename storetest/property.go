@@ -51,6 +51,7 @@ func runProperty(t *testing.T, h Harness) {
 // mTask is the model of one task.
 type mTask struct {
 	id         rdq.ID
+	handler    string
 	status     rdq.Status
 	attempts   int
 	life       int
@@ -77,11 +78,15 @@ type model struct {
 
 func (m *model) now() time.Time { return m.e.now }
 
+// propertyHandlers are the handlers of the model's tasks.
+var propertyHandlers = []string{"a", "b"}
+
 func (m *model) enqueue(t *rapid.T) {
 	n := rapid.IntRange(1, 3).Draw(t, "n")
 	var in []store.NewTask
 	for range n {
 		nt := task(m.queue)
+		nt.Handler = rapid.SampledFrom(propertyHandlers).Draw(t, "handler")
 		nt.Delay = rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second}).Draw(t, "delay")
 		nt.IdempotencyKey = rapid.SampledFrom([]string{"", "", "a", "b", "c"}).Draw(t, "key")
 		if rapid.Bool().Draw(t, "firstFailure") {
@@ -108,7 +113,7 @@ func (m *model) enqueue(t *rapid.T) {
 		if r.Duplicate || r.Task == nil || r.Task.ID != nt.ID {
 			t.Fatalf("Enqueue item %d: Duplicate=%v, task %v; want new task %s", i, r.Duplicate, r.Task, nt.ID)
 		}
-		mt := &mTask{id: nt.ID, status: rdq.StatusPending, nextAt: m.now().Add(nt.Delay)}
+		mt := &mTask{id: nt.ID, handler: nt.Handler, status: rdq.StatusPending, nextAt: m.now().Add(nt.Delay)}
 		if nt.FirstFailure != nil {
 			f := nt.FirstFailure
 			mt.attempts, mt.rows = 1, 1
@@ -128,13 +133,16 @@ func (m *model) claim(t *rapid.T) {
 	limit := rapid.IntRange(1, 3).Draw(t, "limit")
 	lease := rapid.SampledFrom([]time.Duration{time.Second, 3 * time.Second, 10 * time.Second}).Draw(t, "lease")
 	worker := rapid.SampledFrom([]string{"w1", "w2"}).Draw(t, "worker")
-	got, err := m.e.s.Claim(m.e.ctx, store.ClaimParams{Queues: []string{m.queue}, Limit: limit, Lease: lease, WorkerID: worker, Now: m.e.at()})
+	// A claimant runs some handlers (none named: every handler); the
+	// tasks of the others are neither claimed nor changed.
+	handlers := rapid.SampledFrom([][]string{nil, {"a"}, {"b"}, {"a", "b"}, {"c"}}).Draw(t, "handlers")
+	got, err := m.e.s.Claim(m.e.ctx, store.ClaimParams{Queues: []string{m.queue}, Handlers: handlers, Limit: limit, Lease: lease, WorkerID: worker, Now: m.e.at()})
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
 	var due []*mTask
 	for _, mt := range m.tasks {
-		if mt.status == rdq.StatusPending && !mt.nextAt.After(m.now()) {
+		if mt.status == rdq.StatusPending && !mt.nextAt.After(m.now()) && (len(handlers) == 0 || slices.Contains(handlers, mt.handler)) {
 			due = append(due, mt)
 		}
 	}
@@ -146,7 +154,7 @@ func (m *model) claim(t *rapid.T) {
 	for _, tk := range got {
 		mt := m.byID[tk.ID]
 		if mt == nil || taken[tk.ID] || !slices.Contains(due, mt) {
-			t.Fatalf("Claim returned task %s, which is not a due pending task of the queue (or returned it twice)", tk.ID)
+			t.Fatalf("Claim(handlers %v) returned task %s, which is not a due pending task of the queue and of those handlers (or returned it twice)", handlers, tk.ID)
 		}
 		taken[tk.ID] = true
 		if mt.nextAt.After(latest) {

@@ -105,6 +105,7 @@ var bugs = map[string]memBugs{
 	"no-notify":             {noNotify: true},
 	"locked-blocks-claim":   {lockedBlocksClaim: true},
 	"last-completion-wins":  {lastCompletionWins: true},
+	"ignore-handlers":       {ignoreHandlers: true},
 	"undeclared-admin":      {}, // a correct store whose harness hides store.Admin
 }
 

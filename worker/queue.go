@@ -185,6 +185,7 @@ func (w *Worker) claim(q *queue, limit int) ([]*rdq.Task, error) {
 	start := time.Now()
 	tasks, err := w.store.Claim(ctx, store.ClaimParams{
 		Queues:   []string{q.name},
+		Handlers: w.handlerNames,
 		Limit:    limit,
 		Lease:    q.lease,
 		WorkerID: w.id,

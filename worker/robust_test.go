@@ -265,6 +265,9 @@ func TestStartRefusesAnUnmigratedStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := w.Handle("h", func(context.Context, *rdq.Task) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	startErr := w.Start(ctx)
 	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -279,6 +282,9 @@ func TestStartRefusesAnUnmigratedStore(t *testing.T) {
 	down := getFailStore{Store: migrated, err: errors.New("injected: connection refused")}
 	w, err = worker.New(worker.Config{Store: down, Logger: testLogger(), Queues: map[string]worker.QueueConfig{"q": {}}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("h", func(context.Context, *rdq.Task) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Start(ctx); err != nil {

@@ -70,6 +70,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -302,6 +303,9 @@ type Worker struct {
 	state      state
 	handlers   map[string]Handler
 	middleware []func(next Handler) Handler
+	// handlerNames are the registered handlers, sorted; set by Start. A
+	// claim takes only their tasks.
+	handlerNames []string
 
 	// Set by Start.
 	baseCtx        context.Context // values of Start's ctx; cancelled when Stop ends
@@ -571,6 +575,15 @@ func (w *Worker) checkMigrated(ctx context.Context) error {
 	}
 }
 
+// queueList names the worker's queues for a message: "a", "a, b".
+func (w *Worker) queueList() string {
+	names := make([]string, len(w.queues))
+	for i, q := range w.queues {
+		names[i] = strconv.Quote(q.name)
+	}
+	return strings.Join(names, ", ")
+}
+
 // Start starts the worker's loops and returns. The worker runs until Stop;
 // ctx bounds only the subscription to notifications and gives its values
 // (which handler contexts inherit), not its cancellation, to the worker.
@@ -579,14 +592,20 @@ func (w *Worker) checkMigrated(ctx context.Context) error {
 // a task submitted after Start returns wakes the worker at once; if
 // subscribing fails (or ctx ends first), the failure is logged and the
 // worker polls while it subscribes again in the background. Start returns
-// an error if the worker was already started, a middleware failed, or the
-// store holds no rdq tables (wrapping store.ErrNotMigrated: migrate it
-// first); a store it cannot reach yet is logged, and claiming retries.
+// an error if the worker was already started, no handler is registered
+// (wrapping rdq.ErrInvalid: every queue it serves would have nothing to
+// run), a middleware failed, or the store holds no rdq tables (wrapping
+// store.ErrNotMigrated: migrate it first); a store it cannot reach yet is
+// logged, and claiming retries.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state != stateNew {
 		return errors.New("worker: Start on a worker already started or stopped; a Worker runs once")
+	}
+	if len(w.handlers) == 0 {
+		return fmt.Errorf("%w: worker: Start: no handler is registered, so its queues (%s) have nothing to run; call Handle for each handler its tasks name before Start",
+			rdq.ErrInvalid, w.queueList())
 	}
 	if err := w.checkMigrated(ctx); err != nil {
 		return err
@@ -595,9 +614,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	w.state = stateRunning
-	handlers := slices.Collect(maps.Keys(w.handlers))
+	w.handlerNames = slices.Sorted(maps.Keys(w.handlers))
 	for _, q := range w.queues {
-		q.metrics = newQueueMetrics(handlers)
+		q.metrics = newQueueMetrics(w.handlerNames)
 	}
 
 	w.baseCtx, w.cancelBase = context.WithCancel(context.WithoutCancel(ctx))

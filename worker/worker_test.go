@@ -187,19 +187,31 @@ func TestTimeoutRecorded(t *testing.T) {
 	}
 }
 
-func TestUnknownHandlerGoesDead(t *testing.T) {
+// TestUnregisteredHandlerWaits is a rolling deploy: a worker of the old
+// version lacks handler "new"; the tasks of "new" wait, PENDING with their
+// budget untouched, while it runs the tasks it knows (even those due after
+// them), until a worker that has "new" runs them.
+func TestUnregisteredHandlerWaits(t *testing.T) {
 	e := newEnv(t)
 	e.newWorker(worker.Config{
 		Queues: map[string]worker.QueueConfig{"q": {Policy: fastPolicy(5)}},
 	}, map[string]worker.Handler{
 		"known": func(ctx context.Context, task *rdq.Task) error { return nil },
 	})
-	id := e.submit(client.Task{Queue: "q", Handler: "ghost"})
-	_, attempts := e.waitStatus(id, rdq.StatusDead, 10*time.Second)
-	checkAttempts(t, attempts, rdq.OutcomePermanentFailure)
-	if a := attempts[0]; a.ErrorType != "unknown_handler" || !strings.Contains(a.Message, `"ghost"`) {
-		t.Errorf("unknown handler recorded as %s %q", a.ErrorType, a.Message)
+	fresh := e.submit(client.Task{Queue: "q", Handler: "new"})
+	known := e.submit(client.Task{Queue: "q", Handler: "known"})
+	e.waitStatus(known, rdq.StatusSucceeded, 10*time.Second)
+	if task, _ := e.get(fresh); task.Status != rdq.StatusPending || task.Attempts != 0 || task.LeaseToken != 0 {
+		t.Fatalf("task of the unregistered handler after the worker ran a later task: %s, attempts %d, token %d; want PENDING, 0, 0",
+			task.Status, task.Attempts, task.LeaseToken)
 	}
+	e.newWorker(worker.Config{
+		Queues: map[string]worker.QueueConfig{"q": {Policy: fastPolicy(5)}},
+	}, map[string]worker.Handler{
+		"new": func(ctx context.Context, task *rdq.Task) error { return nil },
+	})
+	_, attempts := e.waitStatus(fresh, rdq.StatusSucceeded, 10*time.Second)
+	checkAttempts(t, attempts, rdq.OutcomeSuccess)
 }
 
 func TestGracefulStopWaitsForHandlers(t *testing.T) {
@@ -896,4 +908,30 @@ func (nopStore) Redrive(_ context.Context, p store.RedriveParams) ([]error, erro
 }
 func (nopStore) PurgeSucceeded(context.Context, store.PurgeSucceededParams) (int64, error) {
 	return 0, nil
+}
+
+// TestStartWithoutHandlersFails: a worker with no handler would claim
+// every task of its queues and dead-letter it as unknown_handler; Start
+// refuses it and names the queues, and the tasks stay pending with their
+// budget untouched.
+func TestStartWithoutHandlersFails(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	id := e.submit(client.Task{Queue: "deploy", Handler: "b", Payload: []byte("{}")})
+	w := e.createWorker(worker.Config{Queues: map[string]worker.QueueConfig{"deploy": {}}}, nil)
+	err := w.Start(ctx)
+	if err == nil {
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := w.Stop(stopCtx); err != nil {
+			t.Error(err)
+		}
+	}
+	if !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), "no handler is registered") || !strings.Contains(err.Error(), `"deploy"`) {
+		t.Fatalf("Start with no handler: %v, want an error wrapping rdq.ErrInvalid that says no handler is registered and names queue \"deploy\"", err)
+	}
+	task, _ := e.get(id)
+	if task.Status != rdq.StatusPending || task.Attempts != 0 {
+		t.Fatalf("task after the refused Start: %s with %d attempts, want PENDING with 0", task.Status, task.Attempts)
+	}
 }

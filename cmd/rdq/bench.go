@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -16,7 +17,7 @@ func init() {
 	usages["bench"] = `
 Usage: rdq bench [--workloads LIST] [--tasks N] [--storm-tasks N] [--attempts N]
                  [--workers N] [--concurrency N] [--batch N] [--ceiling DURATION]
-                 [--warmup N]
+                 [--warmup N] [--warm-busy N] [--preload N]
 
 Measures throughput on the chosen database, end to end through the client
 and workers, and prints each figure next to the database's own ceiling
@@ -49,7 +50,10 @@ tasks, default 5,000; 0 skips it) and an ANALYZE of rdq's tables, so they
 run on a table with statistics, as autovacuum keeps them on a table in
 use. PostgreSQL plans a prepared statement once for its later runs: without
 the ANALYZE, a schema created moments before is measured with plans made
-for an empty table.
+for an empty table. The other statistics states users meet: --warm-busy N
+runs N no-op tasks instead, with the ANALYZE taken half way through, while
+the queue is busy; --preload N first writes N succeeded and N dead tasks
+(a table in use for a while), then ANALYZEs.
 
 The tasks go to fresh queues named rdq-bench-<random>-<workload>; they stay
 (SUCCEEDED until the workers' retention removes them; the storm's DEAD,
@@ -105,6 +109,8 @@ func (e *env) bench(args []string) error {
 	batch := fs.Int("batch", 500, "tasks per submit call")
 	ceiling := fs.Duration("ceiling", 10*time.Second, "how long to measure the raw-SQL ceiling (PostgreSQL); 0 skips it")
 	warmup := fs.Int("warmup", 5000, "no-op tasks run before measuring, followed by ANALYZE (PostgreSQL); 0 skips both")
+	warmBusy := fs.Int("warm-busy", 0, "no-op tasks run before measuring, with an ANALYZE half way through, while busy (PostgreSQL); replaces --warmup")
+	preload := fs.Int("preload", 0, "succeeded and as many dead tasks written before measuring, then ANALYZE (PostgreSQL)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return flagErr(err)
@@ -121,8 +127,13 @@ func (e *env) bench(args []string) error {
 			return usageErrorf("%s %d: use 1 to %d", c.name, c.v, c.max)
 		}
 	}
-	if *warmup < 0 || *warmup > 10_000_000 {
-		return usageErrorf("--warmup %d: use 0 to 10000000", *warmup)
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"--warmup", *warmup}, {"--warm-busy", *warmBusy}, {"--preload", *preload}} {
+		if c.v < 0 || c.v > 10_000_000 {
+			return usageErrorf("%s %d: use 0 to 10000000", c.name, c.v)
+		}
 	}
 	if *ceiling < 0 {
 		return usageErrorf("--ceiling %s is negative", *ceiling)
@@ -166,18 +177,54 @@ func (e *env) bench(args []string) error {
 			fmt.Fprintf(e.stdout, "%-10s %10s tasks/s   raw SQL, no application code\n", "ceiling", fmtCount(int64(c)))
 		}
 	}
-	if t, err := storeurl.Parse(raw); err == nil && t.Kind == storeurl.Postgres && *warmup > 0 {
-		// A table in use has statistics; one created moments before has
-		// none, and statements planned on it keep plans made for an empty
-		// table until the next ANALYZE. Measure what production runs.
-		fmt.Fprintf(e.stderr, "rdq: bench: warming up: %s no-op tasks, then ANALYZE\n", fmtCount(int64(*warmup)))
-		if _, err := workload.Run(e.ctx, workload.Config{
-			Store: b, Queue: prefix + "-warmup", Kind: workload.NoOp, Tasks: *warmup, Workers: *workers, Concurrency: *conc, Batch: *batch,
-		}); err != nil {
-			return fmt.Errorf("bench: warming up: %w", err)
+	if t, err := storeurl.Parse(raw); err == nil && t.Kind == storeurl.Postgres {
+		analyze := func(ctx context.Context) error {
+			if err := workload.Analyze(ctx, t.ConnString, t.Schema); err != nil {
+				return hideSecret(fmt.Errorf("bench: %w", err), queryPassword(raw))
+			}
+			return nil
 		}
-		if err := workload.Analyze(e.ctx, t.ConnString, t.Schema); err != nil {
-			return hideSecret(fmt.Errorf("bench: %w", err), queryPassword(raw))
+		// A table that already holds many finished tasks: its statistics
+		// are those of the finished tasks.
+		if *preload > 0 {
+			fmt.Fprintf(e.stderr, "rdq: bench: preloading %s succeeded and %s dead tasks, then ANALYZE\n", fmtCount(int64(*preload)), fmtCount(int64(*preload)))
+			for _, k := range []workload.Kind{workload.NoOp, workload.Storm} {
+				if _, err := workload.Run(e.ctx, workload.Config{
+					Store: b, Queue: prefix + "-preload-" + string(k), Kind: k, Tasks: *preload, Attempts: 1,
+					Workers: *workers, Concurrency: *conc, Batch: *batch,
+				}); err != nil {
+					return fmt.Errorf("bench: preloading: %w", err)
+				}
+			}
+			if err := analyze(e.ctx); err != nil {
+				return err
+			}
+		}
+		switch {
+		case *warmBusy > 0:
+			// Statistics taken while the queue is busy: many tasks
+			// pending and in flight.
+			fmt.Fprintf(e.stderr, "rdq: bench: warming up: %s no-op tasks, with an ANALYZE half way through\n", fmtCount(int64(*warmBusy)))
+			if _, err := workload.Run(e.ctx, workload.Config{
+				Store: b, Queue: prefix + "-warmup", Kind: workload.NoOp, Tasks: *warmBusy, Workers: *workers, Concurrency: *conc, Batch: *batch,
+				Midway: analyze,
+			}); err != nil {
+				return fmt.Errorf("bench: warming up: %w", err)
+			}
+		case *warmup > 0:
+			// A table in use has statistics; one created moments before
+			// has none, and statements planned on it keep plans made for
+			// an empty table until the next ANALYZE. Measure what
+			// production runs.
+			fmt.Fprintf(e.stderr, "rdq: bench: warming up: %s no-op tasks, then ANALYZE\n", fmtCount(int64(*warmup)))
+			if _, err := workload.Run(e.ctx, workload.Config{
+				Store: b, Queue: prefix + "-warmup", Kind: workload.NoOp, Tasks: *warmup, Workers: *workers, Concurrency: *conc, Batch: *batch,
+			}); err != nil {
+				return fmt.Errorf("bench: warming up: %w", err)
+			}
+			if err := analyze(e.ctx); err != nil {
+				return err
+			}
 		}
 	}
 	var noop float64

@@ -463,6 +463,21 @@ func TestBenchCommand(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stderr, "warming up: 30 no-op tasks, then ANALYZE") {
 		t.Fatalf("bench with a warm-up: %d %q", r.code, r.stderr)
 	}
+	// The other statistics states: a table holding finished tasks, and an
+	// ANALYZE taken while the queue is busy.
+	dead := h.deadCount()
+	r = h.run("", "bench", "--workloads", "noop", "--ceiling", "0", "--tasks", "50", "--batch", "25", "--concurrency", "5",
+		"--preload", "20", "--warm-busy", "40")
+	if r.code != 0 || !strings.Contains(r.stderr, "preloading 20 succeeded and 20 dead tasks, then ANALYZE") ||
+		!strings.Contains(r.stderr, "warming up: 40 no-op tasks, with an ANALYZE half way through") {
+		t.Fatalf("bench with --preload and --warm-busy: %d %q", r.code, r.stderr)
+	}
+	if got := h.deadCount(); got != dead+20 {
+		t.Fatalf("%d dead after a bench with --preload 20, want %d", got, dead+20)
+	}
+	if r := h.run("", "bench", "--warm-busy", "-1"); r.code != exitUsage || !strings.Contains(r.stderr, "--warm-busy -1") {
+		t.Fatalf("bad --warm-busy: %d %q", r.code, r.stderr)
+	}
 }
 
 // Every workload runs, each figure next to the ceiling of the same run:

@@ -32,7 +32,7 @@ var javaStatements = []string{
 	"sqlEnqueueLookup",
 	"sqlKeyLookup",
 	"sqlPruneKeys",
-	"sqlClaimQueue",
+	"sqlClaimQueueHandlers",
 	"sqlHeartbeat",
 	"sqlFinish",
 	"sqlRelease",

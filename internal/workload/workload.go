@@ -54,6 +54,10 @@ type Config struct {
 	Attempts int
 	// Logger receives the workers' logs; nil discards them.
 	Logger *slog.Logger
+	// Midway, if set, runs once, while the workers keep running, when half
+	// of the attempts have run (rdq bench's --warm-busy: an ANALYZE while
+	// the queue is busy); its error fails the run.
+	Midway func(context.Context) error
 }
 
 // Result is what a run measured.
@@ -128,8 +132,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	var calls atomic.Int64
 	done := make(chan struct{})
+	midway := make(chan error, 1)
+	if cfg.Midway == nil {
+		midway <- nil
+	}
 	handler := func(ctx context.Context, t *rdq.Task) error {
 		n := calls.Add(1)
+		if n == max(wantAttempts/2, 1) && cfg.Midway != nil {
+			go func() { midway <- cfg.Midway(context.WithoutCancel(ctx)) }()
+		}
 		if n == wantAttempts {
 			close(done)
 		}
@@ -193,6 +204,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if err := stopAll(); err != nil {
 		return Result{}, fmt.Errorf("workload: stopping workers: %w", err)
+	}
+	if err := <-midway; err != nil {
+		return Result{}, fmt.Errorf("workload: midway: %w", err)
 	}
 	elapsed := time.Since(start)
 	var cpu time.Duration

@@ -80,7 +80,7 @@ final class PgStore {
         enqueueLookup = Sql.get("sqlEnqueueLookup", q);
         keyLookup = Sql.get("sqlKeyLookup", q);
         pruneKeys = Sql.get("sqlPruneKeys", q);
-        claim = Sql.get("sqlClaimQueue", q);
+        claim = Sql.get("sqlClaimQueueHandlers", q);
         heartbeat = Sql.get("sqlHeartbeat", q);
         finish = Sql.get("sqlFinish", q);
         release = Sql.get("sqlRelease", q);
@@ -386,10 +386,16 @@ final class PgStore {
 
     // --- Worker statements --------------------------------------------------
 
-    List<Task> claim(Connection c, String queue, int limit, long leaseMicros, String workerId) throws SQLException {
+    /**
+     * Leases up to limit due tasks of queue whose handler is one of handlers
+     * (the worker's registered handlers): the tasks of other handlers are not
+     * read, and wait for a worker that runs them.
+     */
+    List<Task> claim(Connection c, String queue, int limit, long leaseMicros, String workerId, String[] handlers)
+            throws SQLException {
         List<Task> out = new ArrayList<>();
         try (PreparedStatement ps = claim.prepare(c, queue, limit,
-                leaseMicros, null, clean(workerId)); ResultSet rs = ps.executeQuery()) {
+                leaseMicros, null, clean(workerId), c.createArrayOf("text", handlers)); ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 out.add(scanTask(rs));
             }

@@ -93,6 +93,8 @@ public final class Worker implements AutoCloseable {
     private final Duration finishInterval;
     private final Map<String, QueueRunner> queues = new TreeMap<>();
     private final Map<String, Handler> handlers = new ConcurrentHashMap<>();
+    /** The registered handlers' names, sorted; set by start. A claim takes only their tasks. */
+    private volatile String[] handlerNames = new String[0];
 
     private final Object lock = new Object();
     private State state = State.NEW;
@@ -370,6 +372,7 @@ public final class Worker implements AutoCloseable {
                 throw new IllegalStateException("rdq: worker: start on a worker already started or stopped; a Worker runs once");
             }
             state = State.RUNNING;
+            handlerNames = handlers.keySet().stream().sorted().toArray(String[]::new);
         }
         timers = Executors.newSingleThreadScheduledExecutor(daemon("rdq-timeouts-" + id));
         completerThread = thread("rdq-completer", this::completerLoop);
@@ -777,7 +780,7 @@ public final class Worker implements AutoCloseable {
                     int free = concurrency - busy.get();
                     if (free > 0) {
                         try {
-                            List<Task> tasks = store.claim(conn.get(), name, free, lease.toNanos() / 1000, id);
+                            List<Task> tasks = store.claim(conn.get(), name, free, lease.toNanos() / 1000, id, handlerNames);
                             if (stopClaiming) {
                                 releaseUnstarted(tasks);
                                 return;
