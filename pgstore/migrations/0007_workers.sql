@@ -1,4 +1,4 @@
--- rdq schema, version 8: a registry of running workers (store.WorkerRegistry).
+-- rdq schema, version 7: a registry of running workers (store.WorkerRegistry).
 
 -- workers holds one row per registered worker, refreshed on an interval.
 -- A row is stale once last_seen + stale_after has passed and is removed

@@ -1,4 +1,4 @@
--- rdq SQLite schema, version 6: a registry of running workers
+-- rdq SQLite schema, version 5: a registry of running workers
 -- (store.WorkerRegistry).
 
 -- rdq_workers holds one row per registered worker, refreshed on an

@@ -1,4 +1,4 @@
--- rdq schema, version 9: what a producer may say per task.
+-- rdq schema, version 8: what a producer may say per task.
 --
 -- max_attempts and timeout_us are a task's own attempt budget and
 -- execution timeout, set at submission; 0 means the queue's. snoozes counts
