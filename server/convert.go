@@ -54,6 +54,9 @@ func TaskToProto(t *rdq.Task, withPayload bool) *rdqv1.Task {
 		CreatedAt:      tsProto(t.CreatedAt),
 		UpdatedAt:      tsProto(t.UpdatedAt),
 		FinishedAt:     tsProto(t.FinishedAt),
+		MaxAttempts:    int32(t.MaxAttempts),
+		TimeoutMs:      t.Timeout.Milliseconds(),
+		Snoozes:        int32(t.Snoozes),
 	}
 	if withPayload {
 		pt.Payload = t.Payload
@@ -84,6 +87,9 @@ func TaskFromProto(pt *rdqv1.Task) (*rdq.Task, error) {
 		Life:           int(pt.GetLife()),
 		LeaseToken:     pt.GetLeaseToken(),
 		LeaseOwner:     pt.GetLeaseOwner(),
+		MaxAttempts:    int(pt.GetMaxAttempts()),
+		Timeout:        time.Duration(pt.GetTimeoutMs()) * time.Millisecond,
+		Snoozes:        int(pt.GetSnoozes()),
 	}
 	for _, f := range []struct {
 		dst *time.Time

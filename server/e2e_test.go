@@ -534,6 +534,50 @@ func TestEndToEnd(t *testing.T) {
 		e.wait(r[0].GetTask().GetId(), "SUCCEEDED", hasStatus(rdq.StatusSucceeded))
 	})
 
+	t.Run("a task's own budget and timeout travel over REST and gRPC, within the queue's bounds", func(t *testing.T) {
+		var out struct {
+			Task struct {
+				ID          string `json:"id"`
+				MaxAttempts int    `json:"max_attempts"`
+				TimeoutMs   int64  `json:"timeout_ms"`
+			} `json:"task"`
+		}
+		body := map[string]any{"version": 1, "queue": "flaky", "handler": "call", "max_attempts": 5, "timeout_ms": 2000}
+		if resp := e.do("POST", "/v1/tasks", tokSubmitter, body, &out); resp.StatusCode != 200 || out.Task.MaxAttempts != 5 || out.Task.TimeoutMs != 2000 {
+			t.Fatalf("REST submit: %d %+v", resp.StatusCode, out)
+		}
+		task, _ := e.wait(out.Task.ID, "SUCCEEDED", hasStatus(rdq.StatusSucceeded))
+		if task.MaxAttempts != 5 || task.Timeout != 2*time.Second {
+			t.Errorf("stored after REST: max attempts %d, timeout %s; want 5 and 2s", task.MaxAttempts, task.Timeout)
+		}
+
+		ctx := e.grpcCtx(tokSubmitter)
+		res, err := e.grpc.Submit(ctx, &rdqv1.SubmitRequest{Task: &rdqv1.TaskSpec{Queue: "flaky", Handler: "call", MaxAttempts: 7, TimeoutMs: 1500}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GetTask().GetMaxAttempts() != 7 || res.GetTask().GetTimeoutMs() != 1500 {
+			t.Errorf("gRPC submit answered max attempts %d, timeout %d ms; want 7 and 1500", res.GetTask().GetMaxAttempts(), res.GetTask().GetTimeoutMs())
+		}
+		e.wait(res.GetTask().GetId(), "SUCCEEDED", hasStatus(rdq.StatusSucceeded))
+		got, err := e.grpc.GetTask(ctx, &rdqv1.GetTaskRequest{Id: res.GetTask().GetId()})
+		if err != nil || got.GetTask().GetMaxAttempts() != 7 || got.GetTask().GetTimeoutMs() != 1500 {
+			t.Fatalf("gRPC get: %v %v", got, err)
+		}
+
+		wantProblem(t, e.do("POST", "/v1/tasks", tokSubmitter, map[string]any{"version": 1, "queue": "flaky", "handler": "call", "max_attempts": 1000}, nil), 400, "invalid_argument")
+		for _, spec := range []*rdqv1.TaskSpec{
+			{Queue: "flaky", Handler: "call", MaxAttempts: 1000},
+			{Queue: "flaky", Handler: "call", MaxAttempts: -1},
+			{Queue: "flaky", Handler: "call", TimeoutMs: -5},
+			{Queue: "flaky", Handler: "call", TimeoutMs: (2 * time.Hour).Milliseconds()},
+		} {
+			if _, err := e.grpc.Submit(ctx, &rdqv1.SubmitRequest{Task: spec}); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("gRPC submit of max attempts %d, timeout %d ms: %v, want InvalidArgument", spec.MaxAttempts, spec.TimeoutMs, err)
+			}
+		}
+	})
+
 	var deadID string
 	t.Run("always 500 lands in the DLQ with status and body in its history", func(t *testing.T) {
 		deadID = submitREST(e, "fail500", `{"order":500}`)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -449,6 +450,8 @@ func specFromEnvelope(raw []byte) (*rdqv1.TaskSpec, error) {
 		Headers:        env.Task.Headers,
 		IdempotencyKey: env.Task.IdempotencyKey,
 		DelayMs:        env.Delay.Milliseconds(),
+		MaxAttempts:    int32(min(env.Task.MaxAttempts, math.MaxInt32)),
+		TimeoutMs:      env.Task.Timeout.Milliseconds(),
 	}
 	if ff := extra.FirstFailure; ff != nil {
 		spec.FirstFailure = &rdqv1.FailureSpec{ErrorType: ff.ErrorType, Message: ff.Message}

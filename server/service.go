@@ -370,6 +370,10 @@ func (s *Service) taskFromSpec(p *Principal, spec *rdqv1.TaskSpec) (client.Task,
 	if err != nil {
 		return client.Task{}, err
 	}
+	timeout, err := millis("timeout_ms", spec.GetTimeoutMs())
+	if err != nil {
+		return client.Task{}, err
+	}
 	t := client.Task{
 		Queue:          spec.GetQueue(),
 		Handler:        spec.GetHandler(),
@@ -378,6 +382,8 @@ func (s *Service) taskFromSpec(p *Principal, spec *rdqv1.TaskSpec) (client.Task,
 		Headers:        spec.GetHeaders(),
 		IdempotencyKey: spec.GetIdempotencyKey(),
 		Delay:          delay,
+		MaxAttempts:    int(spec.GetMaxAttempts()),
+		Timeout:        timeout,
 	}
 	check := rdq.Task{Queue: t.Queue, Handler: t.Handler, Payload: t.Payload, ContentType: t.ContentType, Headers: t.Headers, IdempotencyKey: t.IdempotencyKey}
 	if err := check.Validate(); err != nil {

@@ -63,7 +63,16 @@ type TaskSpec struct {
 	DelayMs int64 `protobuf:"varint,8,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	// first_failure, if set, records the failure that made the caller submit
 	// as attempt 1, counted against the queue's max attempts.
-	FirstFailure  *FailureSpec `protobuf:"bytes,9,opt,name=first_failure,json=firstFailure,proto3" json:"first_failure,omitempty"`
+	FirstFailure *FailureSpec `protobuf:"bytes,9,opt,name=first_failure,json=firstFailure,proto3" json:"first_failure,omitempty"`
+	// max_attempts, if not 0, is this task's attempt budget per life, in
+	// place of its queue's, within the queue's bounds (at most 100 unless
+	// the queue's policy says otherwise; -1, unlimited, only where the
+	// queue's policy allows it).
+	MaxAttempts int32 `protobuf:"varint,10,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// timeout_ms, if not 0, limits one execution of this task, in
+	// milliseconds, in place of its queue's, within the queue's bounds (at
+	// most an hour unless the queue's policy says otherwise).
+	TimeoutMs     int64 `protobuf:"varint,11,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -161,6 +170,20 @@ func (x *TaskSpec) GetFirstFailure() *FailureSpec {
 	return nil
 }
 
+func (x *TaskSpec) GetMaxAttempts() int32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *TaskSpec) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
 // FailureSpec describes a failure the submitter already saw.
 type FailureSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -241,8 +264,14 @@ type Task struct {
 	UpdatedAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	FinishedAt     *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	LastError      *ErrorSummary          `protobuf:"bytes,18,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// max_attempts and timeout_ms are the task's own budget and execution
+	// limit set at submission; 0 means the queue's.
+	MaxAttempts int32 `protobuf:"varint,19,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	TimeoutMs   int64 `protobuf:"varint,20,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// snoozes is how many times the task snoozed in its current life.
+	Snoozes       int32 `protobuf:"varint,21,opt,name=snoozes,proto3" json:"snoozes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -399,6 +428,27 @@ func (x *Task) GetLastError() *ErrorSummary {
 		return x.LastError
 	}
 	return nil
+}
+
+func (x *Task) GetMaxAttempts() int32 {
+	if x != nil {
+		return x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Task) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *Task) GetSnoozes() int32 {
+	if x != nil {
+		return x.Snoozes
+	}
+	return 0
 }
 
 // ErrorSummary is the latest failure of a task.
@@ -3570,7 +3620,7 @@ var File_rdq_v1_rdq_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\n" +
-	"\x10rdq/v1/rdq.proto\x12\x06rdq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x03\n" +
+	"\x10rdq/v1/rdq.proto\x12\x06rdq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x03\n" +
 	"\bTaskSpec\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -3580,14 +3630,18 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\aheaders\x18\x06 \x03(\v2\x1d.rdq.v1.TaskSpec.HeadersEntryR\aheaders\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12\x19\n" +
 	"\bdelay_ms\x18\b \x01(\x03R\adelayMs\x128\n" +
-	"\rfirst_failure\x18\t \x01(\v2\x13.rdq.v1.FailureSpecR\ffirstFailure\x1a:\n" +
+	"\rfirst_failure\x18\t \x01(\v2\x13.rdq.v1.FailureSpecR\ffirstFailure\x12!\n" +
+	"\fmax_attempts\x18\n" +
+	" \x01(\x05R\vmaxAttempts\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\v \x01(\x03R\ttimeoutMs\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
 	"\vFailureSpec\x12\x1d\n" +
 	"\n" +
 	"error_type\x18\x01 \x01(\tR\terrorType\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x99\x06\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xf5\x06\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -3613,7 +3667,11 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\vfinished_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x123\n" +
 	"\n" +
-	"last_error\x18\x12 \x01(\v2\x14.rdq.v1.ErrorSummaryR\tlastError\x1a:\n" +
+	"last_error\x18\x12 \x01(\v2\x14.rdq.v1.ErrorSummaryR\tlastError\x12!\n" +
+	"\fmax_attempts\x18\x13 \x01(\x05R\vmaxAttempts\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x14 \x01(\x03R\ttimeoutMs\x12\x18\n" +
+	"\asnoozes\x18\x15 \x01(\x05R\asnoozes\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"^\n" +
