@@ -147,7 +147,7 @@ func (s *Store) ClaimProbe(ctx context.Context, p store.ProbeParams) ([]store.Pr
 		if err := tx.QueryRow(ctx, s.q.holdStrays, p.Queues, p.Now).Scan(&strays); err != nil {
 			return fmt.Errorf("holding waiting tasks: %w", err)
 		}
-		rows, err := tx.Query(ctx, s.q.claimProbe, p.Queues, micros(p.Lease), p.Now, clean(p.WorkerID))
+		rows, err := tx.Query(ctx, s.q.claimProbe, p.Queues, micros(p.Lease), p.Now, clean(p.WorkerID), p.Handlers)
 		if err != nil {
 			return err
 		}

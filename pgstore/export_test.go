@@ -134,11 +134,10 @@ func KeyQueries(s *Store) (lookup string, lookupArgs []any, prune string, pruneA
 
 // ClaimProbeQuery returns the ClaimProbe statement and its arguments.
 func ClaimProbeQuery(s *Store, queues []string) (string, []any) {
-	return s.q.claimProbe, []any{queues, micros(time.Minute), nil, "explain"}
+	return s.q.claimProbe, []any{queues, micros(time.Minute), nil, "explain", []string{"h1"}}
 }
 
-// MigrationCount is how many migrations are embedded (versions may skip
-// numbers reserved by changes not merged yet).
+// MigrationCount is how many migrations are embedded.
 func MigrationCount() int {
 	ms, err := loadMigrations()
 	if err != nil {
@@ -155,11 +154,13 @@ func EnqueueQuery(s *Store, queue string, n int) (string, []any) {
 	payloads := make([][]byte, n)
 	keys, outcomes := make([]*string, n), make([]*string, n)
 	delays := make([]int64, n)
+	maxAttempts := make([]int32, n)
 	for i := range n {
 		queues[i], handlers[i], headers[i], payloads[i] = queue, "h1", "{}", []byte{0}
 	}
 	return s.q.enqueue, []any{ids, queues, handlers, payloads, types, headers, keys, delays,
-		outcomes, outcomes, outcomes, outcomes, outcomes, outcomes, delays, nil, s.channel, micros(s.keyRetention)}
+		outcomes, outcomes, outcomes, outcomes, outcomes, outcomes, delays, nil, s.channel, micros(s.keyRetention),
+		maxAttempts, delays}
 }
 
 // HoldStraysQuery returns the statement ClaimProbe runs first, with its

@@ -1654,7 +1654,8 @@ SELECT count(*) FROM held`
 // attempts, next_attempt_at), an ordered range that stops at the first due
 // task; tasks_pkey.
 //
-// $2 lease (µs), $3 Now override, $4 worker id.
+// $2 lease (µs), $3 Now override, $4 worker id, $5 the handlers the
+// claimant runs (every handler when empty).
 const sqlClaimProbe = `
 WITH clock AS (
     SELECT coalesce($3::timestamptz, now()) AS now
@@ -1672,6 +1673,7 @@ picked AS (
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ) AS k
+    WHERE coalesce(cardinality($5::text[]), 0) = 0 OR d.handler = ANY ($5::text[])
 ),
 claimed AS (
     UPDATE {schema}.tasks AS t

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/srjn45/rdq"
@@ -141,6 +142,9 @@ func (s *Store) ClaimProbe(ctx context.Context, p store.ProbeParams) ([]store.Pr
 				return err
 			}
 			for _, h := range handlers {
+				if len(p.Handlers) > 0 && !slices.Contains(p.Handlers, h) {
+					continue // a probe only of a handler the claimant runs
+				}
 				var rowid int64
 				err := tx.QueryRowContext(ctx, sqlProbeTask, q, h, now).Scan(&rowid)
 				if errors.Is(err, sql.ErrNoRows) {

@@ -86,8 +86,7 @@ func PlanCases() []PlanCase {
 	return cases
 }
 
-// MigrationCount is how many migrations are embedded (versions may skip
-// numbers reserved by changes not merged yet).
+// MigrationCount is how many migrations are embedded.
 func MigrationCount() int {
 	migs, err := loadMigrations()
 	if err != nil {

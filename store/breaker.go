@@ -124,6 +124,10 @@ type ResumeHandlerParams struct {
 type ProbeParams struct {
 	// Queues to probe in; at least one.
 	Queues []string
+	// Handlers, if not empty, limits the probes to paused handlers of
+	// these names, as ClaimParams.Handlers limits a claim: a worker leases
+	// a probe only of a handler it can run.
+	Handlers []string
 	// Lease, WorkerID and Now are as in ClaimParams.
 	Lease    time.Duration
 	WorkerID string

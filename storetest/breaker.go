@@ -137,7 +137,12 @@ func testHandlerPause(t *testing.T, h Harness) {
 		t.Fatalf("ClaimProbe before the cool-off returned %d probes", len(got))
 	}
 	e.advance(time.Minute)
-	// Concurrent callers: exactly one probe.
+	// A claimant that does not run the paused handler leases no probe of
+	// it (a worker of an older version, in a rolling deploy).
+	if got, err := hp.ClaimProbe(e.ctx, store.ProbeParams{Queues: []string{q}, Handlers: []string{"up"}, Lease: time.Minute, WorkerID: "w-old", Now: e.at()}); err != nil || len(got) != 0 {
+		t.Fatalf("ClaimProbe by a claimant of handler \"up\" only = %d probes, %v; want none of the paused \"down\"", len(got), err)
+	}
+	// Concurrent callers that run it: exactly one probe.
 	var mu sync.Mutex
 	var probes []store.Probe
 	var wg sync.WaitGroup
@@ -145,7 +150,7 @@ func testHandlerPause(t *testing.T, h Harness) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := hp.ClaimProbe(e.ctx, store.ProbeParams{Queues: []string{q}, Lease: time.Minute, WorkerID: "racer", Now: e.at()})
+			got, err := hp.ClaimProbe(e.ctx, store.ProbeParams{Queues: []string{q}, Handlers: []string{"up", "down"}, Lease: time.Minute, WorkerID: "racer", Now: e.at()})
 			if err != nil {
 				t.Errorf("concurrent ClaimProbe: %v", err)
 				return

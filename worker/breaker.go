@@ -421,7 +421,7 @@ func (w *Worker) probe(q *queue, free int) int {
 		return 0
 	}
 	claimed := time.Now()
-	probes, err := w.handlerPauser.ClaimProbe(ctx, store.ProbeParams{Queues: []string{q.name}, Lease: q.lease, WorkerID: w.id})
+	probes, err := w.handlerPauser.ClaimProbe(ctx, store.ProbeParams{Queues: []string{q.name}, Handlers: w.handlerNames, Lease: q.lease, WorkerID: w.id})
 	if err != nil {
 		w.log.Error("claiming a probe failed", slog.String("queue", q.name), slog.Any("error", err))
 		return 0
