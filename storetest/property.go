@@ -365,12 +365,25 @@ func (m *model) redrive(t *rapid.T) {
 	if len(m.tasks) == 0 {
 		t.Skip("no task")
 	}
-	n := rapid.IntRange(1, min(3, len(m.tasks))).Draw(t, "n")
-	picked := rapid.SliceOfNDistinct(rapid.IntRange(0, len(m.tasks)-1), n, n, rapid.ID[int]).Draw(t, "tasks")
+	// Most redrives pick from the dead tasks, so that a redriven task's
+	// next attempts (numbered after its history) are reached often; the
+	// rest pick from every task, which exercises ErrNotDead.
+	pool := m.tasks
+	var dead []*mTask
+	for _, mt := range m.tasks {
+		if mt.status == rdq.StatusDead {
+			dead = append(dead, mt)
+		}
+	}
+	if len(dead) > 0 && rapid.IntRange(0, 3).Draw(t, "fromAll") > 0 {
+		pool = dead
+	}
+	n := rapid.IntRange(1, min(3, len(pool))).Draw(t, "n")
+	picked := rapid.SliceOfNDistinct(rapid.IntRange(0, len(pool)-1), n, n, rapid.ID[int]).Draw(t, "tasks")
 	ids := make([]rdq.ID, 0, n+1)
 	for _, i := range picked {
-		ids = append(ids, m.tasks[i].id)
-		m.dirty[m.tasks[i].id] = true
+		ids = append(ids, pool[i].id)
+		m.dirty[pool[i].id] = true
 	}
 	if rapid.IntRange(0, 4).Draw(t, "unknown") == 0 {
 		ids = append(ids, rdq.NewID())

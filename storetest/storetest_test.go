@@ -163,7 +163,7 @@ func TestKitDetectsBugs(t *testing.T) {
 		for _, part := range parts {
 			t.Run(name+"/"+part, func(t *testing.T) {
 				t.Parallel()
-				cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestBrokenStore$/^"+part+"$", "-rapid.nofailfile", "-rapid.shrinktime=2s", "-test.count=1")
+				cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestBrokenStore$/^"+part+"$", "-rapid.nofailfile", "-rapid.shrinktime=2s", "-rapid.steps=60", "-test.count=1")
 				cmd.Env = append(os.Environ(), envBug+"="+name)
 				out, err := cmd.CombinedOutput()
 				var exit *exec.ExitError
