@@ -17,8 +17,8 @@
 // # Packages
 //
 // This package holds the task model (Task, Status, Attempt), the retry
-// Policy, the outcome contract (Permanent, RetryAfter, Snooze, ErrorTypeOf)
-// and the language-neutral wire Envelope. The packages a program imports,
+// Policy and the outcome contract (Permanent, RetryAfter, Snooze,
+// ErrorTypeOf). The packages a program imports,
 // all under github.com/srjn45/rdq/:
 //
 //   - client: submit tasks; a producer needs nothing else.
@@ -26,6 +26,8 @@
 //   - store: the storage interface a backend implements, and its optional
 //     capabilities.
 //   - pgstore: the PostgreSQL store.
+//   - envelope: the language-neutral JSON document of a task and its
+//     history, which the server and every SDK read and write.
 //   - sqlitestore: the embedded store on a SQLite file.
 //   - storeurl: open either store from a database URL (RDQ_DATABASE_URL).
 //   - storetest: the compliance kit every store must pass.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 
 	"pgregory.net/rapid"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata (fingerprints, conformance vectors)")
 
 // fingerprintGolden is testdata/fingerprints.json: the golden table every
 // implementation of the default fingerprint (NormalizeMessage, Fingerprint)

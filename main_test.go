@@ -3,9 +3,9 @@ package rdq
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/srjn45/rdq/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }

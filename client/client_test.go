@@ -10,16 +10,16 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.uber.org/goleak"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/internal/leakcheck"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/store"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 func newClient(t *testing.T) (*client.Client, store.Store) {

@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/internal/leakcheck"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
@@ -23,8 +22,8 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	runCleanups()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+		if err := leakcheck.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines left running: %v\n", err)
 			code = 1
 		}
 	}

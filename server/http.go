@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/envelope"
 	"github.com/srjn45/rdq/proto/rdqv1"
 )
 
@@ -405,7 +406,7 @@ func envelopeJSON(pt *rdqv1.Task, history []*rdqv1.Attempt) (json.RawMessage, er
 	if err != nil {
 		return nil, fmt.Errorf("rendering task %s: %w", pt.GetId(), err)
 	}
-	env := rdq.Envelope{Task: *t}
+	env := envelope.Envelope{Task: *t}
 	for _, pa := range history {
 		a, err := AttemptFromProto(t.ID, pa)
 		if err != nil {
@@ -416,7 +417,7 @@ func envelopeJSON(pt *rdqv1.Task, history []*rdqv1.Attempt) (json.RawMessage, er
 	if len(history) > 0 && env.History == nil {
 		env.History = []rdq.Attempt{}
 	}
-	b, err := rdq.MarshalEnvelope(env)
+	b, err := envelope.Marshal(env)
 	if err != nil {
 		return nil, fmt.Errorf("rendering task %s: %w", t.ID, err)
 	}
@@ -426,7 +427,7 @@ func envelopeJSON(pt *rdqv1.Task, history []*rdqv1.Attempt) (json.RawMessage, er
 // specFromEnvelope decodes a submission: the envelope plus the optional
 // first_failure member.
 func specFromEnvelope(raw []byte) (*rdqv1.TaskSpec, error) {
-	env, err := rdq.UnmarshalEnvelope(raw)
+	env, err := envelope.Unmarshal(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +443,7 @@ func specFromEnvelope(raw []byte) (*rdqv1.TaskSpec, error) {
 		}
 	}
 	spec := &rdqv1.TaskSpec{
-		Version:        rdq.EnvelopeVersion,
+		Version:        envelope.Version,
 		Queue:          env.Task.Queue,
 		Handler:        env.Task.Handler,
 		Payload:        env.Task.Payload,

@@ -52,6 +52,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/envelope"
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/dlq"
 	"github.com/srjn45/rdq/proto/rdqv1"
@@ -345,8 +346,8 @@ func (s *Service) taskFromSpec(p *Principal, spec *rdqv1.TaskSpec) (client.Task,
 	if spec == nil {
 		return client.Task{}, errorf(CodeInvalidArgument, "no task given")
 	}
-	if v := spec.GetVersion(); v != 0 && v != rdq.EnvelopeVersion {
-		return client.Task{}, errorf(CodeInvalidArgument, fmt.Sprintf("envelope version %d is not supported; use %d", v, rdq.EnvelopeVersion))
+	if v := spec.GetVersion(); v != 0 && v != envelope.Version {
+		return client.Task{}, errorf(CodeInvalidArgument, fmt.Sprintf("envelope version %d is not supported; use %d", v, envelope.Version))
 	}
 	if err := rdq.ValidateName("queue", spec.GetQueue()); err != nil {
 		return client.Task{}, err

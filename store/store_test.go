@@ -5,13 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/leakcheck"
 	"github.com/srjn45/rdq/store"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestDeadFilterJSON(t *testing.T) {
 	id := rdq.MustParseID("01a228ed-a53d-73cc-99e1-178fe0033ab9")

@@ -7,17 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/internal/leakcheck"
 	"github.com/srjn45/rdq/sqlitestore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/tasks"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func newStore(t *testing.T) *sqlitestore.Store {
 	t.Helper()

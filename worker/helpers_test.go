@@ -9,17 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/internal/leakcheck"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/worker"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 // env is one test's store and client.

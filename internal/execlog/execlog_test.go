@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // A log written by a Writer reads back as the events written, paired into
 // executions; an execution that never ended counts as killed only when its

@@ -6,10 +6,10 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/srjn45/rdq/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // An Origin naming the listener's host under the other scheme is refused;
 // the same origin, a trusted one and safe methods pass.

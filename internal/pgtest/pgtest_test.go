@@ -4,13 +4,12 @@ import (
 	"context"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/srjn45/rdq/internal/leakcheck"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func schemaExists(t *testing.T, schema string) bool {
 	t.Helper()

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/srjn45/rdq/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // TestProcessCPUAdvances checks that the process's CPU time, which rdq
 // bench reports per task, grows by the CPU a fixed amount of work takes:

@@ -28,8 +28,8 @@ import java.util.regex.Pattern;
 
 /**
  * The language-neutral, versioned wire shape of a task (version 1), the same
- * document Go's {@code rdq.Envelope} reads and writes; the format is documented
- * there and in {@code testdata/envelope/README.md}. Java decodes every golden
+ * document Go's {@code envelope.Envelope} reads and writes; the format is documented
+ * there and in {@code envelope/testdata/README.md}. Java decodes every golden
  * file Go wrote and re-encodes it byte for byte, and rejects every invalid one
  * with an {@link InvalidInputException} saying what was wrong.
  *

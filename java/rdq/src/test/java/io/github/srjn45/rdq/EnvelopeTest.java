@@ -18,10 +18,10 @@ import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
-/** The envelope golden files Go wrote under testdata/envelope. */
+/** The envelope golden files Go wrote under envelope/testdata. */
 class EnvelopeTest {
     private static Path dir() {
-        return TestDb.testdata().resolve("envelope");
+        return TestDb.repoRoot().resolve("envelope").resolve("testdata");
     }
 
     /** Indents compact JSON as Go's json.Indent(dst, src, "", "  ") does. */

@@ -1,4 +1,4 @@
-package rdq
+package envelope
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/srjn45/rdq"
 	"strconv"
 	"strings"
 	"time"
@@ -60,9 +61,9 @@ func (d *envDecoder) syntax() bool {
 	var sink struct{}
 	var syn *json.SyntaxError
 	if err := json.Unmarshal(d.data, &sink); errors.As(err, &syn) {
-		return d.fail("%w: envelope is not valid JSON: %v (at byte %d)", ErrInvalid, syn, syn.Offset)
+		return d.fail("%w: envelope is not valid JSON: %v (at byte %d)", rdq.ErrInvalid, syn, syn.Offset)
 	}
-	return d.fail("%w: envelope is not valid JSON: unexpected character at byte %d", ErrInvalid, d.pos)
+	return d.fail("%w: envelope is not valid JSON: unexpected character at byte %d", rdq.ErrInvalid, d.pos)
 }
 
 // object names the object being read, for error messages.
@@ -293,7 +294,7 @@ func (d *envDecoder) skip() bool {
 		switch c := d.data[d.pos]; {
 		case c == '{' || c == '[':
 			if len(open) >= maxSkipDepth {
-				return d.fail("%w: envelope nests objects and arrays more than %d deep", ErrInvalid, maxSkipDepth)
+				return d.fail("%w: envelope nests objects and arrays more than %d deep", rdq.ErrInvalid, maxSkipDepth)
 			}
 			d.pos++
 			d.ws()
@@ -412,7 +413,7 @@ func (d *envDecoder) members(field func(key []byte) bool) bool {
 			_, dup = many[string(key)]
 		}
 		if dup {
-			return d.fail("%w: key %q appears twice in %s; an envelope must not repeat a key within an object", ErrInvalid, truncateForError(string(key)), d.object())
+			return d.fail("%w: key %q appears twice in %s; an envelope must not repeat a key within an object", rdq.ErrInvalid, truncate(string(key)), d.object())
 		}
 		if many != nil {
 			many[string(key)] = struct{}{}
@@ -446,7 +447,7 @@ func (d *envDecoder) typeError(key, want string) bool {
 	if !d.skip() {
 		return false
 	}
-	return d.fail("%w: %s must be %s, got %s", ErrInvalid, truncateForError(d.path(key)), want, jsonKind(d.data[start:d.pos]))
+	return d.fail("%w: %s must be %s, got %s", rdq.ErrInvalid, truncate(d.path(key)), want, jsonKind(d.data[start:d.pos]))
 }
 
 // rawString reads a string or null. It returns the raw content (nil for
@@ -484,8 +485,8 @@ func (d *envDecoder) enum(key string) (string, bool) {
 		return "", false
 	}
 	switch s := string(raw); s {
-	case string(OutcomeSuccess), string(OutcomeRetryableFailure), string(OutcomePermanentFailure), string(OutcomeLeaseExpired),
-		string(StatusPending), string(StatusInFlight), string(StatusSucceeded), string(StatusDead):
+	case string(rdq.OutcomeSuccess), string(rdq.OutcomeRetryableFailure), string(rdq.OutcomePermanentFailure), string(rdq.OutcomeLeaseExpired),
+		string(rdq.StatusPending), string(rdq.StatusInFlight), string(rdq.StatusSucceeded), string(rdq.StatusDead):
 		return s, true
 	}
 	return string(raw), true
@@ -511,10 +512,10 @@ func (d *envDecoder) integer(key string, min, max int64) (int64, bool) {
 		n, err = strconv.ParseInt(string(raw), 10, 64)
 	}
 	if !whole || err != nil {
-		return 0, d.fail("%w: %s %s is not a whole number from %d to %d", ErrInvalid, d.path(key), truncateForError(string(raw)), min, max)
+		return 0, d.fail("%w: %s %s is not a whole number from %d to %d", rdq.ErrInvalid, d.path(key), truncate(string(raw)), min, max)
 	}
 	if n < min || n > max {
-		return 0, d.fail("%w: %s %d is out of range; use a whole number from %d to %d", ErrInvalid, d.path(key), n, min, max)
+		return 0, d.fail("%w: %s %d is out of range; use a whole number from %d to %d", rdq.ErrInvalid, d.path(key), n, min, max)
 	}
 	return n, true
 }
@@ -533,7 +534,7 @@ func (d *envDecoder) time(key string) (time.Time, bool) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, d.fail("%w: %s %q is not an RFC 3339 time such as 2024-06-01T12:00:00Z", ErrInvalid, d.path(key), truncateForError(s))
+		return time.Time{}, d.fail("%w: %s %q is not an RFC 3339 time such as 2024-06-01T12:00:00Z", rdq.ErrInvalid, d.path(key), truncate(s))
 	}
 	return t.UTC(), true
 }
@@ -545,7 +546,7 @@ func (d *envDecoder) notObject(name string) bool {
 	if !d.skip() {
 		return false
 	}
-	return d.fail("%w: %s must be a JSON object, got %s", ErrInvalid, name, jsonKind(d.data[start:d.pos]))
+	return d.fail("%w: %s must be a JSON object, got %s", rdq.ErrInvalid, name, jsonKind(d.data[start:d.pos]))
 }
 
 // envelope reads the whole document.
@@ -564,7 +565,7 @@ func (d *envDecoder) envelope() (Envelope, bool) {
 		if d.ws(); d.pos < len(d.data) {
 			return e, d.syntax()
 		}
-		return e, d.fail("%w: envelope must be a JSON object, got %s", ErrInvalid, jsonKind(d.data[start:]))
+		return e, d.fail("%w: envelope must be a JSON object, got %s", rdq.ErrInvalid, jsonKind(d.data[start:]))
 	}
 	version := false
 	ok := d.members(func(key []byte) bool {
@@ -592,9 +593,9 @@ func (d *envDecoder) envelope() (Envelope, bool) {
 		case "status":
 			var s string
 			if s, ok = d.enum("status"); ok {
-				t.Status = Status(s)
+				t.Status = rdq.Status(s)
 				if t.Status != "" && !t.Status.Valid() {
-					ok = d.fail("%w: status %q is not one of PENDING, IN_FLIGHT, SUCCEEDED, DEAD; omit it when submitting", ErrInvalid, truncateForError(s))
+					ok = d.fail("%w: status %q is not one of PENDING, IN_FLIGHT, SUCCEEDED, DEAD; omit it when submitting", rdq.ErrInvalid, truncate(s))
 				}
 			}
 		case "attempts":
@@ -611,7 +612,7 @@ func (d *envDecoder) envelope() (Envelope, bool) {
 			e.Delay = time.Duration(n) * time.Millisecond
 		case "max_attempts":
 			var n int64
-			n, ok = d.integer("max_attempts", Unlimited, maxWireCount)
+			n, ok = d.integer("max_attempts", rdq.Unlimited, maxWireCount)
 			t.MaxAttempts = int(n)
 		case "timeout_ms":
 			var n int64
@@ -652,16 +653,16 @@ func (d *envDecoder) envelope() (Envelope, bool) {
 	}
 	switch {
 	case !version:
-		return e, d.fail("%w: envelope has no version; set \"version\": %d", ErrInvalid, EnvelopeVersion)
+		return e, d.fail("%w: envelope has no version; set \"version\": %d", rdq.ErrInvalid, Version)
 	case t.Queue == "":
-		return e, d.fail("%w: envelope has no queue; set \"queue\" to the queue the task belongs to", ErrInvalid)
+		return e, d.fail("%w: envelope has no queue; set \"queue\" to the queue the task belongs to", rdq.ErrInvalid)
 	case t.Handler == "":
-		return e, d.fail("%w: envelope has no handler; set \"handler\" to the name the task is executed by", ErrInvalid)
+		return e, d.fail("%w: envelope has no handler; set \"handler\" to the name the task is executed by", rdq.ErrInvalid)
 	}
 	for i := range e.History {
 		a := &e.History[i]
 		if !a.TaskID.IsZero() && a.TaskID != t.ID {
-			return e, d.fail("%w: history[%d].task_id %s is not the envelope's id (%s); an envelope carries one task's history", ErrInvalid, i, a.TaskID, idOrNone(t.ID))
+			return e, d.fail("%w: history[%d].task_id %s is not the envelope's id (%s); an envelope carries one task's history", rdq.ErrInvalid, i, a.TaskID, idOrNone(t.ID))
 		}
 		a.TaskID = t.ID
 	}
@@ -669,16 +670,16 @@ func (d *envDecoder) envelope() (Envelope, bool) {
 }
 
 // historyTaskID parses the task_id of the current history item.
-func (d *envDecoder) historyTaskID(s string) (ID, bool) {
-	id, err := ParseID(s)
+func (d *envDecoder) historyTaskID(s string) (rdq.ID, bool) {
+	id, err := rdq.ParseID(s)
 	if err != nil {
-		return ID{}, d.fail("%w: history[%d].task_id %q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); omit it, an attempt's task is the envelope's id", ErrInvalid, d.item, truncateForError(s))
+		return rdq.ID{}, d.fail("%w: history[%d].task_id %q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); omit it, an attempt's task is the envelope's id", rdq.ErrInvalid, d.item, truncate(s))
 	}
 	return id, true
 }
 
 // idOrNone is id as text, or "none" for the zero ID.
-func idOrNone(id ID) string {
+func idOrNone(id rdq.ID) string {
 	if id.IsZero() {
 		return "none"
 	}
@@ -697,7 +698,7 @@ func (d *envDecoder) version() (given, ok bool) {
 			return false, false
 		}
 		if raw := d.data[start:d.pos]; string(raw) != "1" {
-			return false, d.fail("%w: unsupported envelope version %s; this decoder reads version %d, written as the JSON number %d: upgrade rdq to read newer envelopes", ErrInvalid, truncateForError(string(raw)), EnvelopeVersion, EnvelopeVersion)
+			return false, d.fail("%w: unsupported envelope version %s; this decoder reads version %d, written as the JSON number %d: upgrade rdq to read newer envelopes", rdq.ErrInvalid, truncate(string(raw)), Version, Version)
 		}
 		return true, true
 	}
@@ -705,16 +706,16 @@ func (d *envDecoder) version() (given, ok bool) {
 	if !d.skip() {
 		return false, false
 	}
-	return false, d.fail("%w: envelope version must be the JSON number %d, got %s", ErrInvalid, EnvelopeVersion, jsonKind(d.data[start:d.pos]))
+	return false, d.fail("%w: envelope version must be the JSON number %d, got %s", rdq.ErrInvalid, Version, jsonKind(d.data[start:d.pos]))
 }
 
-func (d *envDecoder) id(t *Task, s string) bool {
-	id, err := ParseID(s)
+func (d *envDecoder) id(t *rdq.Task, s string) bool {
+	id, err := rdq.ParseID(s)
 	switch {
 	case err != nil:
-		return d.fail("%w: id %q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); omit it to have one assigned", ErrInvalid, truncateForError(s))
+		return d.fail("%w: id %q is not a UUID (want xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx); omit it to have one assigned", rdq.ErrInvalid, truncate(s))
 	case id.IsZero():
-		return d.fail("%w: id is the nil UUID; omit it to have one assigned", ErrInvalid)
+		return d.fail("%w: id is the nil UUID; omit it to have one assigned", rdq.ErrInvalid)
 	}
 	t.ID = id
 	return true
@@ -722,7 +723,7 @@ func (d *envDecoder) id(t *Task, s string) bool {
 
 // payload reads the base64 payload, decoding it straight from the document.
 // A payload over MaxPayloadBytes is rejected before it is decoded.
-func (d *envDecoder) payload(t *Task) bool {
+func (d *envDecoder) payload(t *rdq.Task) bool {
 	raw, escaped, ok := d.rawString("payload")
 	if !ok || len(raw) == 0 {
 		return ok
@@ -738,14 +739,14 @@ func (d *envDecoder) payload(t *Task) bool {
 				size--
 			}
 		}
-		if size > MaxPayloadBytes {
-			return d.fail("%w: payload is %d bytes; the limit is %d: store large data elsewhere and submit a reference", ErrInvalid, size, MaxPayloadBytes)
+		if size > rdq.MaxPayloadBytes {
+			return d.fail("%w: payload is %d bytes; the limit is %d: store large data elsewhere and submit a reference", rdq.ErrInvalid, size, rdq.MaxPayloadBytes)
 		}
 	}
 	p := make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
 	n, err := base64.StdEncoding.Strict().Decode(p, raw)
 	if err != nil {
-		return d.fail("%w: payload is not valid base64 (%v): encode the payload bytes with standard base64, RFC 4648 section 4, with padding", ErrInvalid, err)
+		return d.fail("%w: payload is not valid base64 (%v): encode the payload bytes with standard base64, RFC 4648 section 4, with padding", rdq.ErrInvalid, err)
 	}
 	if n > 0 {
 		t.Payload = p[:n:n]
@@ -763,8 +764,8 @@ func (d *envDecoder) headers() (map[string]string, bool) {
 	var h map[string]string
 	d.in = inHeaders
 	ok := d.members(func(key []byte) bool {
-		if len(h) == MaxHeaders {
-			return d.fail("%w: %d headers; the limit is %d", ErrInvalid, MaxHeaders+1, MaxHeaders)
+		if len(h) == rdq.MaxHeaders {
+			return d.fail("%w: %d headers; the limit is %d", rdq.ErrInvalid, rdq.MaxHeaders+1, rdq.MaxHeaders)
 		}
 		k := string(key)
 		v, ok := d.str(k)
@@ -778,8 +779,8 @@ func (d *envDecoder) headers() (map[string]string, bool) {
 	return h, ok
 }
 
-func (d *envDecoder) lastError() (ErrorSummary, bool) {
-	var s ErrorSummary
+func (d *envDecoder) lastError() (rdq.ErrorSummary, bool) {
+	var s rdq.ErrorSummary
 	if d.at('n') {
 		return s, d.literal("null")
 	}
@@ -810,7 +811,7 @@ func (d *envDecoder) lastError() (ErrorSummary, bool) {
 
 // history reads the attempt history, checking each attempt as it is read
 // so that the first invalid one ends the decoding.
-func (d *envDecoder) history() ([]Attempt, bool) {
+func (d *envDecoder) history() ([]rdq.Attempt, bool) {
 	if d.at('n') {
 		return nil, d.literal("null")
 	}
@@ -819,7 +820,7 @@ func (d *envDecoder) history() ([]Attempt, bool) {
 		if !d.skip() {
 			return nil, false
 		}
-		return nil, d.fail("%w: history must be a JSON array of attempt objects, got %s", ErrInvalid, jsonKind(d.data[start:d.pos]))
+		return nil, d.fail("%w: history must be a JSON array of attempt objects, got %s", rdq.ErrInvalid, jsonKind(d.data[start:d.pos]))
 	}
 	d.pos++
 	d.ws()
@@ -827,7 +828,7 @@ func (d *envDecoder) history() ([]Attempt, bool) {
 		d.pos++
 		return nil, true
 	}
-	var h []Attempt
+	var h []rdq.Attempt
 	prev := 0
 	for i := 0; ; i++ {
 		d.ws()
@@ -836,7 +837,7 @@ func (d *envDecoder) history() ([]Attempt, bool) {
 		}
 		if len(h) == cap(h) && len(h) >= historyCountAfter {
 			if rest := d.countItems(); rest > 0 {
-				h = append(make([]Attempt, 0, len(h)+rest), h...)
+				h = append(make([]rdq.Attempt, 0, len(h)+rest), h...)
 			}
 		}
 		d.in, d.item = inAttempt, i
@@ -883,8 +884,8 @@ func (d *envDecoder) countItems() int {
 
 // attempt reads one attempt object and checks it, prev being the number of
 // the attempt before it.
-func (d *envDecoder) attempt(prev int) (Attempt, bool) {
-	var a Attempt
+func (d *envDecoder) attempt(prev int) (rdq.Attempt, bool) {
+	var a rdq.Attempt
 	numbered := false
 	ok := d.members(func(key []byte) bool {
 		var ok bool
@@ -894,7 +895,7 @@ func (d *envDecoder) attempt(prev int) (Attempt, bool) {
 			var s string
 			if s, ok = d.str("task_id"); ok && s != "" {
 				if a.TaskID, ok = d.historyTaskID(s); ok && a.TaskID.IsZero() {
-					ok = d.fail("%w: history[%d].task_id is the nil UUID; omit it (an attempt's task is the envelope's id)", ErrInvalid, d.item)
+					ok = d.fail("%w: history[%d].task_id is the nil UUID; omit it (an attempt's task is the envelope's id)", rdq.ErrInvalid, d.item)
 				}
 			}
 		case "number":
@@ -906,7 +907,7 @@ func (d *envDecoder) attempt(prev int) (Attempt, bool) {
 		case "outcome":
 			var s string
 			s, ok = d.enum("outcome")
-			a.Outcome = Outcome(s)
+			a.Outcome = rdq.Outcome(s)
 		case "error_type":
 			a.ErrorType, ok = d.str("error_type")
 		case "message":
@@ -930,11 +931,21 @@ func (d *envDecoder) attempt(prev int) (Attempt, bool) {
 		return a, false
 	}
 	if !numbered {
-		return a, d.fail("%w: history[%d].number is missing; every attempt has a number from 1", ErrInvalid, d.item)
+		return a, d.fail("%w: history[%d].number is missing; every attempt has a number from 1", rdq.ErrInvalid, d.item)
 	}
 	if err := validateAttempt(d.item, &a, a.TaskID, prev); err != nil {
 		d.err = err
 		return a, false
 	}
 	return a, true
+}
+
+// truncate shortens s for an error message, as rdq's own validation errors
+// do.
+func truncate(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "…"
 }

@@ -1,10 +1,11 @@
-package rdq
+package envelope
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/srjn45/rdq"
 	"runtime"
 	"strings"
 	"testing"
@@ -56,7 +57,7 @@ func shortAttemptsEnvelope(size int) []byte {
 
 // payloadEnvelope returns a submission carrying the largest payload allowed.
 func payloadEnvelope() []byte {
-	p := bytes.Repeat([]byte("rdq payload bytes "), MaxPayloadBytes/18+1)[:MaxPayloadBytes]
+	p := bytes.Repeat([]byte("rdq payload bytes "), rdq.MaxPayloadBytes/18+1)[:rdq.MaxPayloadBytes]
 	return []byte(`{"version":1,"queue":"q","handler":"h","content_type":"application/octet-stream","payload":"` +
 		base64.StdEncoding.EncodeToString(p) + `"}`)
 }
@@ -85,14 +86,14 @@ func TestUnmarshalEnvelopeAllocation(t *testing.T) {
 	}
 	docs := map[string][]byte{
 		"4 MiB history":           historyEnvelope(4 << 20),
-		"16 MiB history":          historyEnvelope(MaxEnvelopeBytes - 1024),
+		"16 MiB history":          historyEnvelope(MaxBytes - 1024),
 		"1 MiB payload":           payloadEnvelope(),
 		"4 MiB of short attempts": shortAttemptsEnvelope(4 << 20),
 	}
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {
 			var err error
-			n := bytesAllocated(func() { _, err = UnmarshalEnvelope(doc) })
+			n := bytesAllocated(func() { _, err = Unmarshal(doc) })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +118,7 @@ func TestUnmarshalEnvelopeStopsAtFirstBadAttempt(t *testing.T) {
 	b.WriteString(`]}`)
 	doc := []byte(b.String())
 	var err error
-	n := bytesAllocated(func() { _, err = UnmarshalEnvelope(doc) })
+	n := bytesAllocated(func() { _, err = Unmarshal(doc) })
 	assertInvalid(t, doc, `history[1].outcome "BOGUS" is not one of`)
 	if n > 64<<10 {
 		t.Errorf("rejecting history[1] of a %d-byte document allocated %d bytes; it should stop at the bad item", len(doc), n)
@@ -127,15 +128,15 @@ func TestUnmarshalEnvelopeStopsAtFirstBadAttempt(t *testing.T) {
 	}
 }
 
-// BenchmarkUnmarshalEnvelope reports bytes allocated per byte decoded
+// BenchmarkUnmarshal reports bytes allocated per byte decoded
 // (x-alloc) for each document shape.
-func BenchmarkUnmarshalEnvelope(b *testing.B) {
+func BenchmarkUnmarshal(b *testing.B) {
 	docs := []struct {
 		name string
 		doc  []byte
 	}{
 		{"history-4MiB", historyEnvelope(4 << 20)},
-		{"history-16MiB", historyEnvelope(MaxEnvelopeBytes - 1024)},
+		{"history-16MiB", historyEnvelope(MaxBytes - 1024)},
 		{"payload-1MiB", payloadEnvelope()},
 		{"short-attempts-4MiB", shortAttemptsEnvelope(4 << 20)},
 	}
@@ -146,7 +147,7 @@ func BenchmarkUnmarshalEnvelope(b *testing.B) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			for b.Loop() {
-				if _, err := UnmarshalEnvelope(d.doc); err != nil {
+				if _, err := Unmarshal(d.doc); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -179,7 +180,7 @@ func TestUnmarshalEnvelopeDuplicateKeys(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { assertInvalid(t, []byte(c.doc), c.want) })
 	}
 	// The same keys in different objects are not duplicates.
-	if _, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","x":{"x":{"x":1}},` +
+	if _, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","x":{"x":{"x":1}},` +
 		`"history":[{"number":1,"outcome":"SUCCESS"},{"number":2,"outcome":"SUCCESS"}]}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestUnmarshalEnvelopeStrings(t *testing.T) {
 		if err := json.Unmarshal([]byte(`"`+s+`"`), &want); err != nil {
 			t.Fatalf("encoding/json rejects %q: %v", s, err)
 		}
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","lease_owner":"` + s + `"}`))
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","lease_owner":"` + s + `"}`))
 		if err != nil {
 			t.Fatalf("%q: %v", s, err)
 		}
@@ -206,7 +207,7 @@ func TestUnmarshalEnvelopeStrings(t *testing.T) {
 		}
 	}
 	t.Run("payload with escaped slash", func(t *testing.T) {
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","payload":"\/\/8="}`))
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","payload":"\/\/8="}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +255,7 @@ func TestUnmarshalEnvelopeDeepNesting(t *testing.T) {
 	nested := func(depth int) []byte {
 		return []byte(`{"version":1,"queue":"q","handler":"h","x":` + strings.Repeat(`[{"a":`, depth) + `1` + strings.Repeat(`}]`, depth) + `}`)
 	}
-	if _, err := UnmarshalEnvelope(nested(maxSkipDepth/2 - 1)); err != nil {
+	if _, err := Unmarshal(nested(maxSkipDepth/2 - 1)); err != nil {
 		t.Fatalf("nesting %d deep: %v", maxSkipDepth-2, err)
 	}
 	assertInvalid(t, nested(1_000_000), "more than 10000 deep")

@@ -1,4 +1,4 @@
-package rdq
+package envelope
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/srjn45/rdq"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,15 +17,15 @@ import (
 	"time"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata (envelopes, fingerprints)")
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-const envelopeDir = "testdata/envelope"
+const envelopeDir = "testdata"
 
 // goldenEnvelopes are the valid golden files and the envelopes they hold.
 // Encoding each must reproduce its file byte for byte (indented with two
 // spaces, newline-terminated); decoding each file must give it back.
 func goldenEnvelopes() map[string]Envelope {
-	id := MustParseID("0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b")
+	id := rdq.MustParseID("0190a5b2-7c3e-7a41-8f00-3c1d2e4f5a6b")
 	at := func(s string) time.Time {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
@@ -35,9 +36,9 @@ func goldenEnvelopes() map[string]Envelope {
 	failMsg := "POST https://mail.example.com/send: 503 Service Unavailable"
 	failType := "*mail.HTTPError"
 	return map[string]Envelope{
-		"minimal.json": {Task: Task{Queue: "emails", Handler: "send_welcome"}},
+		"minimal.json": {Task: rdq.Task{Queue: "emails", Handler: "send_welcome"}},
 		"submission.json": {
-			Task: Task{
+			Task: rdq.Task{
 				Queue:          "emails",
 				Handler:        "send_welcome",
 				Payload:        []byte(`{"user_id":42,"locale":"en"}`),
@@ -50,24 +51,24 @@ func goldenEnvelopes() map[string]Envelope {
 			Delay: 30 * time.Second,
 		},
 		"task_pending.json": {
-			Task: Task{
+			Task: rdq.Task{
 				ID:            id,
 				Queue:         "emails",
 				Handler:       "send_welcome",
 				Payload:       []byte(`{"user_id":42,"locale":"en"}`),
 				ContentType:   "application/json",
-				Status:        StatusPending,
+				Status:        rdq.StatusPending,
 				Attempts:      1,
 				NextAttemptAt: at("2024-06-01T12:00:02.5Z"),
 				LeaseToken:    1,
 				LeaseOwner:    "worker-a",
 				CreatedAt:     at("2024-06-01T12:00:00Z"),
 				UpdatedAt:     at("2024-06-01T12:00:01.000123Z"),
-				LastError:     ErrorSummary{Type: failType, Message: failMsg, Fingerprint: "d87da7dfbe71909b"}, // opaque to the envelope
+				LastError:     rdq.ErrorSummary{Type: failType, Message: failMsg, Fingerprint: "d87da7dfbe71909b"}, // opaque to the envelope
 			},
 		},
 		"task_full.json": {
-			Task: Task{
+			Task: rdq.Task{
 				ID:             id,
 				Queue:          "billing/charges",
 				Handler:        "charge.card:v2",
@@ -75,10 +76,10 @@ func goldenEnvelopes() map[string]Envelope {
 				ContentType:    "application/octet-stream",
 				Headers:        map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "x-note": "<café & crème>"},
 				IdempotencyKey: "charge-7f3a",
-				Status:         StatusInFlight,
+				Status:         rdq.StatusInFlight,
 				Attempts:       1,
 				Life:           1,
-				MaxAttempts:    Unlimited,
+				MaxAttempts:    rdq.Unlimited,
 				Timeout:        2500 * time.Millisecond,
 				Snoozes:        2,
 				NextAttemptAt:  at("2024-06-02T09:00:00Z"),
@@ -87,30 +88,30 @@ func goldenEnvelopes() map[string]Envelope {
 				LeaseOwner:     "worker-b",
 				CreatedAt:      at("2024-06-01T12:00:00Z"),
 				UpdatedAt:      at("2024-06-02T09:00:00.123456789Z"),
-				LastError:      summaryOf(LeaseExpiredFailure()),
+				LastError:      summaryOf(rdq.LeaseExpiredFailure()),
 			},
-			History: []Attempt{
-				{TaskID: id, Number: 1, Life: 0, Outcome: OutcomeRetryableFailure, ErrorType: "*errors.errorString",
+			History: []rdq.Attempt{
+				{TaskID: id, Number: 1, Life: 0, Outcome: rdq.OutcomeRetryableFailure, ErrorType: "*errors.errorString",
 					Message: "card declined: \"insufficient funds\"", WorkerID: "producer", LeaseToken: 0,
 					StartedAt: at("2024-06-01T12:00:00Z"), FinishedAt: at("2024-06-01T12:00:00Z")},
-				{TaskID: id, Number: 2, Life: 0, Outcome: OutcomeRetryableFailure, ErrorType: "timeout",
+				{TaskID: id, Number: 2, Life: 0, Outcome: rdq.OutcomeRetryableFailure, ErrorType: "timeout",
 					Message: "handler timed out after 30s", WorkerID: "worker-a", LeaseToken: 1,
 					StartedAt: at("2024-06-01T12:00:01Z"), FinishedAt: at("2024-06-01T12:00:31Z")},
-				{TaskID: id, Number: 3, Life: 0, Outcome: OutcomePermanentFailure, ErrorType: "panic",
+				{TaskID: id, Number: 3, Life: 0, Outcome: rdq.OutcomePermanentFailure, ErrorType: "panic",
 					Message: "panic: runtime error: index out of range [3] with length 3",
 					Stack:   "goroutine 7 [running]:\nmain.charge(...)\n\tcharge.go:42 +0x1d\n", WorkerID: "worker-a", LeaseToken: 2,
 					StartedAt: at("2024-06-01T12:00:35Z"), FinishedAt: at("2024-06-01T12:00:35.25Z")},
-				{TaskID: id, Number: 4, Life: 1, Outcome: OutcomeLeaseExpired, ErrorType: "lease_expired",
-					Message: LeaseExpiredFailure().Message, WorkerID: "worker-c", LeaseToken: 3,
+				{TaskID: id, Number: 4, Life: 1, Outcome: rdq.OutcomeLeaseExpired, ErrorType: "lease_expired",
+					Message: rdq.LeaseExpiredFailure().Message, WorkerID: "worker-c", LeaseToken: 3,
 					StartedAt: at("2024-06-02T08:58:00Z"), FinishedAt: at("2024-06-02T09:00:00Z")},
 			},
 		},
 		"task_dead.json": {
-			Task: Task{
-				ID:            MustParseID("0190a5b2-7c3e-7b00-9abc-000000000001"),
+			Task: rdq.Task{
+				ID:            rdq.MustParseID("0190a5b2-7c3e-7b00-9abc-000000000001"),
 				Queue:         "emails",
 				Handler:       "send_welcome",
-				Status:        StatusDead,
+				Status:        rdq.StatusDead,
 				Attempts:      1,
 				NextAttemptAt: at("2024-06-01T12:00:00Z"),
 				LeaseToken:    1,
@@ -118,10 +119,10 @@ func goldenEnvelopes() map[string]Envelope {
 				CreatedAt:     at("2024-06-01T12:00:00Z"),
 				UpdatedAt:     at("2024-06-01T12:00:01Z"),
 				FinishedAt:    at("2024-06-01T12:00:01Z"),
-				LastError:     ErrorSummary{Type: "*errors.errorString", Message: "unknown template \"welcome_v9\"", Fingerprint: "db0310d26fef8555"},
+				LastError:     rdq.ErrorSummary{Type: "*errors.errorString", Message: "unknown template \"welcome_v9\"", Fingerprint: "db0310d26fef8555"},
 			},
-			History: []Attempt{
-				{TaskID: MustParseID("0190a5b2-7c3e-7b00-9abc-000000000001"), Number: 1, Outcome: OutcomePermanentFailure,
+			History: []rdq.Attempt{
+				{TaskID: rdq.MustParseID("0190a5b2-7c3e-7b00-9abc-000000000001"), Number: 1, Outcome: rdq.OutcomePermanentFailure,
 					ErrorType: "*errors.errorString", Message: "unknown template \"welcome_v9\"", WorkerID: "worker-a", LeaseToken: 1,
 					StartedAt: at("2024-06-01T12:00:00.75Z"), FinishedAt: at("2024-06-01T12:00:01Z")},
 			},
@@ -129,8 +130,8 @@ func goldenEnvelopes() map[string]Envelope {
 	}
 }
 
-func summaryOf(f Failure) ErrorSummary {
-	return ErrorSummary{Type: f.Type, Message: f.Message, Fingerprint: f.Fingerprint}
+func summaryOf(f rdq.Failure) rdq.ErrorSummary {
+	return rdq.ErrorSummary{Type: f.Type, Message: f.Message, Fingerprint: f.Fingerprint}
 }
 
 func indentJSON(t *testing.T, compact []byte) []byte {
@@ -147,9 +148,9 @@ func TestEnvelopeGolden(t *testing.T) {
 	for name, want := range goldenEnvelopes() {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(envelopeDir, name)
-			compact, err := MarshalEnvelope(want)
+			compact, err := Marshal(want)
 			if err != nil {
-				t.Fatalf("MarshalEnvelope: %v", err)
+				t.Fatalf("Marshal: %v", err)
 			}
 			got := indentJSON(t, compact)
 			if *update {
@@ -164,15 +165,15 @@ func TestEnvelopeGolden(t *testing.T) {
 			if !bytes.Equal(got, golden) {
 				t.Errorf("encoding differs from %s (rerun with -update if the change is intended)\ngot:\n%s\nwant:\n%s", path, got, golden)
 			}
-			decoded, err := UnmarshalEnvelope(golden)
+			decoded, err := Unmarshal(golden)
 			if err != nil {
-				t.Fatalf("UnmarshalEnvelope(%s): %v", path, err)
+				t.Fatalf("Unmarshal(%s): %v", path, err)
 			}
 			if !reflect.DeepEqual(decoded, want) {
 				t.Errorf("decoding %s:\ngot  %+v\nwant %+v", path, decoded, want)
 			}
 			// The compact form decodes to the same value as the indented one.
-			decoded2, err := UnmarshalEnvelope(compact)
+			decoded2, err := Unmarshal(compact)
 			if err != nil || !reflect.DeepEqual(decoded2, want) {
 				t.Errorf("decoding the compact form: %v\ngot  %+v\nwant %+v", err, decoded2, want)
 			}
@@ -180,7 +181,7 @@ func TestEnvelopeGolden(t *testing.T) {
 	}
 }
 
-// TestEnvelopeGoldenFilesAccounted keeps testdata/envelope and the tests in
+// TestEnvelopeGoldenFilesAccounted keeps testdata and the tests in
 // step: every file is either a valid golden above or an invalid case with
 // an expected error.
 func TestEnvelopeGoldenFilesAccounted(t *testing.T) {
@@ -249,7 +250,7 @@ func TestEnvelopeInvalidGolden(t *testing.T) {
 			assertInvalid(t, data, want)
 			// UnmarshalJSON reports the same error and leaves the
 			// destination untouched.
-			e := Envelope{Task: Task{Queue: "keep"}}
+			e := Envelope{Task: rdq.Task{Queue: "keep"}}
 			if err := e.UnmarshalJSON(data); err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("UnmarshalJSON error = %v, want it to contain %q", err, want)
 			}
@@ -262,18 +263,18 @@ func TestEnvelopeInvalidGolden(t *testing.T) {
 
 func assertInvalid(t *testing.T, data []byte, want string) {
 	t.Helper()
-	e, err := UnmarshalEnvelope(data)
+	e, err := Unmarshal(data)
 	if err == nil {
-		t.Fatalf("UnmarshalEnvelope accepted the document: %+v", e)
+		t.Fatalf("Unmarshal accepted the document: %+v", e)
 	}
-	if !errors.Is(err, ErrInvalid) {
+	if !errors.Is(err, rdq.ErrInvalid) {
 		t.Errorf("error %v does not wrap ErrInvalid", err)
 	}
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not contain %q", err, want)
 	}
 	if !reflect.DeepEqual(e, Envelope{}) {
-		t.Errorf("UnmarshalEnvelope returned a partial envelope with its error: %+v", e)
+		t.Errorf("Unmarshal returned a partial envelope with its error: %+v", e)
 	}
 }
 
@@ -282,8 +283,8 @@ func TestEnvelopeLimits(t *testing.T) {
 		return []byte(`{"version":1,"queue":"q","handler":"h"` + fields + `}`)
 	}
 	t.Run("payload at the limit", func(t *testing.T) {
-		p := bytes.Repeat([]byte{0xab}, MaxPayloadBytes)
-		e, err := UnmarshalEnvelope(doc(`,"payload":"` + base64.StdEncoding.EncodeToString(p) + `"`))
+		p := bytes.Repeat([]byte{0xab}, rdq.MaxPayloadBytes)
+		e, err := Unmarshal(doc(`,"payload":"` + base64.StdEncoding.EncodeToString(p) + `"`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,33 +293,33 @@ func TestEnvelopeLimits(t *testing.T) {
 		}
 	})
 	t.Run("payload over the limit", func(t *testing.T) {
-		p := make([]byte, MaxPayloadBytes+1)
+		p := make([]byte, rdq.MaxPayloadBytes+1)
 		assertInvalid(t, doc(`,"payload":"`+base64.StdEncoding.EncodeToString(p)+`"`), "payload is 1048577 bytes; the limit is 1048576")
 	})
 	t.Run("document one byte over the limit", func(t *testing.T) {
 		base := doc(`,"padding":""`)
-		data := doc(`,"padding":"` + strings.Repeat("x", MaxEnvelopeBytes-len(base)+1) + `"`)
-		assertInvalid(t, data, fmt.Sprintf("envelope is %d bytes; the limit is %d", MaxEnvelopeBytes+1, MaxEnvelopeBytes))
+		data := doc(`,"padding":"` + strings.Repeat("x", MaxBytes-len(base)+1) + `"`)
+		assertInvalid(t, data, fmt.Sprintf("envelope is %d bytes; the limit is %d", MaxBytes+1, MaxBytes))
 	})
 	t.Run("invalid UTF-8", func(t *testing.T) {
 		assertInvalid(t, doc(`,"content_type":"text/`+"\xff"+`"`), "not valid UTF-8")
 	})
 	t.Run("64 headers", func(t *testing.T) {
 		var b strings.Builder
-		for i := range MaxHeaders {
+		for i := range rdq.MaxHeaders {
 			fmt.Fprintf(&b, `,"h%d":"v"`, i)
 		}
-		e, err := UnmarshalEnvelope(doc(`,"headers":{` + b.String()[1:] + `}`))
+		e, err := Unmarshal(doc(`,"headers":{` + b.String()[1:] + `}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(e.Task.Headers) != MaxHeaders {
+		if len(e.Task.Headers) != rdq.MaxHeaders {
 			t.Fatalf("decoded %d headers", len(e.Task.Headers))
 		}
 	})
 	t.Run("names at the limit", func(t *testing.T) {
-		name := strings.Repeat("n", MaxNameLength)
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"` + name + `","handler":"` + name + `"}`))
+		name := strings.Repeat("n", rdq.MaxNameLength)
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"` + name + `","handler":"` + name + `"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,28 +331,28 @@ func TestEnvelopeLimits(t *testing.T) {
 
 func TestUnmarshalEnvelopeRules(t *testing.T) {
 	t.Run("unknown fields are ignored", func(t *testing.T) {
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","priority":9,"extra":{"a":[1,2]},` +
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","priority":9,"extra":{"a":[1,2]},` +
 			`"last_error":{"type":"t","future":true},"history":[{"number":1,"outcome":"SUCCESS","cost":3}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Task.LastError.Type != "t" || len(e.History) != 1 || e.History[0].Outcome != OutcomeSuccess {
+		if e.Task.LastError.Type != "t" || len(e.History) != 1 || e.History[0].Outcome != rdq.OutcomeSuccess {
 			t.Fatalf("decoded %+v", e)
 		}
 	})
 	t.Run("null means absent", func(t *testing.T) {
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","id":null,"payload":null,` +
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","id":null,"payload":null,` +
 			`"headers":null,"status":null,"attempts":null,"created_at":null,"last_error":null,"history":null}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Envelope{Task: Task{Queue: "q", Handler: "h"}}
+		want := Envelope{Task: rdq.Task{Queue: "q", Handler: "h"}}
 		if !reflect.DeepEqual(e, want) {
 			t.Fatalf("got %+v, want %+v", e, want)
 		}
 	})
 	t.Run("empty collections decode to nil", func(t *testing.T) {
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","payload":"","headers":{},"history":[]}`))
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","payload":"","headers":{},"history":[]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +361,7 @@ func TestUnmarshalEnvelopeRules(t *testing.T) {
 		}
 	})
 	t.Run("times in any offset decode to UTC", func(t *testing.T) {
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","created_at":"2024-06-01T14:00:00.5+02:00"}`))
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","created_at":"2024-06-01T14:00:00.5+02:00"}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,7 +371,7 @@ func TestUnmarshalEnvelopeRules(t *testing.T) {
 		}
 	})
 	t.Run("uppercase id is canonicalized", func(t *testing.T) {
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"id":"0190A5B2-7C3E-7A41-8F00-3C1D2E4F5A6B","queue":"q","handler":"h","history":[{"number":1,"outcome":"SUCCESS"}]}`))
+		e, err := Unmarshal([]byte(`{"version":1,"id":"0190A5B2-7C3E-7A41-8F00-3C1D2E4F5A6B","queue":"q","handler":"h","history":[{"number":1,"outcome":"SUCCESS"}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +383,7 @@ func TestUnmarshalEnvelopeRules(t *testing.T) {
 		}
 	})
 	t.Run("delay_ms", func(t *testing.T) {
-		e, err := UnmarshalEnvelope([]byte(`{"version":1,"queue":"q","handler":"h","delay_ms":1500}`))
+		e, err := Unmarshal([]byte(`{"version":1,"queue":"q","handler":"h","delay_ms":1500}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,18 +405,18 @@ func TestUnmarshalEnvelopeRules(t *testing.T) {
 			Tasks []Envelope `json:"tasks"`
 		}
 		err := json.Unmarshal([]byte(`{"tasks":[{"version":1,"queue":"q","handler":"h"},{"version":3,"queue":"q","handler":"h"}]}`), &body)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "unsupported envelope version 3") {
+		if !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), "unsupported envelope version 3") {
 			t.Fatalf("error = %v", err)
 		}
 	})
 }
 
 func TestMarshalEnvelopeRules(t *testing.T) {
-	valid := func() Envelope { return Envelope{Task: Task{Queue: "q", Handler: "h"}} }
+	valid := func() Envelope { return Envelope{Task: rdq.Task{Queue: "q", Handler: "h"}} }
 	t.Run("delay rounds up to whole milliseconds", func(t *testing.T) {
 		e := valid()
 		e.Delay = 1500*time.Microsecond + 1
-		b, err := MarshalEnvelope(e)
+		b, err := Marshal(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,7 +427,7 @@ func TestMarshalEnvelopeRules(t *testing.T) {
 	t.Run("times are written in UTC", func(t *testing.T) {
 		e := valid()
 		e.Task.CreatedAt = time.Date(2024, 6, 1, 14, 0, 0, 0, time.FixedZone("CEST", 2*3600))
-		b, err := MarshalEnvelope(e)
+		b, err := Marshal(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,7 +438,7 @@ func TestMarshalEnvelopeRules(t *testing.T) {
 	t.Run("HTML characters are not escaped", func(t *testing.T) {
 		e := valid()
 		e.Task.ContentType = `text/html; a="<b>&c"`
-		b, err := MarshalEnvelope(e)
+		b, err := Marshal(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,7 +455,7 @@ func TestMarshalEnvelopeRules(t *testing.T) {
 			t.Fatalf("encoded %s", b)
 		}
 	})
-	id := NewID()
+	id := rdq.NewID()
 	bad := []struct {
 		name   string
 		modify func(*Envelope)
@@ -471,30 +472,30 @@ func TestMarshalEnvelopeRules(t *testing.T) {
 		{"invalid header", func(e *Envelope) { e.Task.Headers = map[string]string{"k": "\xff"} }, `header "k" value`},
 		{"foreign attempt", func(e *Envelope) {
 			e.Task.ID = id
-			e.History = []Attempt{{TaskID: NewID(), Number: 1, Outcome: OutcomeSuccess}}
+			e.History = []rdq.Attempt{{TaskID: rdq.NewID(), Number: 1, Outcome: rdq.OutcomeSuccess}}
 		}, "history[0] belongs to task"},
-		{"attempt number 0", func(e *Envelope) { e.History = []Attempt{{Number: 0, Outcome: OutcomeSuccess}} }, "history[0].number 0 is out of range"},
+		{"attempt number 0", func(e *Envelope) { e.History = []rdq.Attempt{{Number: 0, Outcome: rdq.OutcomeSuccess}} }, "history[0].number 0 is out of range"},
 		{"attempts out of order", func(e *Envelope) {
-			e.History = []Attempt{{Number: 1, Outcome: OutcomeSuccess}, {Number: 1, Outcome: OutcomeSuccess}}
+			e.History = []rdq.Attempt{{Number: 1, Outcome: rdq.OutcomeSuccess}, {Number: 1, Outcome: rdq.OutcomeSuccess}}
 		}, "history[1].number 1 does not follow 1"},
-		{"bad outcome", func(e *Envelope) { e.History = []Attempt{{Number: 1, Outcome: "OK"}} }, `history[0].outcome "OK"`},
+		{"bad outcome", func(e *Envelope) { e.History = []rdq.Attempt{{Number: 1, Outcome: "OK"}} }, `history[0].outcome "OK"`},
 		{"attempt time", func(e *Envelope) {
-			e.History = []Attempt{{Number: 1, Outcome: OutcomeSuccess, StartedAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}}
+			e.History = []rdq.Attempt{{Number: 1, Outcome: rdq.OutcomeSuccess, StartedAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}}
 		}, "history[0].started_at has year -1"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
 			e := valid()
 			c.modify(&e)
-			b, err := MarshalEnvelope(e)
+			b, err := Marshal(e)
 			if err == nil {
-				t.Fatalf("MarshalEnvelope accepted it: %s", b)
+				t.Fatalf("Marshal accepted it: %s", b)
 			}
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error = %v, want ErrInvalid containing %q", err, c.want)
 			}
 			if verr := e.Validate(); verr == nil || verr.Error() != err.Error() {
-				t.Fatalf("Validate = %v, want the same error as MarshalEnvelope", verr)
+				t.Fatalf("Validate = %v, want the same error as Marshal", verr)
 			}
 		})
 	}
@@ -505,15 +506,15 @@ func TestMarshalEnvelopeRules(t *testing.T) {
 // the same instant by instant.
 func TestEnvelopeRoundTripTask(t *testing.T) {
 	now := time.Now()
-	task := Task{
-		ID: NewID(), Queue: "q", Handler: "h", Payload: []byte("x"), Status: StatusSucceeded,
+	task := rdq.Task{
+		ID: rdq.NewID(), Queue: "q", Handler: "h", Payload: []byte("x"), Status: rdq.StatusSucceeded,
 		Attempts: 2, CreatedAt: now, UpdatedAt: now.Add(time.Second), FinishedAt: now.Add(time.Second),
 	}
-	b, err := MarshalEnvelope(Envelope{Task: task})
+	b, err := Marshal(Envelope{Task: task})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := UnmarshalEnvelope(b)
+	e, err := Unmarshal(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +528,7 @@ func TestEnvelopeRoundTripTask(t *testing.T) {
 	}
 }
 
-func FuzzDecodeEnvelope(f *testing.F) {
+func FuzzUnmarshal(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join(envelopeDir, "*.json"))
 	if err != nil {
 		f.Fatal(err)
@@ -543,9 +544,9 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		e, err := UnmarshalEnvelope(data)
+		e, err := Unmarshal(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, rdq.ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
 			}
 			return
@@ -564,18 +565,18 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		if text(std["queue"]) != e.Task.Queue || text(std["handler"]) != e.Task.Handler || text(std["lease_owner"]) != e.Task.LeaseOwner || text(le["message"]) != e.Task.LastError.Message {
 			t.Fatalf("encoding/json reads %v, the decoder %+v", std, e.Task)
 		}
-		out, err := MarshalEnvelope(e)
+		out, err := Marshal(e)
 		if err != nil {
 			t.Fatalf("re-encoding a decoded envelope: %v", err)
 		}
-		again, err := UnmarshalEnvelope(out)
+		again, err := Unmarshal(out)
 		if err != nil {
 			t.Fatalf("decoding a re-encoded envelope %s: %v", out, err)
 		}
 		if !reflect.DeepEqual(e, again) {
 			t.Fatalf("round trip changed the envelope:\nfirst  %+v\nsecond %+v", e, again)
 		}
-		out2, err := MarshalEnvelope(again)
+		out2, err := Marshal(again)
 		if err != nil || !bytes.Equal(out, out2) {
 			t.Fatalf("encoding is not stable: %v\n%s\n%s", err, out, out2)
 		}
@@ -593,7 +594,7 @@ func TestEnvelopeHistoryTaskID(t *testing.T) {
 		}
 		return []byte(`{"version":1,` + idField + `"queue":"q","handler":"h","history":[{"task_id":"` + taskID + `","number":1,"outcome":"SUCCESS"}]}`)
 	}
-	e, err := UnmarshalEnvelope(doc(id, id))
+	e, err := Unmarshal(doc(id, id))
 	if err != nil || e.History[0].TaskID.String() != id {
 		t.Fatalf("history naming the envelope's own id: %v, %+v", err, e.History)
 	}
@@ -602,8 +603,8 @@ func TestEnvelopeHistoryTaskID(t *testing.T) {
 		{"", other, "history[0].task_id " + other + " is not the envelope's id (none)"},
 		{id, "42", "history[0].task_id \"42\" is not a UUID"},
 	} {
-		_, err := UnmarshalEnvelope(doc(c.envID, c.taskID))
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+		_, err := Unmarshal(doc(c.envID, c.taskID))
+		if !errors.Is(err, rdq.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("envelope id %q, history task_id %q: %v; want an error wrapping ErrInvalid saying %q", c.envID, c.taskID, err, c.want)
 		}
 	}

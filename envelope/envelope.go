@@ -1,25 +1,26 @@
-package rdq
+package envelope
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/srjn45/rdq"
 	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
 
-// EnvelopeVersion is the version of the wire envelope this package writes
+// Version is the version of the wire envelope this package writes
 // and the only one it reads. It travels as the JSON number 1.
-const EnvelopeVersion = 1
+const Version = 1
 
-// MaxEnvelopeBytes bounds the raw JSON document UnmarshalEnvelope accepts,
-// checked before any decoding, and the document MarshalEnvelope produces. It
+// MaxBytes bounds the raw JSON document Unmarshal accepts,
+// checked before any decoding, and the document Marshal produces. It
 // leaves room for a payload of MaxPayloadBytes in base64, full headers and a
 // long attempt history.
-const MaxEnvelopeBytes = 16 << 20
+const MaxBytes = 16 << 20
 
 // Numeric bounds of the wire format, chosen so that every value fits the
 // integer types of common languages: counts fit a signed 32-bit integer, and
@@ -99,15 +100,15 @@ const (
 //     names one when the envelope has no id) is rejected, not re-assigned.
 //   - The limits of Task.Validate apply: names, payload size after base64
 //     decoding, content type, headers and idempotency key.
-//   - The whole document is valid UTF-8 and at most MaxEnvelopeBytes.
+//   - The whole document is valid UTF-8 and at most MaxBytes.
 //   - A reader may check fields in document order and report the first
 //     problem it meets, so writers put version first.
 type Envelope struct {
 	// Task is the task, its submitter-controlled fields and its state.
-	Task Task
+	Task rdq.Task
 	// History is the task's attempt history, oldest first; nil when the
 	// document carries none. Each attempt's TaskID is Task.ID.
-	History []Attempt
+	History []rdq.Attempt
 	// Delay postpones the first attempt of a submitted task. It travels
 	// as whole milliseconds (delay_ms); a finer delay is rounded up.
 	Delay time.Duration
@@ -122,7 +123,7 @@ func (e *Envelope) Validate() error {
 	}
 	t := &e.Task
 	if t.Status != "" && !t.Status.Valid() {
-		return fmt.Errorf("%w: status %q is not one of PENDING, IN_FLIGHT, SUCCEEDED, DEAD; omit it when submitting", ErrInvalid, truncateForError(string(t.Status)))
+		return fmt.Errorf("%w: status %q is not one of PENDING, IN_FLIGHT, SUCCEEDED, DEAD; omit it when submitting", rdq.ErrInvalid, truncate(string(t.Status)))
 	}
 	if err := checkCount("attempts", int64(t.Attempts), 0); err != nil {
 		return err
@@ -130,11 +131,11 @@ func (e *Envelope) Validate() error {
 	if err := checkCount("life", int64(t.Life), 0); err != nil {
 		return err
 	}
-	if err := checkCount("max_attempts", int64(t.MaxAttempts), Unlimited); err != nil {
+	if err := checkCount("max_attempts", int64(t.MaxAttempts), rdq.Unlimited); err != nil {
 		return err
 	}
 	if t.Timeout < 0 {
-		return fmt.Errorf("%w: timeout %s is negative; omit it for the queue's timeout", ErrInvalid, t.Timeout)
+		return fmt.Errorf("%w: timeout %s is negative; omit it for the queue's timeout", rdq.ErrInvalid, t.Timeout)
 	}
 	if err := checkCount("snoozes", int64(t.Snoozes), 0); err != nil {
 		return err
@@ -143,7 +144,7 @@ func (e *Envelope) Validate() error {
 		return err
 	}
 	if e.Delay < 0 {
-		return fmt.Errorf("%w: delay %s is negative; use 0 to make the task due now", ErrInvalid, e.Delay)
+		return fmt.Errorf("%w: delay %s is negative; use 0 to make the task due now", rdq.ErrInvalid, e.Delay)
 	}
 	for _, ts := range []struct {
 		name string
@@ -172,7 +173,7 @@ func (e *Envelope) Validate() error {
 // validateAttempt checks attempt i of the history of task id, prev being
 // the number of the attempt before it. It formats nothing unless the
 // attempt is invalid, so checking a long history allocates nothing.
-func validateAttempt(i int, a *Attempt, id ID, prev int) error {
+func validateAttempt(i int, a *rdq.Attempt, id rdq.ID, prev int) error {
 	if (a.TaskID.IsZero() || a.TaskID == id) && a.Number > prev && a.Number <= maxWireCount &&
 		a.Life >= 0 && a.Life <= maxWireCount && a.Outcome.Valid() &&
 		a.LeaseToken >= 0 && a.LeaseToken <= maxWireToken && validYear(a.StartedAt) && validYear(a.FinishedAt) {
@@ -180,19 +181,19 @@ func validateAttempt(i int, a *Attempt, id ID, prev int) error {
 	}
 	where := fmt.Sprintf("history[%d]", i)
 	if !a.TaskID.IsZero() && a.TaskID != id {
-		return fmt.Errorf("%w: %s belongs to task %s, not %s; an envelope carries one task's history", ErrInvalid, where, a.TaskID, id)
+		return fmt.Errorf("%w: %s belongs to task %s, not %s; an envelope carries one task's history", rdq.ErrInvalid, where, a.TaskID, id)
 	}
 	if err := checkCount(where+".number", int64(a.Number), 1); err != nil {
 		return err
 	}
 	if a.Number <= prev {
-		return fmt.Errorf("%w: %s.number %d does not follow %d; list attempts by strictly increasing number", ErrInvalid, where, a.Number, prev)
+		return fmt.Errorf("%w: %s.number %d does not follow %d; list attempts by strictly increasing number", rdq.ErrInvalid, where, a.Number, prev)
 	}
 	if err := checkCount(where+".life", int64(a.Life), 0); err != nil {
 		return err
 	}
 	if !a.Outcome.Valid() {
-		return fmt.Errorf("%w: %s.outcome %q is not one of SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, LEASE_EXPIRED", ErrInvalid, where, truncateForError(string(a.Outcome)))
+		return fmt.Errorf("%w: %s.outcome %q is not one of SUCCESS, RETRYABLE_FAILURE, PERMANENT_FAILURE, LEASE_EXPIRED", rdq.ErrInvalid, where, truncate(string(a.Outcome)))
 	}
 	if err := checkToken(where+".lease_token", a.LeaseToken); err != nil {
 		return err
@@ -205,14 +206,14 @@ func validateAttempt(i int, a *Attempt, id ID, prev int) error {
 
 func checkCount(name string, v, min int64) error {
 	if v < min || v > maxWireCount {
-		return fmt.Errorf("%w: %s %d is out of range; use an integer from %d to %d", ErrInvalid, name, v, min, maxWireCount)
+		return fmt.Errorf("%w: %s %d is out of range; use an integer from %d to %d", rdq.ErrInvalid, name, v, min, maxWireCount)
 	}
 	return nil
 }
 
 func checkToken(name string, v int64) error {
 	if v < 0 || v > maxWireToken {
-		return fmt.Errorf("%w: %s %d is out of range; use an integer from 0 to 2^53-1", ErrInvalid, name, v)
+		return fmt.Errorf("%w: %s %d is out of range; use an integer from 0 to 2^53-1", rdq.ErrInvalid, name, v)
 	}
 	return nil
 }
@@ -229,25 +230,25 @@ func validYear(t time.Time) bool {
 func checkTime(name string, t time.Time) error {
 	if !validYear(t) {
 		y := t.UTC().Year()
-		return fmt.Errorf("%w: %s has year %d; RFC 3339 times need a year from 0 to 9999", ErrInvalid, name, y)
+		return fmt.Errorf("%w: %s has year %d; RFC 3339 times need a year from 0 to 9999", rdq.ErrInvalid, name, y)
 	}
 	return nil
 }
 
-// MarshalEnvelope encodes e as a compact version-1 JSON document. It
+// Marshal encodes e as a compact version-1 JSON document. It
 // validates e first (see Envelope.Validate), so everything it writes
-// UnmarshalEnvelope reads back to an equal Envelope, with two exceptions
+// Unmarshal reads back to an equal Envelope, with two exceptions
 // noted on the fields: Delay is rounded up to whole milliseconds, and times
 // are written in UTC (an equal instant). Strings that are not valid UTF-8
 // (outside the fields Task.Validate checks) are written with U+FFFD in place
 // of the invalid bytes. Errors wrap ErrInvalid.
-func MarshalEnvelope(e Envelope) ([]byte, error) {
+func Marshal(e Envelope) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
 	t := &e.Task
 	w := wireEnvelope{
-		Version:        EnvelopeVersion,
+		Version:        Version,
 		Queue:          t.Queue,
 		Handler:        t.Handler,
 		ContentType:    t.ContentType,
@@ -300,14 +301,14 @@ func MarshalEnvelope(e Envelope) ([]byte, error) {
 		return nil, fmt.Errorf("rdq: encoding envelope of task %s: %w", t.ID, err)
 	}
 	out := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	if len(out) > MaxEnvelopeBytes {
-		return nil, fmt.Errorf("%w: envelope of task %s is %d bytes; the limit is %d: shorten its history", ErrInvalid, t.ID, len(out), MaxEnvelopeBytes)
+	if len(out) > MaxBytes {
+		return nil, fmt.Errorf("%w: envelope of task %s is %d bytes; the limit is %d: shorten its history", rdq.ErrInvalid, t.ID, len(out), MaxBytes)
 	}
 	return out, nil
 }
 
-// UnmarshalEnvelope decodes and validates a JSON envelope. It rejects a
-// document larger than MaxEnvelopeBytes before decoding it, a document that
+// Unmarshal decodes and validates a JSON envelope. It rejects a
+// document larger than MaxBytes before decoding it, a document that
 // is not valid UTF-8 or not a JSON object, a missing or unsupported version,
 // a key repeated within an object, a field of the wrong JSON type, invalid
 // base64, an unknown status or outcome, a malformed id or time, and anything
@@ -322,12 +323,12 @@ func MarshalEnvelope(e Envelope) ([]byte, error) {
 // Every error wraps ErrInvalid and names the offending field. The decoded
 // Envelope is normalized: times are in UTC, and empty payload, headers and
 // history are nil.
-func UnmarshalEnvelope(data []byte) (Envelope, error) {
-	if len(data) > MaxEnvelopeBytes {
-		return Envelope{}, fmt.Errorf("%w: envelope is %d bytes; the limit is %d: store large data elsewhere and submit a reference", ErrInvalid, len(data), MaxEnvelopeBytes)
+func Unmarshal(data []byte) (Envelope, error) {
+	if len(data) > MaxBytes {
+		return Envelope{}, fmt.Errorf("%w: envelope is %d bytes; the limit is %d: store large data elsewhere and submit a reference", rdq.ErrInvalid, len(data), MaxBytes)
 	}
 	if !utf8.Valid(data) {
-		return Envelope{}, fmt.Errorf("%w: envelope is not valid UTF-8; JSON documents must be UTF-8 (send binary data base64-encoded in payload)", ErrInvalid)
+		return Envelope{}, fmt.Errorf("%w: envelope is not valid UTF-8; JSON documents must be UTF-8 (send binary data base64-encoded in payload)", rdq.ErrInvalid)
 	}
 	d := envDecoder{data: data}
 	e, ok := d.envelope()
@@ -340,14 +341,14 @@ func UnmarshalEnvelope(data []byte) (Envelope, error) {
 	return e, nil
 }
 
-// MarshalJSON implements json.Marshaler with MarshalEnvelope, so an Envelope
+// MarshalJSON implements json.Marshaler with Marshal, so an Envelope
 // can be embedded in larger JSON documents.
-func (e Envelope) MarshalJSON() ([]byte, error) { return MarshalEnvelope(e) }
+func (e Envelope) MarshalJSON() ([]byte, error) { return Marshal(e) }
 
-// UnmarshalJSON implements json.Unmarshaler with UnmarshalEnvelope. On error
+// UnmarshalJSON implements json.Unmarshaler with Unmarshal. On error
 // e is left unchanged.
 func (e *Envelope) UnmarshalJSON(data []byte) error {
-	d, err := UnmarshalEnvelope(data)
+	d, err := Unmarshal(data)
 	if err != nil {
 		return err
 	}
