@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"pgregory.net/rapid"
+	"github.com/srjn45/rdq/internal/prop"
 )
 
 // TestNormalizeMessageIDShapes: the id shapes services print are masked,
@@ -97,9 +97,12 @@ func TestNormalizeMessageKeepsWords(t *testing.T) {
 			t.Errorf("NormalizeMessage(%q) = %q, want it kept", w, got)
 		}
 	}
-	rapid.Check(t, func(rt *rapid.T) {
-		w := rapid.SampledFrom(words).Draw(rt, "words")
-		id := rapid.StringMatching(`ord_[0-9]{1,6}|[0-9a-f]{8,12}`).Draw(rt, "id")
+	prop.Check(t, func(rt *prop.T) {
+		w := prop.Pick(rt, words...)
+		id := "ord_" + rt.StringOf("0123456789", 1, 6)
+		if rt.Bool() {
+			id = rt.StringOf("0123456789abcdef", 8, 12)
+		}
 		msg := "order " + id + ": " + w
 		if got, want := NormalizeMessage(msg), "order "+NormalizeMessage(id)+": "+w; got != want {
 			rt.Fatalf("NormalizeMessage(%q) = %q, want %q", msg, got, want)
@@ -149,10 +152,20 @@ func TestNormalizeMessageMasksRandomLetters(t *testing.T) {
 // TestNormalizeMatchersAgreeWithRegexps holds the hand-written matchers of
 // NormalizeMessage to the regular expressions its doc comment states.
 func TestNormalizeMatchersAgreeWithRegexps(t *testing.T) {
-	text := rapid.StringMatching(`[-a-z0-9_.+@x \t\n\x0B\f\r]{0,40}`)
-	rapid.Check(t, func(rt *rapid.T) {
-		s := rapid.OneOf(text, rapid.StringMatching(`[0-9a-f-]{36}`), rapid.StringMatching(`(0x)?[0-9a-f]{0,10}`),
-			rapid.StringMatching(`[0-9.]{0,8}`), rapid.StringMatching(`[0-9]{3}`)).Draw(rt, "s")
+	prop.Check(t, func(rt *prop.T) {
+		var s string
+		switch rt.IntRange(0, 4) {
+		case 0:
+			s = rt.StringOf("-abcdefghijklmnopqrstuvwxyz0123456789_.+@x \t\n\x0B\f\r", 0, 40)
+		case 1:
+			s = rt.StringOf("0123456789abcdef-", 36, 36)
+		case 2:
+			s = prop.Pick(rt, "", "0x") + rt.StringOf("0123456789abcdef", 0, 10)
+		case 3:
+			s = rt.StringOf("0123456789.", 0, 8)
+		default:
+			s = rt.StringOf("0123456789", 3, 3)
+		}
 		for _, m := range []struct {
 			name string
 			re   *regexp.Regexp

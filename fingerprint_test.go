@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"pgregory.net/rapid"
+	"github.com/srjn45/rdq/internal/prop"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata (fingerprints, conformance vectors)")
@@ -222,16 +222,24 @@ func TestFingerprintCache(t *testing.T) {
 		sum := sha256.Sum256([]byte(errorType + "\x00" + NormalizeMessage(message)))
 		return hex.EncodeToString(sum[:8])
 	}
-	rapid.Check(t, func(rt *rapid.T) {
+	prop.Check(t, func(rt *prop.T) {
 		type failure struct{ errorType, message string }
-		pool := rapid.SliceOfN(rapid.Custom(func(rt *rapid.T) failure {
-			return failure{
-				rapid.SampledFrom([]string{"timeout", "*net.OpError", "http_503", ""}).Draw(rt, "type"),
-				rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z ]{0,20}[0-9]{1,6}`),
-					rapid.Just(strings.Repeat("long message 42 ", 100))).Draw(rt, "message"),
+		pool := make([]failure, rt.IntRange(1, rt.IntRange(1, 600)))
+		for i := range pool {
+			pool[i].errorType = prop.Pick(rt, "timeout", "*net.OpError", "http_503", "")
+			switch rt.IntRange(0, 2) {
+			case 0:
+				pool[i].message = rt.String(40)
+			case 1:
+				pool[i].message = rt.StringOf("abcdefghijklmnopqrstuvwxyz ", 0, 20) + rt.StringOf("0123456789", 1, 6)
+			default:
+				pool[i].message = strings.Repeat("long message 42 ", 100)
 			}
-		}), 1, 600).Draw(rt, "pool")
-		picks := rapid.SliceOfN(rapid.IntRange(0, len(pool)-1), 1, 2000).Draw(rt, "picks")
+		}
+		picks := make([]int, rt.IntRange(1, rt.IntRange(1, 2000)))
+		for i := range picks {
+			picks[i] = rt.IntRange(0, len(pool)-1)
+		}
 		var wg sync.WaitGroup
 		errs := make(chan string, 4)
 		for g := range 4 {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"pgregory.net/rapid"
+	"github.com/srjn45/rdq/internal/prop"
 )
 
 func TestPolicyDefaults(t *testing.T) {
@@ -73,14 +73,20 @@ func TestPolicyDelaySchedule(t *testing.T) {
 }
 
 // validPolicy draws a policy that Validate accepts, with explicit values.
-func validPolicy(t *rapid.T) Policy {
-	return Policy{
-		MaxAttempts:    rapid.OneOf(rapid.Just(Unlimited), rapid.IntRange(0, 50)).Draw(t, "max_attempts"),
-		InitialBackoff: time.Duration(rapid.Int64Range(0, int64(2*time.Hour)).Draw(t, "initial")),
-		Multiplier:     rapid.OneOf(rapid.Just(0.0), rapid.Float64Range(1, 10)).Draw(t, "multiplier"),
-		MaxBackoff:     time.Duration(rapid.Int64Range(0, int64(48*time.Hour)).Draw(t, "max_backoff")),
-		Jitter:         rapid.OneOf(rapid.Just(NoJitter), rapid.Just(0.0), rapid.Float64Range(0, 1)).Draw(t, "jitter"),
+func validPolicy(t *prop.T) Policy {
+	p := Policy{
+		MaxAttempts:    Unlimited,
+		InitialBackoff: time.Duration(t.Int64Range(0, int64(2*time.Hour))),
+		MaxBackoff:     time.Duration(t.Int64Range(0, int64(48*time.Hour))),
+		Jitter:         prop.Pick(t, NoJitter, 0.0, t.Float64Range(0, 1)),
 	}
+	if t.Bool() {
+		p.MaxAttempts = t.IntRange(0, 50)
+	}
+	if t.Bool() {
+		p.Multiplier = t.Float64Range(1, 10)
+	}
+	return p
 }
 
 func effective(d, def time.Duration) time.Duration {
@@ -91,12 +97,12 @@ func effective(d, def time.Duration) time.Duration {
 }
 
 func TestPolicyDelayProperties(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	prop.Check(t, func(t *prop.T) {
 		p := validPolicy(t)
 		if err := p.Validate(); err != nil {
 			t.Fatalf("generated policy invalid: %v", err)
 		}
-		n := rapid.IntRange(1, 400).Draw(t, "n")
+		n := t.IntRange(1, 400)
 		initial := effective(p.InitialBackoff, DefaultInitialBackoff)
 		ceiling := max(effective(p.MaxBackoff, DefaultMaxBackoff), initial)
 		d, next := p.Delay(n), p.Delay(n+1)
@@ -116,7 +122,7 @@ func TestPolicyDelayProperties(t *testing.T) {
 			t.Fatal("Delay is not pure")
 		}
 
-		u := rapid.Float64Range(0, 1).Draw(t, "u")
+		u := t.Float64Range(0, 1)
 		if u == 1 {
 			u = math.Nextafter(1, 0)
 		}
@@ -245,15 +251,15 @@ func TestPolicyDecideLeaseExpired(t *testing.T) {
 }
 
 func TestPolicyDecideProperties(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	prop.Check(t, func(t *prop.T) {
 		p := validPolicy(t)
-		n := rapid.IntRange(1, 100).Draw(t, "n")
-		u := rapid.Float64Range(0, 0.999).Draw(t, "u")
-		permanent := rapid.Bool().Draw(t, "permanent")
+		n := t.IntRange(1, 100)
+		u := t.Float64Range(0, 0.999)
+		permanent := t.Bool()
 		var err error = errors.New("failure")
 		retryAfter := time.Duration(-1)
-		if rapid.Bool().Draw(t, "has_retry_after") {
-			retryAfter = time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "retry_after"))
+		if t.Bool() {
+			retryAfter = time.Duration(t.Int64Range(0, int64(time.Hour)))
 			err = RetryAfter(retryAfter, err)
 		}
 		if permanent {

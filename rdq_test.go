@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"pgregory.net/rapid"
+	"github.com/srjn45/rdq/internal/prop"
 )
 
 var canonicalUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
@@ -90,9 +90,9 @@ func TestIDGeneratorWithinOneMillisecond(t *testing.T) {
 }
 
 func TestIDStringParseRoundTrip(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	prop.Check(t, func(t *prop.T) {
 		var id ID
-		copy(id[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "bytes"))
+		copy(id[:], t.Bytes(16))
 		s := id.String()
 		if len(s) != 36 || strings.ToLower(s) != s {
 			t.Fatalf("String() = %q", s)

@@ -52,9 +52,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/srjn45/rdq"
-	"github.com/srjn45/rdq/envelope"
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/envelope"
 	"github.com/srjn45/rdq/proto/rdqv1"
 	"github.com/srjn45/rdq/store"
 )
