@@ -21,14 +21,11 @@ package dlq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -81,11 +78,11 @@ type Config struct {
 	// redriven MaxLife times stays dead. RedriveOptions.MaxLife overrides
 	// it per call.
 	MaxLife int
-	// Metrics, if set, registers the DLQ's counters with it:
+	// Metrics receives how many tasks each mutation changed; its nil
+	// counters count nothing. The server exports them as
 	// rdq_dlq_redriven_total, rdq_dlq_purged_total and
-	// rdq_dlq_retention_purged_total. Several DLQs may share a registerer;
-	// they then share the counters.
-	Metrics prometheus.Registerer
+	// rdq_dlq_retention_purged_total.
+	Metrics Metrics
 	// Logger receives one record per mutation; nil discards them. Payloads
 	// are never logged.
 	Logger *slog.Logger
@@ -100,7 +97,7 @@ type DLQ struct {
 	parallel int
 	maxLife  int
 	log      *slog.Logger
-	m        metrics
+	m        Metrics
 }
 
 // New returns a DLQ over b. It fails with an error wrapping rdq.ErrInvalid
@@ -133,11 +130,7 @@ func New(b Backend, cfg Config) (*DLQ, error) {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(cfg.Metrics)
-	if err != nil {
-		return nil, err
-	}
-	d.m = m
+	d.m = cfg.Metrics
 	return d, nil
 }
 
@@ -393,42 +386,24 @@ func validateAuditText(what, s string, limit int) error {
 	return nil
 }
 
-// metrics are the DLQ's counters; nil fields when no registerer is set.
-type metrics struct {
-	redriven, purged, retention prometheus.Counter
+// Counter counts tasks. A prometheus.Counter is one; so is anything with
+// its Add method.
+type Counter interface {
+	Add(float64)
 }
 
-func newMetrics(reg prometheus.Registerer) (metrics, error) {
-	if reg == nil {
-		return metrics{}, nil
-	}
-	var m metrics
-	for _, c := range []struct {
-		dst        *prometheus.Counter
-		name, help string
-	}{
-		{&m.redriven, "rdq_dlq_redriven_total", "Dead tasks redriven back to pending."},
-		{&m.purged, "rdq_dlq_purged_total", "Dead tasks deleted by purge."},
-		{&m.retention, "rdq_dlq_retention_purged_total", "Dead tasks deleted by DLQ retention."},
-	} {
-		counter := prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help})
-		if err := reg.Register(counter); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return metrics{}, fmt.Errorf("dlq: registering %s: %w", c.name, err)
-			}
-			existing, ok := are.ExistingCollector.(prometheus.Counter)
-			if !ok {
-				return metrics{}, fmt.Errorf("dlq: registering %s: a collector of another kind has that name: %w", c.name, err)
-			}
-			counter = existing
-		}
-		*c.dst = counter
-	}
-	return m, nil
+// Metrics are the counters a DLQ adds to, one per kind of mutation; each
+// may be nil.
+type Metrics struct {
+	// Redriven counts dead tasks redriven back to pending.
+	Redriven Counter
+	// Purged counts dead tasks deleted by a purge.
+	Purged Counter
+	// RetentionPurged counts dead tasks deleted by retention.
+	RetentionPurged Counter
 }
 
-func add(c prometheus.Counter, n int64) {
+func add(c Counter, n int64) {
 	if c != nil && n > 0 {
 		c.Add(float64(n))
 	}

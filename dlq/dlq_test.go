@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/dlq"
 	"github.com/srjn45/rdq/store"
@@ -725,8 +722,8 @@ func TestPurge(t *testing.T) {
 }
 
 func TestRetentionAndMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	s, q, tasks := newDLQ(t, 6, dlq.Config{Metrics: reg})
+	var redriven, purged, retention counter
+	s, q, tasks := newDLQ(t, 6, dlq.Config{Metrics: dlq.Metrics{Redriven: &redriven, Purged: &purged, RetentionPurged: &retention}})
 	ctx := ctxT(t)
 	// The corpus went dead in 2025; add one that went dead just now.
 	fresh := seedDead(t, s, []seed{{queue: "emails", handler: "send", errType: "timeout", msg: "new", deadAt: time.Now().UTC().Truncate(time.Second)}})
@@ -751,25 +748,17 @@ func TestRetentionAndMetrics(t *testing.T) {
 	if _, err := q.Purge(ctx, dlq.Filter{Queue: "x"}, dlq.PurgeOptions{Actor: "a", Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]float64{
-		"rdq_dlq_retention_purged_total": 6, "rdq_dlq_redriven_total": 1, "rdq_dlq_purged_total": 2,
-	} {
-		got, err := testutil.GatherAndCount(reg, name)
-		if err != nil || got != 1 {
-			t.Fatalf("%s: %d series, %v", name, got, err)
-		}
-		mfs, _ := reg.Gather()
-		for _, mf := range mfs {
-			if mf.GetName() == name {
-				if v := mf.GetMetric()[0].GetCounter().GetValue(); v != want {
-					t.Fatalf("%s = %v, want %v", name, v, want)
-				}
-			}
+	for name, c := range map[string]struct {
+		got  *counter
+		want float64
+	}{"retention": {&retention, 6}, "redriven": {&redriven, 1}, "purged": {&purged, 2}} {
+		if got := c.got.value(); got != c.want {
+			t.Errorf("%s counter = %v, want %v", name, got, c.want)
 		}
 	}
-	// A second DLQ on the same registerer shares the counters.
-	if _, err := dlq.New(s, dlq.Config{Metrics: reg}); err != nil {
-		t.Fatalf("second DLQ on one registry: %v", err)
+	// A DLQ without counters counts nothing and needs none.
+	if _, err := dlq.New(s, dlq.Config{}); err != nil {
+		t.Fatalf("a DLQ without metrics: %v", err)
 	}
 	if _, err := q.Retention(ctx, dlq.RetentionOptions{OlderThan: time.Hour, Actor: "a", Filter: dlq.Filter{DeadBefore: base}}); !errors.Is(err, rdq.ErrInvalid) {
 		t.Fatalf("retention with dead-before: %v", err)
@@ -1032,4 +1021,22 @@ func TestBackendChunkSize(t *testing.T) {
 	if want := []int{5, 2}; !slices.Equal(b2.purge, want) {
 		t.Errorf("with ChunkSize 5, PurgeDead limits %v, want %v", b2.purge, want)
 	}
+}
+
+// counter is a dlq.Counter that remembers its total.
+type counter struct {
+	mu sync.Mutex
+	n  float64
+}
+
+func (c *counter) Add(v float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += v
+}
+
+func (c *counter) value() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
 }

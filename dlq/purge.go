@@ -131,9 +131,9 @@ func (d *DLQ) purge(ctx context.Context, f Filter, action string, opts PurgeOpti
 		progress(opts.Progress, 0, total)
 		return res, nil
 	}
-	counter := d.m.purged
+	counter := d.m.Purged
 	if action == ActionRetention {
-		counter = d.m.retention
+		counter = d.m.RetentionPurged
 	}
 	progress(opts.Progress, 0, total)
 	n, err := d.runChunks(ctx, total, func(ctx context.Context, limit int) (int64, error) {

@@ -168,7 +168,7 @@ func (d *DLQ) Redrive(ctx context.Context, f Filter, opts RedriveOptions) (Redri
 		return r.Redriven, err
 	}, func(n int64) {
 		res.Redriven += n
-		add(d.m.redriven, n)
+		add(d.m.Redriven, n)
 		if a := atLimit.Load(); !adjusted && a > 0 {
 			// The tasks at the cap will never be redriven by this call.
 			adjusted = true
@@ -302,7 +302,7 @@ func (d *DLQ) redriveIDs(ctx context.Context, ids []rdq.ID, payload []byte, opts
 		}
 		res.Matched += n + countMatchedFailures(errs)
 		res.Redriven += n
-		add(d.m.redriven, n)
+		add(d.m.Redriven, n)
 		progress(opts.Progress, res.Redriven, int64(len(ids)))
 	}
 	d.logIDs(ctx, action, opts.Actor, ids, res.Redriven, nil)

@@ -258,7 +258,11 @@ func New(cfg Config) (*Service, error) {
 		s.pauser = p
 	}
 	if b, ok := cfg.Store.(dlq.Backend); ok {
-		d, err := dlq.New(b, dlq.Config{MaxLife: cfg.MaxLife, Metrics: cfg.Metrics, Logger: s.log})
+		dm, err := dlqMetrics(cfg.Metrics)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		d, err := dlq.New(b, dlq.Config{MaxLife: cfg.MaxLife, Metrics: dm, Logger: s.log})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}

@@ -1,4 +1,4 @@
-package pgstore_test
+package compliance_test
 
 import (
 	"context"
@@ -82,9 +82,6 @@ func failAudit(t testing.TB, schema string) {
 func TestMain(m *testing.M) {
 	// Stores log every reclaim at Info; keep test output to what matters.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if os.Getenv(envTxChild) != "" {
-		os.Exit(txChild())
-	}
 	storetest.Main(m, harness())
 }
 
