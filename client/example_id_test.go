@@ -2,38 +2,13 @@ package client_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/sqlitestore"
 )
-
-// openSQLite opens a migrated store in a temporary directory and returns it
-// with a function that removes it.
-func openSQLite(ctx context.Context) (*sqlitestore.Store, func()) {
-	dir, err := os.MkdirTemp("", "rdq-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "rdq.db"), sqlitestore.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	return st, func() {
-		if err := errors.Join(st.Close(), os.RemoveAll(dir)); err != nil {
-			log.Print(err)
-		}
-	}
-}
 
 // Choose the task's ID before submitting, so a Submit that fails without
 // saying whether the task was stored (a connection lost around the commit)
@@ -41,8 +16,8 @@ func openSQLite(ctx context.Context) (*sqlitestore.Store, func()) {
 // duplicate instead of creating a second one.
 func ExampleTask_id() {
 	ctx := context.Background()
-	st, cleanup := openSQLite(ctx)
-	defer cleanup()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 	c, err := client.New(client.Config{Store: st})
 	if err != nil {
 		log.Fatal(err)
@@ -50,7 +25,7 @@ func ExampleTask_id() {
 
 	task := client.Task{
 		ID:      rdq.NewID(), // chosen once, kept across retries
-		Queue:   "invoices",
+		Queue:   uniqueQueue("invoices"),
 		Handler: "send-invoice",
 		Payload: []byte(`{"invoice":1017}`),
 	}
@@ -80,15 +55,15 @@ func ExampleTask_id() {
 // Schedule the first attempt for an absolute time instead of after a delay.
 func ExampleTask_runAt() {
 	ctx := context.Background()
-	st, cleanup := openSQLite(ctx)
-	defer cleanup()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 	c, err := client.New(client.Config{Store: st})
 	if err != nil {
 		log.Fatal(err)
 	}
 	tomorrow := time.Now().Add(24 * time.Hour).Truncate(time.Hour)
 	res, err := c.Submit(ctx, client.Task{
-		Queue:   "reports",
+		Queue:   uniqueQueue("reports"),
 		Handler: "daily-report",
 		RunAt:   tomorrow,
 	})

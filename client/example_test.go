@@ -5,49 +5,52 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 )
 
-// exampleStore opens a store in a fresh schema of the test database and
-// returns it with a function that drops the schema.
-func exampleStore() (*pgstore.Store, func()) {
-	ctx := context.Background()
-	pool, err := pgtest.NewPool(ctx)
+// openStore opens the examples' store: the PostgreSQL database that
+// RDQ_DATABASE_URL names, in a schema of their own, migrated (Migrate is
+// safe to run at every start). It returns the store with a function that
+// closes its pool.
+func openStore(ctx context.Context) (*pgstore.Store, func()) {
+	pool, err := pgxpool.New(ctx, os.Getenv("RDQ_DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	schema := pgtest.SchemaName()
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema})
+	st, err := pgstore.New(pool, pgstore.Config{Schema: "rdq_example_client"})
+	if err == nil {
+		err = st.Migrate(ctx)
+	}
 	if err != nil {
-		log.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	return st, func() {
-		if err := pgtest.DropSchema(pool, schema); err != nil {
-			log.Print(err)
-		}
 		pool.Close()
+		log.Fatal(err)
 	}
+	return st, pool.Close
 }
+
+// uniqueQueue returns name with a fresh suffix, so that every run of an
+// example has queues of its own in the shared schema.
+func uniqueQueue(name string) string { return name + "-" + rdq.NewID().String() }
 
 // Submitting a task with an idempotency key: submitting it again returns
 // the task already stored.
 func Example() {
-	st, cleanup := exampleStore()
-	defer cleanup()
 	ctx := context.Background()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
 	c, err := client.New(client.Config{Store: st})
 	if err != nil {
 		log.Fatal(err)
 	}
 	task := client.Task{
-		Queue:          "emails",
+		Queue:          uniqueQueue("emails"),
 		Handler:        "send-welcome",
 		Payload:        []byte(`{"user":42}`),
 		ContentType:    "application/json",
@@ -72,9 +75,9 @@ func Example() {
 // Handing rdq a call that just failed: the failure is recorded as attempt 1
 // and the task is retried by a worker.
 func ExampleClient_Submit_firstFailure() {
-	st, cleanup := exampleStore()
-	defer cleanup()
 	ctx := context.Background()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
 	c, err := client.New(client.Config{Store: st, ID: "checkout"})
 	if err != nil {
@@ -82,7 +85,7 @@ func ExampleClient_Submit_firstFailure() {
 	}
 	callErr := errors.New("payment gateway: 503 service unavailable")
 	res, err := c.Submit(ctx, client.Task{
-		Queue:        "payments",
+		Queue:        uniqueQueue("payments"),
 		Handler:      "capture",
 		Payload:      []byte(`{"order":"A-1001"}`),
 		FirstFailure: callErr,
@@ -103,18 +106,19 @@ func ExampleClient_Submit_firstFailure() {
 
 // Submitting a batch in one round trip. Results are in input order.
 func ExampleClient_SubmitMany() {
-	st, cleanup := exampleStore()
-	defer cleanup()
 	ctx := context.Background()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
 	c, err := client.New(client.Config{Store: st})
 	if err != nil {
 		log.Fatal(err)
 	}
+	queue := uniqueQueue("thumbnails")
 	results, err := c.SubmitMany(ctx, []client.Task{
-		{Queue: "thumbnails", Handler: "resize", Payload: []byte("img-1"), IdempotencyKey: "img-1"},
-		{Queue: "thumbnails", Handler: "resize", Payload: []byte("img-2"), IdempotencyKey: "img-2"},
-		{Queue: "thumbnails", Handler: "resize", Payload: []byte("img-1"), IdempotencyKey: "img-1"},
+		{Queue: queue, Handler: "resize", Payload: []byte("img-1"), IdempotencyKey: "img-1"},
+		{Queue: queue, Handler: "resize", Payload: []byte("img-2"), IdempotencyKey: "img-2"},
+		{Queue: queue, Handler: "resize", Payload: []byte("img-1"), IdempotencyKey: "img-1"},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -125,8 +129,8 @@ func ExampleClient_SubmitMany() {
 
 	// An invalid task fails the whole batch, naming its index.
 	_, err = c.SubmitMany(ctx, []client.Task{
-		{Queue: "thumbnails", Handler: "resize"},
-		{Queue: "thumbnails", Handler: ""},
+		{Queue: queue, Handler: "resize"},
+		{Queue: queue, Handler: ""},
 	})
 	fmt.Println(err)
 	// Output:

@@ -5,39 +5,50 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/sqlitestore"
+	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/tasks"
 )
+
+// openStore opens the example's store: the PostgreSQL database that
+// RDQ_DATABASE_URL names, in a schema of its own, migrated (Migrate is safe
+// to run at every start). It returns the store with a function that closes
+// its pool.
+func openStore(ctx context.Context) (*pgstore.Store, func()) {
+	pool, err := pgxpool.New(ctx, os.Getenv("RDQ_DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := pgstore.New(pool, pgstore.Config{Schema: "rdq_example_tasks"})
+	if err == nil {
+		err = st.Migrate(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		log.Fatal(err)
+	}
+	return st, pool.Close
+}
 
 // List the tasks waiting in a queue, then cancel one: it goes to the
 // dead-letter queue with a CANCELLED attempt naming who and why.
 func Example() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "rdq-tasks")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "rdq.db"), sqlitestore.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	st, closeStore := openStore(ctx)
+	defer closeStore()
+	queue := "shipping-" + rdq.NewID().String() // a queue of this run's own
 	c, err := client.New(client.Config{Store: st})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, order := range []string{"41", "42"} {
-		if _, err := c.Submit(ctx, client.Task{Queue: "shipping", Handler: "ship", IdempotencyKey: "order-" + order, Delay: time.Hour}); err != nil {
+		if _, err := c.Submit(ctx, client.Task{Queue: queue, Handler: "ship", IdempotencyKey: "order-" + order, Delay: time.Hour}); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -46,13 +57,13 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	page, err := lt.List(ctx, store.StatePending, tasks.Filter{Queue: "shipping"}, tasks.ListOptions{})
+	page, err := lt.List(ctx, store.StatePending, tasks.Filter{Queue: queue}, tasks.ListOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("waiting:", len(page.Tasks))
 
-	t, err := lt.ByKey(ctx, "shipping", "order-42")
+	t, err := lt.ByKey(ctx, queue, "order-42")
 	if err != nil {
 		log.Fatal(err)
 	}

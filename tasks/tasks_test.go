@@ -2,7 +2,6 @@ package tasks_test
 
 import (
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -11,27 +10,19 @@ import (
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/dlq"
 	"github.com/srjn45/rdq/internal/leakcheck"
-	"github.com/srjn45/rdq/sqlitestore"
+	"github.com/srjn45/rdq/internal/pgtest"
+	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/tasks"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-func newStore(t *testing.T) *sqlitestore.Store {
+// newStore returns a store on a fresh, migrated schema, dropped when the
+// test ends.
+func newStore(t *testing.T) *pgstore.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "rdq.db"), sqlitestore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	st, _ := pgtest.NewStore(t)
 	return st
 }
 

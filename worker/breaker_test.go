@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,33 +16,9 @@ import (
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/internal/benchtest"
 	"github.com/srjn45/rdq/internal/pgtest"
-	"github.com/srjn45/rdq/sqlitestore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
-
-// outageStores are the stores the breaker's proof runs on.
-var outageStores = []struct {
-	name string
-	open func(t *testing.T) store.Store
-}{
-	{"postgres", func(t *testing.T) store.Store { st, _ := pgtest.NewStore(t); return st }},
-	{"sqlite", func(t *testing.T) store.Store {
-		st, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "rdq.db"), sqlitestore.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := st.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-		if err := st.Migrate(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}},
-}
 
 // stormPolicy is five attempts with short backoff: a task's budget is gone
 // within a second of a downstream going away.
@@ -56,7 +31,8 @@ var stormPolicy = rdq.Policy{MaxAttempts: 5, InitialBackoff: 20 * time.Milliseco
 // proof holds on a slow machine too); with the breaker, through an outage
 // just as long, none does, and the attempts spent during the outage are
 // bounded by what the workers had in flight when it tripped plus one probe
-// per cool-off, not by the number of tasks. RDQ_OUTAGE_TASKS and
+// per cool-off, not by the number of tasks. It runs on PostgreSQL;
+// sqlitestore's tests run the same proof on SQLite. RDQ_OUTAGE_TASKS and
 // RDQ_OUTAGE_SECONDS make it the full-size run the README reports (10000
 // tasks, an outage of at least 30 s, 100 slots per worker):
 //
@@ -81,37 +57,35 @@ func TestBreakerOutageProof(t *testing.T) {
 	}
 	breaker := &worker.Breaker{Window: 10 * time.Second, MinFailedTasks: 10, FailureRatio: 0.5,
 		CoolOff: 250 * time.Millisecond, MaxCoolOff: time.Second}
-	for _, s := range outageStores {
-		t.Run(s.name, func(t *testing.T) {
-			without := benchtest.Outage(t, s.open(t), benchtest.OutageConfig{
-				Tasks: tasks, Down: down, UntilDead: true, Policy: stormPolicy, Workers: workers, Concurrency: concurrency})
-			with := benchtest.Outage(t, s.open(t), benchtest.OutageConfig{
-				Tasks: tasks, Down: without.Down, Policy: stormPolicy, Workers: workers, Concurrency: concurrency,
-				Breaker: breaker, Logger: testLogger()})
-			t.Logf("%s, %d tasks, %s outage, MaxAttempts 5:", s.name, tasks, without.Down.Round(time.Millisecond))
-			t.Logf("  without breaker: dead %d, succeeded %d, attempts during outage %d, attempts %d, drained in %s",
-				without.Dead, without.Succeeded, without.OutageAttempts, without.Attempts, without.Elapsed.Round(time.Millisecond))
-			t.Logf("  with breaker:    dead %d, succeeded %d, attempts during outage %d, attempts %d, drained in %s",
-				with.Dead, with.Succeeded, with.OutageAttempts, with.Attempts, with.Elapsed.Round(time.Millisecond))
-			if without.Dead == 0 {
-				t.Errorf("without the breaker no task ended dead: the outage is too short to prove anything")
-			}
-			if with.Dead != 0 {
-				t.Errorf("with the breaker %d tasks ended dead, want 0", with.Dead)
-			}
-			if with.Succeeded != int64(tasks) {
-				t.Errorf("with the breaker %d of %d tasks succeeded", with.Succeeded, tasks)
-			}
-			// Per worker: its slots in flight when the breaker tripped
-			// (twice, for a claim racing the pause) and the failures its
-			// own window judged (each worker judges its own attempts, so
-			// up to MinFailedTasks each before the first trip); then one
-			// probe per cool-off. A constant, whatever the number of tasks.
-			bound := int64(workers*(2*concurrency+breaker.MinFailedTasks) + int(without.Down/breaker.CoolOff) + 1)
-			if with.OutageAttempts > bound {
-				t.Errorf("with the breaker %d attempts were spent during the outage, want at most %d", with.OutageAttempts, bound)
-			}
-		})
+	blind, _ := pgtest.NewStore(t)
+	guarded, _ := pgtest.NewStore(t)
+	without := benchtest.Outage(t, blind, benchtest.OutageConfig{
+		Tasks: tasks, Down: down, UntilDead: true, Policy: stormPolicy, Workers: workers, Concurrency: concurrency})
+	with := benchtest.Outage(t, guarded, benchtest.OutageConfig{
+		Tasks: tasks, Down: without.Down, Policy: stormPolicy, Workers: workers, Concurrency: concurrency,
+		Breaker: breaker, Logger: testLogger()})
+	t.Logf("%d tasks, %s outage, MaxAttempts 5:", tasks, without.Down.Round(time.Millisecond))
+	t.Logf("  without breaker: dead %d, succeeded %d, attempts during outage %d, attempts %d, drained in %s",
+		without.Dead, without.Succeeded, without.OutageAttempts, without.Attempts, without.Elapsed.Round(time.Millisecond))
+	t.Logf("  with breaker:    dead %d, succeeded %d, attempts during outage %d, attempts %d, drained in %s",
+		with.Dead, with.Succeeded, with.OutageAttempts, with.Attempts, with.Elapsed.Round(time.Millisecond))
+	if without.Dead == 0 {
+		t.Errorf("without the breaker no task ended dead: the outage is too short to prove anything")
+	}
+	if with.Dead != 0 {
+		t.Errorf("with the breaker %d tasks ended dead, want 0", with.Dead)
+	}
+	if with.Succeeded != int64(tasks) {
+		t.Errorf("with the breaker %d of %d tasks succeeded", with.Succeeded, tasks)
+	}
+	// Per worker: its slots in flight when the breaker tripped
+	// (twice, for a claim racing the pause) and the failures its
+	// own window judged (each worker judges its own attempts, so
+	// up to MinFailedTasks each before the first trip); then one
+	// probe per cool-off. A constant, whatever the number of tasks.
+	bound := int64(workers*(2*concurrency+breaker.MinFailedTasks) + int(without.Down/breaker.CoolOff) + 1)
+	if with.OutageAttempts > bound {
+		t.Errorf("with the breaker %d attempts were spent during the outage, want at most %d", with.OutageAttempts, bound)
 	}
 }
 

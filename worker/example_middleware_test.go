@@ -17,13 +17,14 @@ import (
 // attempt's span and timeout, and a panic in it is a failed attempt like a
 // handler's.
 func ExampleWorker_Use() {
-	st, cleanup := exampleStore()
-	defer cleanup()
 	ctx := context.Background()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
+	queue := uniqueQueue("reports")
 	w, err := worker.New(worker.Config{
 		Store:        st,
-		Queues:       map[string]worker.QueueConfig{"reports": {Timeout: 10 * time.Second}},
+		Queues:       map[string]worker.QueueConfig{queue: {Timeout: 10 * time.Second}},
 		PollInterval: 20 * time.Millisecond,
 		Logger:       slog.New(slog.DiscardHandler),
 	})
@@ -68,7 +69,7 @@ func ExampleWorker_Use() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := c.Submit(ctx, client.Task{Queue: "reports", Handler: "build-report", Headers: map[string]string{"tenant": "acme"}})
+	res, err := c.Submit(ctx, client.Task{Queue: queue, Handler: "build-report", Headers: map[string]string{"tenant": "acme"}})
 	if err != nil {
 		log.Fatal(err)
 	}

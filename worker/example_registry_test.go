@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/sqlitestore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
@@ -21,27 +18,13 @@ import (
 // "b", which this worker lacks, submitted by a newer producer).
 func Example_registry() {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "rdq-example-")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "rdq.db"), sqlitestore.Config{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Print(err)
-		}
-	}()
-	if err := st.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
+	queue := uniqueQueue("deploy")
 	w, err := worker.New(worker.Config{
-		Store: st, ID: "worker-1", Logger: slog.New(slog.DiscardHandler),
-		Queues: map[string]worker.QueueConfig{"deploy": {Concurrency: 4}},
+		Store: st, Logger: slog.New(slog.DiscardHandler), // ID: hostname-pid-random
+		Queues: map[string]worker.QueueConfig{queue: {Concurrency: 4}},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -56,7 +39,7 @@ func Example_registry() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := c.Submit(ctx, client.Task{Queue: "deploy", Handler: "b", Delay: time.Hour}); err != nil {
+	if _, err := c.Submit(ctx, client.Task{Queue: queue, Handler: "b", Delay: time.Hour}); err != nil {
 		log.Fatal(err)
 	}
 
@@ -64,7 +47,7 @@ func Example_registry() {
 	var ws []store.WorkerInfo
 	deadline := time.Now().Add(10 * time.Second)
 	for len(ws) == 0 { // the worker registers as it starts
-		if ws, err = reg.Workers(ctx, store.WorkersParams{}); err != nil {
+		if ws, err = reg.Workers(ctx, store.WorkersParams{Queue: queue}); err != nil {
 			log.Fatal(err)
 		}
 		if len(ws) == 0 {
@@ -74,13 +57,13 @@ func Example_registry() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	fmt.Println(ws[0].ID, ws[0].Queues, ws[0].Handlers, ws[0].Slots, ws[0].Stale)
-	us, err := reg.UnservedHandlers(ctx, store.UnservedParams{})
+	fmt.Println(ws[0].ID == w.ID(), ws[0].Handlers, ws[0].Slots, ws[0].Stale)
+	us, err := reg.UnservedHandlers(ctx, store.UnservedParams{Queues: []string{queue}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, u := range us {
-		fmt.Printf("%d task of handler %s in queue %s: no worker has registered it\n", u.Tasks, u.Handler, u.Queue)
+		fmt.Printf("%d task of handler %s: no worker has registered it\n", u.Tasks, u.Handler)
 	}
 
 	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -88,13 +71,13 @@ func Example_registry() {
 	if err := w.Stop(stop); err != nil {
 		log.Fatal(err)
 	}
-	ws, err = reg.Workers(ctx, store.WorkersParams{})
+	ws, err = reg.Workers(ctx, store.WorkersParams{Queue: queue})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("registered after Stop:", len(ws))
 	// Output:
-	// worker-1 [deploy] [a] 4 false
-	// 1 task of handler b in queue deploy: no worker has registered it
+	// true [a] 4 false
+	// 1 task of handler b: no worker has registered it
 	// registered after Stop: 0
 }

@@ -7,40 +7,42 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
-	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
 
-// exampleStore opens a store in a fresh schema of the test database and
-// returns it with a function that drops the schema.
-func exampleStore() (*pgstore.Store, func()) {
-	ctx := context.Background()
-	pool, err := pgtest.NewPool(ctx)
+// openStore opens the examples' store: the PostgreSQL database that
+// RDQ_DATABASE_URL names, in a schema of their own, migrated (Migrate is
+// safe to run at every start). It returns the store with a function that
+// closes its pool.
+func openStore(ctx context.Context) (*pgstore.Store, func()) {
+	pool, err := pgxpool.New(ctx, os.Getenv("RDQ_DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	schema := pgtest.SchemaName()
-	st, err := pgstore.New(pool, pgstore.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler)})
+	st, err := pgstore.New(pool, pgstore.Config{Schema: "rdq_example_worker", Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		err = st.Migrate(ctx)
+	}
 	if err != nil {
-		log.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	return st, func() {
-		if err := pgtest.DropSchema(pool, schema); err != nil {
-			log.Print(err)
-		}
 		pool.Close()
+		log.Fatal(err)
 	}
+	return st, pool.Close
 }
+
+// uniqueQueue returns name with a fresh suffix, so that every run of an
+// example has queues of its own in the shared schema.
+func uniqueQueue(name string) string { return name + "-" + rdq.NewID().String() }
 
 // waitDone polls until the task has succeeded or gone dead.
 func waitDone(st *pgstore.Store, id rdq.ID) (*rdq.Task, []rdq.Attempt) {
@@ -60,14 +62,15 @@ func waitDone(st *pgstore.Store, id rdq.ID) (*rdq.Task, []rdq.Attempt) {
 // A worker runs a handler that fails once and then succeeds; the task's
 // history shows both attempts.
 func Example() {
-	st, cleanup := exampleStore()
-	defer cleanup()
 	ctx := context.Background()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
+	queue := uniqueQueue("emails")
 	w, err := worker.New(worker.Config{
 		Store: st,
 		Queues: map[string]worker.QueueConfig{
-			"emails": {
+			queue: {
 				Policy:      rdq.Policy{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond},
 				Concurrency: 4,
 			},
@@ -101,7 +104,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := c.Submit(ctx, client.Task{Queue: "emails", Handler: "send-welcome", Payload: []byte(`{"user":42}`)})
+	res, err := c.Submit(ctx, client.Task{Queue: queue, Handler: "send-welcome", Payload: []byte(`{"user":42}`)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -120,13 +123,14 @@ func Example() {
 // A handler says which failures retrying cannot fix: rdq.Permanent sends the
 // task to the dead-letter queue at once, whatever attempts remain.
 func ExampleHandler() {
-	st, cleanup := exampleStore()
-	defer cleanup()
 	ctx := context.Background()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
+	queue := uniqueQueue("orders")
 	w, err := worker.New(worker.Config{
 		Store:        st,
-		Queues:       map[string]worker.QueueConfig{"orders": {}},
+		Queues:       map[string]worker.QueueConfig{queue: {}},
 		PollInterval: 20 * time.Millisecond,
 		Logger:       slog.New(slog.DiscardHandler),
 	})
@@ -159,7 +163,7 @@ func ExampleHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := c.Submit(ctx, client.Task{Queue: "orders", Handler: "ship", Payload: []byte(`not json`)})
+	res, err := c.Submit(ctx, client.Task{Queue: queue, Handler: "ship", Payload: []byte(`not json`)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -177,16 +181,18 @@ func ExampleHandler() {
 // attempts untouched. Once the provider is back, one probe succeeds and the
 // handler resumes: no task ends in the dead-letter queue.
 func ExampleBreaker() {
-	st, cleanup := exampleStore()
-	defer cleanup()
 	ctx := context.Background()
+	st, closeStore := openStore(ctx)
+	defer closeStore()
 
 	var down atomic.Bool
 	down.Store(true)
+	queue := uniqueQueue("payments")
+	start := time.Now()
 	w, err := worker.New(worker.Config{
 		Store: st,
 		Queues: map[string]worker.QueueConfig{
-			"payments": {
+			queue: {
 				Policy:      rdq.Policy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
 				Concurrency: 10,
 				Breaker: &worker.Breaker{
@@ -215,7 +221,7 @@ func ExampleBreaker() {
 	}
 	var ids []rdq.ID
 	for range 50 {
-		res, err := c.Submit(ctx, client.Task{Queue: "payments", Handler: "charge", Payload: []byte(`{}`)})
+		res, err := c.Submit(ctx, client.Task{Queue: queue, Handler: "charge", Payload: []byte(`{}`)})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -225,7 +231,7 @@ func ExampleBreaker() {
 		log.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		paused, err := st.PausedHandlers(ctx, "payments")
+		paused, err := st.PausedHandlers(ctx, queue)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -249,12 +255,20 @@ func ExampleBreaker() {
 	if err := w.Stop(ctx); err != nil {
 		log.Fatal(err)
 	}
-	audit, err := st.ListAudit(ctx, store.ListAuditParams{Actor: worker.BreakerActor, Limit: 10})
+	// The breaker's audit entries since the start, oldest first, of this
+	// queue (the schema's other queues have breakers too).
+	audit, err := st.ListAudit(ctx, store.ListAuditParams{Actor: worker.BreakerActor, Since: start.Add(-time.Minute), Limit: 100})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for i := len(audit) - 1; i >= 0; i-- {
-		fmt.Println(audit[i].Action, audit[i].Details["handler"])
+		var filter struct{ Queue string }
+		if err := json.Unmarshal([]byte(audit[i].Filter), &filter); err != nil {
+			log.Fatal(err)
+		}
+		if filter.Queue == queue {
+			fmt.Println(audit[i].Action, audit[i].Details["handler"])
+		}
 	}
 	// Output:
 	// breaker: open by breaker

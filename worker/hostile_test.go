@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/internal/pgtest"
-	"github.com/srjn45/rdq/sqlitestore"
 	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
@@ -206,30 +204,13 @@ func hostileQueues() map[string]worker.QueueConfig {
 // TestHostileHandlers runs handlers that do everything a handler should not
 // (typed-nil errors, panicking error methods and Classify, huge and invalid
 // text, Goexit, ignoring their timeout, returning after their lease was
-// taken) among ordinary tasks in the same batches, on both stores. Every
-// ordinary task succeeds on its first attempt, every hostile one ends DEAD
-// with an attempt naming what it did, and the worker keeps working.
+// taken) among ordinary tasks in the same batches, on PostgreSQL
+// (sqlitestore's tests run the same suite on SQLite). Every ordinary task
+// succeeds on its first attempt, every hostile one ends DEAD with an
+// attempt naming what it did, and the worker keeps working.
 func TestHostileHandlers(t *testing.T) {
-	t.Run("postgres", func(t *testing.T) {
-		st, _ := pgtest.NewStore(t)
-		testHostileHandlers(t, st)
-	})
-	t.Run("sqlite", func(t *testing.T) {
-		ctx := context.Background()
-		st, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "rdq.db"), sqlitestore.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := st.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		if err := st.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		testHostileHandlers(t, st)
-	})
+	st, _ := pgtest.NewStore(t)
+	testHostileHandlers(t, st)
 }
 
 type hostileStore interface {
