@@ -8,7 +8,7 @@ require (
 	github.com/srjn45/rdq/callback v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/server v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/storeurl v0.0.0-00010101000000-000000000000
-	go.opentelemetry.io/otel v1.38.0
+	go.opentelemetry.io/otel v1.45.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.82.0
 )
@@ -37,7 +37,7 @@ require (
 	github.com/srjn45/rdq/sqlitestore v0.0.0-00010101000000-000000000000 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/metric v1.45.0 // indirect
-	go.opentelemetry.io/otel/trace v1.38.0 // indirect
+	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/net v0.53.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect

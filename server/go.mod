@@ -10,8 +10,8 @@ require (
 	github.com/srjn45/rdq/console v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/proto v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/sqlitestore v0.0.0-00010101000000-000000000000
-	go.opentelemetry.io/otel v1.38.0
-	go.opentelemetry.io/otel/trace v1.38.0
+	go.opentelemetry.io/otel v1.45.0
+	go.opentelemetry.io/otel/trace v1.45.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260414002931-afd174a4e478
 	google.golang.org/grpc v1.82.0
