@@ -102,11 +102,11 @@ type restBreaker struct {
 	FailureRatio float64   `json:"failure_ratio,omitempty"`
 }
 
-func (s *Service) restListBreakers(ctx context.Context, r *http.Request) (any, error) {
-	res, err := s.ListBreakers(ctx, &rdqv1.ListBreakersRequest{Queue: r.URL.Query().Get("queue")})
-	if err != nil {
-		return nil, err
-	}
+func decodeListBreakers(_ *Service, r *http.Request) (*rdqv1.ListBreakersRequest, error) {
+	return &rdqv1.ListBreakersRequest{Queue: r.URL.Query().Get("queue")}, nil
+}
+
+func renderListBreakers(_ *rdqv1.ListBreakersRequest, res *rdqv1.ListBreakersResponse) (any, error) {
 	out := make([]restBreaker, len(res.GetBreakers()))
 	for i, b := range res.GetBreakers() {
 		out[i] = restBreaker{
@@ -129,15 +129,11 @@ type restSetBreakerRequest struct {
 	Reason    string `json:"reason"`
 }
 
-func (s *Service) restSetBreaker(ctx context.Context, r *http.Request) (any, error) {
-	var req restSetBreakerRequest
-	if err := s.decodeJSON(r, &req); err != nil {
-		return nil, err
-	}
-	res, err := s.SetBreaker(ctx, &rdqv1.SetBreakerRequest{Queue: req.Queue, Handler: req.Handler, State: req.State,
-		CoolOffMs: req.CoolOffMs, Reason: req.Reason})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"queue": req.Queue, "handler": req.Handler, "state": req.State, "changed": res.GetChanged()}, nil
+var decodeSetBreaker = fromBody(func(req *restSetBreakerRequest) (*rdqv1.SetBreakerRequest, error) {
+	return &rdqv1.SetBreakerRequest{Queue: req.Queue, Handler: req.Handler, State: req.State,
+		CoolOffMs: req.CoolOffMs, Reason: req.Reason}, nil
+})
+
+func renderSetBreaker(req *rdqv1.SetBreakerRequest, res *rdqv1.SetBreakerResponse) (any, error) {
+	return map[string]any{"queue": req.GetQueue(), "handler": req.GetHandler(), "state": req.GetState(), "changed": res.GetChanged()}, nil
 }

@@ -117,42 +117,33 @@ func (s *Service) changeTasks(ctx context.Context, c *call, req *rdqv1.ChangeTas
 
 // REST forms.
 
-func (s *Service) restListTasks(ctx context.Context, r *http.Request) (any, error) {
+func decodeListTasks(_ *Service, r *http.Request) (*rdqv1.ListTasksRequest, error) {
 	q := r.URL.Query()
 	size, err := parseInt("page_size", q.Get("page_size"), 32)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.ListTasks(ctx, &rdqv1.ListTasksRequest{
+	return &rdqv1.ListTasksRequest{
 		State: q.Get("state"),
 		Filter: &rdqv1.TaskFilter{
 			Queue: q.Get("queue"), Handler: q.Get("handler"), ErrorType: q.Get("error_type"),
 			Fingerprint: q.Get("fingerprint"), MessageContains: q.Get("message_contains"),
 		},
 		PageSize: int32(size), PageToken: q.Get("page_token"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := struct {
-		Tasks         []any  `json:"tasks"`
-		NextPageToken string `json:"next_page_token"`
-	}{Tasks: make([]any, len(res.GetTasks())), NextPageToken: res.GetNextPageToken()}
-	for i, t := range res.GetTasks() {
-		if out.Tasks[i], err = envelopeJSON(t, nil); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	}, nil
 }
 
-func (s *Service) restTaskByKey(ctx context.Context, r *http.Request) (any, error) {
-	q := r.URL.Query()
-	res, err := s.TaskByKey(ctx, &rdqv1.TaskByKeyRequest{Queue: q.Get("queue"), Key: q.Get("key")})
+func renderListTasks(_ *rdqv1.ListTasksRequest, res *rdqv1.ListTasksResponse) (any, error) {
+	tasks, err := envelopesJSON(res.GetTasks())
 	if err != nil {
 		return nil, err
 	}
-	return envelopeJSON(res.GetTask(), res.GetHistory())
+	return restTaskPage{tasks, res.GetNextPageToken()}, nil
+}
+
+func decodeTaskByKey(_ *Service, r *http.Request) (*rdqv1.TaskByKeyRequest, error) {
+	q := r.URL.Query()
+	return &rdqv1.TaskByKeyRequest{Queue: q.Get("queue"), Key: q.Get("key")}, nil
 }
 
 type restChangeRequest struct {
@@ -165,23 +156,17 @@ type restChangeResult struct {
 	Error *restError `json:"error,omitempty"`
 }
 
-func (s *Service) restChange(call func(context.Context, *rdqv1.ChangeTasksRequest) (*rdqv1.ChangeTasksResponse, error)) func(context.Context, *http.Request) (any, error) {
-	return func(ctx context.Context, r *http.Request) (any, error) {
-		var req restChangeRequest
-		if err := s.decodeJSON(r, &req); err != nil {
-			return nil, err
-		}
-		res, err := call(ctx, &rdqv1.ChangeTasksRequest{Ids: req.IDs, Reason: req.Reason})
-		if err != nil {
-			return nil, err
-		}
-		out := struct {
-			Changed int64              `json:"changed"`
-			Results []restChangeResult `json:"results"`
-		}{Changed: res.GetChanged(), Results: make([]restChangeResult, len(res.GetResults()))}
-		for i, item := range res.GetResults() {
-			out.Results[i] = restChangeResult{ID: item.GetId(), Error: restErr(item.GetError())}
-		}
-		return out, nil
+var decodeChange = fromBody(func(req *restChangeRequest) (*rdqv1.ChangeTasksRequest, error) {
+	return &rdqv1.ChangeTasksRequest{Ids: req.IDs, Reason: req.Reason}, nil
+})
+
+func renderChange(_ *rdqv1.ChangeTasksRequest, res *rdqv1.ChangeTasksResponse) (any, error) {
+	out := struct {
+		Changed int64              `json:"changed"`
+		Results []restChangeResult `json:"results"`
+	}{Changed: res.GetChanged(), Results: make([]restChangeResult, len(res.GetResults()))}
+	for i, item := range res.GetResults() {
+		out.Results[i] = restChangeResult{ID: item.GetId(), Error: restErr(item.GetError())}
 	}
+	return out, nil
 }

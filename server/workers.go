@@ -89,11 +89,11 @@ type restUnserved struct {
 	WaitingMs int64     `json:"waiting_ms"`
 }
 
-func (s *Service) restListWorkers(ctx context.Context, r *http.Request) (any, error) {
-	res, err := s.ListWorkers(ctx, &rdqv1.ListWorkersRequest{Queue: r.URL.Query().Get("queue")})
-	if err != nil {
-		return nil, err
-	}
+func decodeListWorkers(_ *Service, r *http.Request) (*rdqv1.ListWorkersRequest, error) {
+	return &rdqv1.ListWorkersRequest{Queue: r.URL.Query().Get("queue")}, nil
+}
+
+func renderListWorkers(_ *rdqv1.ListWorkersRequest, res *rdqv1.ListWorkersResponse) (any, error) {
 	workers := make([]restWorker, 0, len(res.GetWorkers()))
 	for _, w := range res.GetWorkers() {
 		workers = append(workers, restWorker{
