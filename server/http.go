@@ -201,22 +201,32 @@ func (s *Service) api(rt restRoute) http.Handler {
 		if err == nil {
 			out, err = rt.serve(s, ctx, r)
 		}
-		if err != nil {
-			var classified *Error
-			if !errors.As(err, &classified) {
-				// Service methods log what they classify; this is
-				// anything else (rendering a response, say).
-				err = s.fail(ctx, name, err)
-			}
-			e := classify(err)
-			span.SetStatus(otelcodes.Error, string(e.Code))
-			s.m.request(name, e.Code)
+		if e := s.outcome(ctx, span, name, err); e != nil {
 			writeProblem(w, r, e)
 			return
 		}
-		s.m.request(name, "")
 		s.writeJSON(w, rt.status, out)
 	})
+}
+
+// outcome ends one request of RPC name on either transport: it records
+// the result in span and the request metrics, and returns err as the
+// *Error the caller gets, or nil for a success.
+func (s *Service) outcome(ctx context.Context, span trace.Span, name string, err error) *Error {
+	if err == nil {
+		s.m.request(name, "")
+		return nil
+	}
+	var classified *Error
+	if !errors.As(err, &classified) {
+		// Service methods log what they classify; this is anything
+		// else (rendering a response, or a panic, say).
+		err = s.fail(ctx, name, err)
+	}
+	e := classify(err)
+	span.SetStatus(otelcodes.Error, string(e.Code))
+	s.m.request(name, e.Code)
+	return e
 }
 
 // authenticate returns ctx with the principal of the Authorization value.
