@@ -2,14 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"runtime/debug"
 	"strings"
 	"time"
 
-	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
@@ -127,18 +125,9 @@ func (s *Service) UnaryInterceptor(ctx context.Context, req any, info *grpc.Unar
 			s.log.ErrorContext(ctx, "rdq api handler panicked", "method", name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			resp, err = nil, errorf(CodeInternal, "internal error; the server log has the details")
 		}
-		if err != nil {
-			var classified *Error
-			if !errors.As(err, &classified) {
-				err = s.fail(ctx, name, err)
-			}
-			e := classify(err)
-			span.SetStatus(otelcodes.Error, string(e.Code))
-			s.m.request(name, e.Code)
+		if e := s.outcome(ctx, span, name, err); e != nil {
 			err = e
-			return
 		}
-		s.m.request(name, "")
 	}()
 	if _, ok := PrincipalFrom(ctx); !ok {
 		var authz string

@@ -3,28 +3,19 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net/http"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	"github.com/srjn45/rdq"
-	"github.com/srjn45/rdq/envelope"
-	"github.com/srjn45/rdq/proto/rdqv1"
 )
 
 // readyTimeout bounds the readiness check of /readyz.
@@ -76,36 +67,12 @@ func (s *Service) OpsHandler() http.Handler { return s.handler(false, true) }
 
 func (s *Service) handler(api, ops bool) http.Handler {
 	mux := http.NewServeMux()
-	routes := []struct {
-		method, path, name string
-		fn                 func(ctx context.Context, r *http.Request) (any, error)
-	}{
-		{"POST", "/v1/tasks", "Submit", s.restSubmit},
-		{"POST", "/v1/tasks:batch", "SubmitBatch", s.restSubmitBatch},
-		{"GET", "/v1/tasks/{id}", "GetTask", s.restGetTask},
-		{"GET", "/v1/dlq/tasks", "ListDead", s.restListDead},
-		{"GET", "/v1/dlq/tasks/{id}", "ShowDead", s.restShowDead},
-		{"GET", "/v1/dlq/groups", "DeadGroups", s.restDeadGroups},
-		{"POST", "/v1/dlq:redrive", "Redrive", s.restRedrive},
-		{"POST", "/v1/dlq:purge", "Purge", s.restPurge},
-		{"GET", "/v1/audit", "ListAudit", s.restListAudit},
-		{"GET", "/v1/queues", "QueueStats", s.restQueueStats},
-		{"POST", "/v1/queues:pause", "PauseQueue", s.restPause},
-		{"POST", "/v1/queues:resume", "ResumeQueue", s.restResume},
-		{"GET", "/v1/tasks", "ListTasks", s.restListTasks},
-		{"GET", "/v1/tasks:by-key", "TaskByKey", s.restTaskByKey},
-		{"POST", "/v1/tasks:retry", "RetryTasks", s.restChange(s.RetryTasks)},
-		{"POST", "/v1/tasks:cancel", "CancelTasks", s.restChange(s.CancelTasks)},
-		{"GET", "/v1/breakers", "ListBreakers", s.restListBreakers},
-		{"POST", "/v1/breakers:set", "SetBreaker", s.restSetBreaker},
-		{"GET", "/v1/workers", "ListWorkers", s.restListWorkers},
-	}
 	allowed := map[string][]string{} // path → its methods, in route order
-	for _, rt := range routes {
+	for _, rt := range restRoutes {
 		if !api {
 			break
 		}
-		mux.Handle(rt.method+" "+rt.path, s.api(rt.name, rt.fn))
+		mux.Handle(rt.method+" "+rt.path, s.api(rt))
 		allowed[rt.path] = append(allowed[rt.path], rt.method)
 	}
 	for path, methods := range allowed {
@@ -144,9 +111,69 @@ func (s *Service) opsRoutes(mux *http.ServeMux) {
 	}
 }
 
-// api wraps one REST method: timeout, trace context, authentication,
-// errors as problem documents, metrics.
-func (s *Service) api(name string, fn func(ctx context.Context, r *http.Request) (any, error)) http.Handler {
+// restRoute maps one RPC onto REST.
+type restRoute struct {
+	method string // the HTTP method
+	path   string // the ServeMux path pattern
+	rpc    string // the RPC called, named as in the rdq.v1 service
+	status int    // the HTTP status of a success
+	// serve decodes the request, calls the RPC and renders its response.
+	serve func(s *Service, ctx context.Context, r *http.Request) (any, error)
+}
+
+// rest makes the route of one RPC: decode makes the RPC's request of the
+// HTTP request (its path, query or body), call is the RPC, and render makes
+// the response body of the request and the RPC's response.
+func rest[Req, Res any](method, path, rpc string, status int,
+	decode func(*Service, *http.Request) (Req, error),
+	call func(*Service, context.Context, Req) (Res, error),
+	render func(Req, Res) (any, error),
+) restRoute {
+	return restRoute{method: method, path: path, rpc: rpc, status: status,
+		serve: func(s *Service, ctx context.Context, r *http.Request) (any, error) {
+			req, err := decode(s, r)
+			if err != nil {
+				return nil, err
+			}
+			res, err := call(s, ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return render(req, res)
+		},
+	}
+}
+
+// restRoutes is the REST mapping of the rdq.v1 service, one route per RPC
+// (TestEveryRPCHasAPolicyAndARoute keeps it so), as Handler documents it.
+// A POST's body is read by decode, within the limits api sets.
+var restRoutes = []restRoute{
+	rest("POST", "/v1/tasks", "Submit", http.StatusOK, decodeSubmit, (*Service).Submit, renderSubmit),
+	rest("POST", "/v1/tasks:batch", "SubmitBatch", http.StatusOK, decodeSubmitBatch, submitBatch, renderSubmitBatch),
+	rest("GET", "/v1/tasks/{id}", "GetTask", http.StatusOK, decodeGetTask, (*Service).GetTask, renderTask),
+	rest("GET", "/v1/dlq/tasks", "ListDead", http.StatusOK, decodeListDead, (*Service).ListDead, renderListDead),
+	rest("GET", "/v1/dlq/tasks/{id}", "ShowDead", http.StatusOK, decodeShowDead, (*Service).ShowDead, renderTask),
+	rest("GET", "/v1/dlq/groups", "DeadGroups", http.StatusOK, decodeDeadGroups, (*Service).DeadGroups, renderDeadGroups),
+	rest("POST", "/v1/dlq:redrive", "Redrive", http.StatusOK, decodeRedrive, (*Service).Redrive, renderRedrive),
+	rest("POST", "/v1/dlq:purge", "Purge", http.StatusOK, decodePurge, (*Service).Purge, renderPurge),
+	rest("GET", "/v1/audit", "ListAudit", http.StatusOK, decodeListAudit, (*Service).ListAudit, renderListAudit),
+	rest("GET", "/v1/queues", "QueueStats", http.StatusOK, decodeQueueStats, (*Service).QueueStats, renderQueueStats),
+	rest("POST", "/v1/queues:pause", "PauseQueue", http.StatusOK, decodePause, (*Service).PauseQueue, renderPause),
+	rest("POST", "/v1/queues:resume", "ResumeQueue", http.StatusOK, decodeResume, (*Service).ResumeQueue, renderResume),
+	rest("GET", "/v1/tasks", "ListTasks", http.StatusOK, decodeListTasks, (*Service).ListTasks, renderListTasks),
+	rest("GET", "/v1/tasks:by-key", "TaskByKey", http.StatusOK, decodeTaskByKey, (*Service).TaskByKey, renderTask),
+	rest("POST", "/v1/tasks:retry", "RetryTasks", http.StatusOK, decodeChange, (*Service).RetryTasks, renderChange),
+	rest("POST", "/v1/tasks:cancel", "CancelTasks", http.StatusOK, decodeChange, (*Service).CancelTasks, renderChange),
+	rest("GET", "/v1/breakers", "ListBreakers", http.StatusOK, decodeListBreakers, (*Service).ListBreakers, renderListBreakers),
+	rest("POST", "/v1/breakers:set", "SetBreaker", http.StatusOK, decodeSetBreaker, (*Service).SetBreaker, renderSetBreaker),
+	rest("GET", "/v1/workers", "ListWorkers", http.StatusOK, decodeListWorkers, (*Service).ListWorkers, renderListWorkers),
+}
+
+// api serves one route: timeout, trace context, authentication, a place
+// and a read deadline for a POST's body, errors as problem documents,
+// metrics.
+func (s *Service) api(rt restRoute) http.Handler {
+	name := rt.rpc
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
 		defer cancel()
@@ -157,7 +184,7 @@ func (s *Service) api(name string, fn func(ctx context.Context, r *http.Request)
 		var out any
 		ctx, err := s.authenticate(ctx, r.Header.Get("Authorization"))
 		if err == nil && r.Method == http.MethodPost {
-			// The body, and what is decoded from it, live until fn
+			// The body, and what is decoded from it, live until serve
 			// returns: hold a place for them meanwhile, one of the
 			// principal's own, and read the body under a deadline.
 			p, _ := PrincipalFrom(ctx)
@@ -172,24 +199,34 @@ func (s *Service) api(name string, fn func(ctx context.Context, r *http.Request)
 			}
 		}
 		if err == nil {
-			out, err = fn(ctx, r)
+			out, err = rt.serve(s, ctx, r)
 		}
-		if err != nil {
-			var classified *Error
-			if !errors.As(err, &classified) {
-				// Service methods log what they classify; this is
-				// anything else (rendering a response, say).
-				err = s.fail(ctx, name, err)
-			}
-			e := classify(err)
-			span.SetStatus(otelcodes.Error, string(e.Code))
-			s.m.request(name, e.Code)
+		if e := s.outcome(ctx, span, name, err); e != nil {
 			writeProblem(w, r, e)
 			return
 		}
-		s.m.request(name, "")
-		s.writeJSON(w, http.StatusOK, out)
+		s.writeJSON(w, rt.status, out)
 	})
+}
+
+// outcome ends one request of RPC name on either transport: it records
+// the result in span and the request metrics, and returns err as the
+// *Error the caller gets, or nil for a success.
+func (s *Service) outcome(ctx context.Context, span trace.Span, name string, err error) *Error {
+	if err == nil {
+		s.m.request(name, "")
+		return nil
+	}
+	var classified *Error
+	if !errors.As(err, &classified) {
+		// Service methods log what they classify; this is anything
+		// else (rendering a response, or a panic, say).
+		err = s.fail(ctx, name, err)
+	}
+	e := classify(err)
+	span.SetStatus(otelcodes.Error, string(e.Code))
+	s.m.request(name, e.Code)
+	return e
 }
 
 // authenticate returns ctx with the principal of the Authorization value.
@@ -305,558 +342,4 @@ func jsonKind(goKind string) string {
 		return "boolean"
 	}
 	return "number"
-}
-
-// --- wire shapes of the REST mapping ---
-
-type restError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func restErr(e *rdqv1.Error) *restError {
-	if e == nil {
-		return nil
-	}
-	return &restError{Code: e.GetCode(), Message: e.GetMessage()}
-}
-
-type restFailure struct {
-	ErrorType string `json:"error_type"`
-	Message   string `json:"message"`
-}
-
-// restFilter is DeadFilter in a JSON body.
-type restFilter struct {
-	Queue           string `json:"queue"`
-	Handler         string `json:"handler"`
-	ErrorType       string `json:"error_type"`
-	Fingerprint     string `json:"fingerprint"`
-	DeadAfter       string `json:"dead_after"`
-	DeadBefore      string `json:"dead_before"`
-	MessageContains string `json:"message_contains"`
-	LifeMin         int32  `json:"life_min"`
-	LifeBelow       int32  `json:"life_below"`
-}
-
-func (f *restFilter) proto(prefix string) (*rdqv1.DeadFilter, error) {
-	if f == nil {
-		return nil, nil
-	}
-	out := &rdqv1.DeadFilter{
-		Queue: f.Queue, Handler: f.Handler, ErrorType: f.ErrorType,
-		Fingerprint: f.Fingerprint, MessageContains: f.MessageContains,
-		LifeMin: f.LifeMin, LifeBelow: f.LifeBelow,
-	}
-	var err error
-	if out.DeadAfter, err = parseTime(prefix+"dead_after", f.DeadAfter); err != nil {
-		return nil, err
-	}
-	if out.DeadBefore, err = parseTime(prefix+"dead_before", f.DeadBefore); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func parseTime(field, v string) (*timestamppb.Timestamp, error) {
-	if v == "" {
-		return nil, nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return nil, errorf(CodeInvalidArgument, fmt.Sprintf("%s %q is not an RFC 3339 time such as 2024-06-01T12:00:00Z", field, v))
-	}
-	return timestamppb.New(t), nil
-}
-
-func parseInt(field, v string, bits int) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, bits)
-	if err != nil {
-		return 0, errorf(CodeInvalidArgument, fmt.Sprintf("%s %q is not a whole number", field, v))
-	}
-	return n, nil
-}
-
-func filterFromQuery(q url.Values) (*rdqv1.DeadFilter, error) {
-	f := &restFilter{
-		Queue: q.Get("queue"), Handler: q.Get("handler"), ErrorType: q.Get("error_type"),
-		Fingerprint: q.Get("fingerprint"), MessageContains: q.Get("message_contains"),
-		DeadAfter: q.Get("dead_after"), DeadBefore: q.Get("dead_before"),
-	}
-	for _, n := range []struct {
-		field string
-		dst   *int32
-	}{{"life_min", &f.LifeMin}, {"life_below", &f.LifeBelow}} {
-		v, err := parseInt(n.field, q.Get(n.field), 32)
-		if err != nil {
-			return nil, err
-		}
-		*n.dst = int32(v)
-	}
-	return f.proto("")
-}
-
-// envelopeJSON renders a task message, and optionally its history, as the
-// wire envelope.
-func envelopeJSON(pt *rdqv1.Task, history []*rdqv1.Attempt) (json.RawMessage, error) {
-	t, err := TaskFromProto(pt)
-	if err != nil {
-		return nil, fmt.Errorf("rendering task %s: %w", pt.GetId(), err)
-	}
-	env := envelope.Envelope{Task: *t}
-	for _, pa := range history {
-		a, err := AttemptFromProto(t.ID, pa)
-		if err != nil {
-			return nil, fmt.Errorf("rendering task %s: %w", t.ID, err)
-		}
-		env.History = append(env.History, a)
-	}
-	if len(history) > 0 && env.History == nil {
-		env.History = []rdq.Attempt{}
-	}
-	b, err := envelope.Marshal(env)
-	if err != nil {
-		return nil, fmt.Errorf("rendering task %s: %w", t.ID, err)
-	}
-	return b, nil
-}
-
-// specFromEnvelope decodes a submission: the envelope plus the optional
-// first_failure member.
-func specFromEnvelope(raw []byte) (*rdqv1.TaskSpec, error) {
-	env, err := envelope.Unmarshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var extra struct {
-		FirstFailure *restFailure `json:"first_failure"`
-	}
-	// The envelope is decoded once; the document is read again only if
-	// it may hold a first_failure member (Go's decoder matches member
-	// names case-insensitively, and a name may be written with escapes).
-	if mayHoldMember(raw, "first_failure") {
-		if err := unmarshalJSON(raw, &extra); err != nil {
-			return nil, err
-		}
-	}
-	spec := &rdqv1.TaskSpec{
-		Version:        envelope.Version,
-		Queue:          env.Task.Queue,
-		Handler:        env.Task.Handler,
-		Payload:        env.Task.Payload,
-		ContentType:    env.Task.ContentType,
-		Headers:        env.Task.Headers,
-		IdempotencyKey: env.Task.IdempotencyKey,
-		DelayMs:        env.Delay.Milliseconds(),
-		MaxAttempts:    int32(min(env.Task.MaxAttempts, math.MaxInt32)),
-		TimeoutMs:      env.Task.Timeout.Milliseconds(),
-	}
-	if ff := extra.FirstFailure; ff != nil {
-		spec.FirstFailure = &rdqv1.FailureSpec{ErrorType: ff.ErrorType, Message: ff.Message}
-	}
-	return spec, nil
-}
-
-// mayHoldMember reports whether the JSON document raw may have a member
-// called name (lowercase ASCII letters and '_'): true if name occurs in
-// it, ignoring ASCII case, or if it holds an escape sequence or a non-ASCII
-// byte that a decoder could fold onto one of name's letters. false is
-// certain; true may be wrong.
-func mayHoldMember(raw []byte, name string) bool {
-	n := len(name)
-	for i := 0; i+n <= len(raw); i++ {
-		if raw[i]|0x20 == name[0] && bytes.EqualFold(raw[i:i+n], []byte(name)) {
-			return true
-		}
-	}
-	// "\u0066irst_failure", and the Unicode letters Go's decoder folds
-	// onto 's' and 'k' (U+017F, U+212A).
-	return bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte("\u017f")) || bytes.Contains(raw, []byte("\u212a"))
-}
-
-type restSubmitResponse struct {
-	Task      json.RawMessage `json:"task"`
-	Duplicate bool            `json:"duplicate"`
-}
-
-func (s *Service) restSubmit(ctx context.Context, r *http.Request) (any, error) {
-	body, err := s.readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := specFromEnvelope(body)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.Submit(ctx, &rdqv1.SubmitRequest{Task: spec})
-	if err != nil {
-		return nil, err
-	}
-	env, err := envelopeJSON(res.GetTask(), nil)
-	if err != nil {
-		return nil, err
-	}
-	return restSubmitResponse{Task: env, Duplicate: res.GetDuplicate()}, nil
-}
-
-type restSubmitResult struct {
-	Task      json.RawMessage `json:"task,omitempty"`
-	Duplicate bool            `json:"duplicate,omitempty"`
-	Error     *restError      `json:"error,omitempty"`
-}
-
-func (s *Service) restSubmitBatch(ctx context.Context, r *http.Request) (any, error) {
-	specs, results, index, err := s.decodeBatch(r)
-	if err != nil {
-		return nil, err
-	}
-	if len(specs) > 0 {
-		res, err := s.SubmitBatch(ctx, &rdqv1.SubmitBatchRequest{Tasks: specs})
-		if err != nil {
-			return nil, err
-		}
-		for j, item := range res.GetResults() {
-			out := &results[index[j]]
-			if item.GetError() != nil {
-				out.Error = restErr(item.GetError())
-				continue
-			}
-			if out.Task, err = envelopeJSON(item.GetTask(), nil); err != nil {
-				return nil, err
-			}
-			out.Duplicate = item.GetDuplicate()
-		}
-	}
-	return map[string]any{"results": results}, nil
-}
-
-// decodeBatch reads a {"tasks": [envelope, ...]} body as a stream: each
-// envelope is decoded once, as it arrives, and the body is never held
-// whole. It returns the valid tasks, a result per envelope (with the error
-// of each invalid one) and, for each valid task, the index of its result.
-func (s *Service) decodeBatch(r *http.Request) (specs []*rdqv1.TaskSpec, results []restSubmitResult, index []int, err error) {
-	rd, err := s.bodyReader(r)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	dec := json.NewDecoder(rd)
-	fail := func(err error) error {
-		var mbe *http.MaxBytesError
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &mbe):
-			return s.readError(err)
-		case errors.Is(err, io.EOF):
-			return errorf(CodeInvalidArgument, `the request body is empty or cut short; send {"tasks": [...]}`)
-		case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se):
-			return jsonError(err)
-		}
-		return s.readError(err)
-	}
-	if tok, err := dec.Token(); err != nil {
-		return nil, nil, nil, fail(err)
-	} else if tok != json.Delim('{') {
-		return nil, nil, nil, errorf(CodeInvalidArgument, `the body must be a JSON object: {"tasks": [...]}`)
-	}
-	seen := false
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, nil, fail(err)
-		}
-		if tok != "tasks" {
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return nil, nil, nil, fail(err)
-			}
-			continue
-		}
-		if seen {
-			return nil, nil, nil, errorf(CodeInvalidArgument, `the body has two "tasks" members; send one`)
-		}
-		seen = true
-		if tok, err := dec.Token(); err != nil {
-			return nil, nil, nil, fail(err)
-		} else if tok != json.Delim('[') {
-			return nil, nil, nil, errorf(CodeInvalidArgument, "tasks: want a JSON array of task envelopes")
-		}
-		for dec.More() {
-			if len(results) == MaxBatch {
-				return nil, nil, nil, errorf(CodeInvalidArgument, fmt.Sprintf("a batch holds at most %d tasks; this one has more", MaxBatch))
-			}
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				return nil, nil, nil, fail(err)
-			}
-			results = append(results, restSubmitResult{})
-			spec, err := specFromEnvelope(raw)
-			if err != nil {
-				e := classify(err)
-				results[len(results)-1].Error = &restError{Code: string(e.Code), Message: e.Message}
-				continue
-			}
-			specs = append(specs, spec)
-			index = append(index, len(results)-1)
-		}
-		if _, err := dec.Token(); err != nil { // ']'
-			return nil, nil, nil, fail(err)
-		}
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return nil, nil, nil, fail(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err == nil {
-			return nil, nil, nil, errorf(CodeInvalidArgument, "the body holds more than one JSON value")
-		}
-		return nil, nil, nil, fail(err)
-	}
-	if results == nil {
-		results = []restSubmitResult{}
-	}
-	return specs, results, index, nil
-}
-
-func (s *Service) restGetTask(ctx context.Context, r *http.Request) (any, error) {
-	res, err := s.GetTask(ctx, &rdqv1.GetTaskRequest{Id: r.PathValue("id")})
-	if err != nil {
-		return nil, err
-	}
-	return envelopeJSON(res.GetTask(), res.GetHistory())
-}
-
-func (s *Service) restShowDead(ctx context.Context, r *http.Request) (any, error) {
-	res, err := s.ShowDead(ctx, &rdqv1.ShowDeadRequest{Id: r.PathValue("id")})
-	if err != nil {
-		return nil, err
-	}
-	return envelopeJSON(res.GetTask(), res.GetHistory())
-}
-
-func (s *Service) restListDead(ctx context.Context, r *http.Request) (any, error) {
-	q := r.URL.Query()
-	f, err := filterFromQuery(q)
-	if err != nil {
-		return nil, err
-	}
-	size, err := parseInt("page_size", q.Get("page_size"), 32)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.ListDead(ctx, &rdqv1.ListDeadRequest{Filter: f, PageSize: int32(size), PageToken: q.Get("page_token")})
-	if err != nil {
-		return nil, err
-	}
-	tasks := make([]json.RawMessage, len(res.GetTasks()))
-	for i, t := range res.GetTasks() {
-		if tasks[i], err = envelopeJSON(t, nil); err != nil {
-			return nil, err
-		}
-	}
-	return struct {
-		Tasks         []json.RawMessage `json:"tasks"`
-		NextPageToken string            `json:"next_page_token"`
-	}{tasks, res.GetNextPageToken()}, nil
-}
-
-type restGroup struct {
-	Fingerprint string    `json:"fingerprint"`
-	ErrorType   string    `json:"error_type"`
-	Message     string    `json:"message"`
-	Count       int64     `json:"count"`
-	FirstSeen   time.Time `json:"first_seen"`
-	LastSeen    time.Time `json:"last_seen"`
-	ExampleID   string    `json:"example_id"`
-}
-
-func (s *Service) restDeadGroups(ctx context.Context, r *http.Request) (any, error) {
-	f, err := filterFromQuery(r.URL.Query())
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.DeadGroups(ctx, &rdqv1.DeadGroupsRequest{Filter: f})
-	if err != nil {
-		return nil, err
-	}
-	groups := make([]restGroup, len(res.GetGroups()))
-	for i, g := range res.GetGroups() {
-		groups[i] = restGroup{
-			Fingerprint: g.GetFingerprint(), ErrorType: g.GetErrorType(), Message: g.GetMessage(), Count: g.GetCount(),
-			FirstSeen: g.GetFirstSeen().AsTime().UTC(), LastSeen: g.GetLastSeen().AsTime().UTC(), ExampleID: g.GetExampleId(),
-		}
-	}
-	return map[string]any{"groups": groups}, nil
-}
-
-type restRedriveRequest struct {
-	IDs      []string    `json:"ids"`
-	Filter   *restFilter `json:"filter"`
-	All      bool        `json:"all"`
-	Payload  *string     `json:"payload"`
-	DelayMs  int64       `json:"delay_ms"`
-	SpreadMs int64       `json:"spread_ms"`
-	MaxLife  int32       `json:"max_life"`
-	Reason   string      `json:"reason"`
-}
-
-type restRedriveResult struct {
-	ID    string     `json:"id"`
-	Error *restError `json:"error,omitempty"`
-}
-
-func (s *Service) restRedrive(ctx context.Context, r *http.Request) (any, error) {
-	var req restRedriveRequest
-	if err := s.decodeJSON(r, &req); err != nil {
-		return nil, err
-	}
-	f, err := req.Filter.proto("filter.")
-	if err != nil {
-		return nil, err
-	}
-	pr := &rdqv1.RedriveRequest{
-		Ids: req.IDs, Filter: f, All: req.All, DelayMs: req.DelayMs, SpreadMs: req.SpreadMs,
-		MaxLife: req.MaxLife, Reason: req.Reason,
-	}
-	if req.Payload != nil {
-		if pr.Payload, err = base64.StdEncoding.DecodeString(*req.Payload); err != nil {
-			return nil, errorf(CodeInvalidArgument, "payload is not standard base64 (RFC 4648 §4, padded)")
-		}
-	}
-	res, err := s.Redrive(ctx, pr)
-	if err != nil {
-		return nil, err
-	}
-	out := struct {
-		Redriven int64               `json:"redriven"`
-		AtLimit  int64               `json:"at_limit"`
-		Results  []restRedriveResult `json:"results,omitempty"`
-	}{Redriven: res.GetRedriven(), AtLimit: res.GetAtLimit()}
-	for _, item := range res.GetResults() {
-		out.Results = append(out.Results, restRedriveResult{ID: item.GetId(), Error: restErr(item.GetError())})
-	}
-	return out, nil
-}
-
-func (s *Service) restPurge(ctx context.Context, r *http.Request) (any, error) {
-	var req struct {
-		IDs    []string    `json:"ids"`
-		Filter *restFilter `json:"filter"`
-		All    bool        `json:"all"`
-		Reason string      `json:"reason"`
-	}
-	if err := s.decodeJSON(r, &req); err != nil {
-		return nil, err
-	}
-	f, err := req.Filter.proto("filter.")
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.Purge(ctx, &rdqv1.PurgeRequest{Ids: req.IDs, Filter: f, All: req.All, Reason: req.Reason})
-	if err != nil {
-		return nil, err
-	}
-	return map[string]int64{"purged": res.GetPurged()}, nil
-}
-
-type restAuditEntry struct {
-	ID      int64             `json:"id"`
-	At      time.Time         `json:"at"`
-	Actor   string            `json:"actor"`
-	Action  string            `json:"action"`
-	Filter  string            `json:"filter,omitempty"`
-	IDs     []string          `json:"ids,omitempty"`
-	Count   int64             `json:"count"`
-	Reason  string            `json:"reason,omitempty"`
-	Details map[string]string `json:"details,omitempty"`
-}
-
-func (s *Service) restListAudit(ctx context.Context, r *http.Request) (any, error) {
-	q := r.URL.Query()
-	req := &rdqv1.ListAuditRequest{Actor: q.Get("actor"), Action: q.Get("action"), PageToken: q.Get("page_token")}
-	var err error
-	if req.Since, err = parseTime("since", q.Get("since")); err != nil {
-		return nil, err
-	}
-	if req.Until, err = parseTime("until", q.Get("until")); err != nil {
-		return nil, err
-	}
-	size, err := parseInt("page_size", q.Get("page_size"), 32)
-	if err != nil {
-		return nil, err
-	}
-	req.PageSize = int32(size)
-	res, err := s.ListAudit(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]restAuditEntry, len(res.GetEntries()))
-	for i, e := range res.GetEntries() {
-		entries[i] = restAuditEntry{
-			ID: e.GetId(), At: e.GetAt().AsTime().UTC(), Actor: e.GetActor(), Action: e.GetAction(), Filter: e.GetFilter(),
-			IDs: e.GetIds(), Count: e.GetCount(), Reason: e.GetReason(), Details: e.GetDetails(),
-		}
-	}
-	return struct {
-		Entries       []restAuditEntry `json:"entries"`
-		NextPageToken string           `json:"next_page_token"`
-	}{entries, res.GetNextPageToken()}, nil
-}
-
-type restQueueStat struct {
-	Queue          string `json:"queue"`
-	Pending        int64  `json:"pending"`
-	InFlight       int64  `json:"in_flight"`
-	Dead           int64  `json:"dead"`
-	Succeeded      int64  `json:"succeeded"`
-	OldestDueAgeMs int64  `json:"oldest_due_age_ms"`
-	Paused         bool   `json:"paused"`
-}
-
-func (s *Service) restQueueStats(ctx context.Context, r *http.Request) (any, error) {
-	window, err := parseInt("succeeded_window_ms", r.URL.Query().Get("succeeded_window_ms"), 64)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.QueueStats(ctx, &rdqv1.QueueStatsRequest{SucceededWindowMs: window})
-	if err != nil {
-		return nil, err
-	}
-	queues := make([]restQueueStat, len(res.GetQueues()))
-	for i, q := range res.GetQueues() {
-		queues[i] = restQueueStat{
-			Queue: q.GetQueue(), Pending: q.GetPending(), InFlight: q.GetInFlight(), Dead: q.GetDead(),
-			Succeeded: q.GetSucceeded(), OldestDueAgeMs: q.GetOldestDueAgeMs(), Paused: q.GetPaused(),
-		}
-	}
-	return map[string]any{"queues": queues}, nil
-}
-
-type restPauseRequest struct {
-	Queue  string `json:"queue"`
-	Reason string `json:"reason"`
-}
-
-func (s *Service) restPause(ctx context.Context, r *http.Request) (any, error) {
-	var req restPauseRequest
-	if err := s.decodeJSON(r, &req); err != nil {
-		return nil, err
-	}
-	if _, err := s.PauseQueue(ctx, &rdqv1.PauseQueueRequest{Queue: req.Queue, Reason: req.Reason}); err != nil {
-		return nil, err
-	}
-	return map[string]any{"queue": req.Queue, "paused": true}, nil
-}
-
-func (s *Service) restResume(ctx context.Context, r *http.Request) (any, error) {
-	var req restPauseRequest
-	if err := s.decodeJSON(r, &req); err != nil {
-		return nil, err
-	}
-	if _, err := s.ResumeQueue(ctx, &rdqv1.ResumeQueueRequest{Queue: req.Queue, Reason: req.Reason}); err != nil {
-		return nil, err
-	}
-	return map[string]any{"queue": req.Queue, "paused": false}, nil
 }

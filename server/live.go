@@ -16,14 +16,6 @@ import (
 // need a store implementing store.LiveTasks and the operator role on the
 // queues they touch.
 
-func (s *Service) liveTasks() (*tasks.Tasks, error) {
-	lt, err := tasks.New(s.store, tasks.Config{Logger: s.log})
-	if errors.Is(err, tasks.ErrUnsupported) {
-		return nil, errorf(CodeUnimplemented, "the store cannot list or change live tasks (it does not implement store.LiveTasks)")
-	}
-	return lt, err
-}
-
 func liveFilterFromProto(pf *rdqv1.TaskFilter) tasks.Filter {
 	return tasks.Filter{
 		Queue: pf.GetQueue(), Handler: pf.GetHandler(), ErrorType: pf.GetErrorType(),
@@ -33,99 +25,83 @@ func liveFilterFromProto(pf *rdqv1.TaskFilter) tasks.Filter {
 
 // ListTasks implements rdqv1.RdqServiceServer.
 func (s *Service) ListTasks(ctx context.Context, req *rdqv1.ListTasksRequest) (*rdqv1.ListTasksResponse, error) {
-	const method = "ListTasks"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lt, err := s.liveTasks()
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	f := liveFilterFromProto(req.GetFilter())
-	if err := f.Validate(); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := authzQueue(p, RoleOperator, f.Queue); err != nil {
-		return nil, err
-	}
-	page, err := lt.List(ctx, store.TaskState(req.GetState()), f, tasks.ListOptions{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	out := &rdqv1.ListTasksResponse{NextPageToken: page.NextPageToken, Tasks: make([]*rdqv1.Task, len(page.Tasks))}
-	for i, t := range page.Tasks {
-		out.Tasks[i] = TaskToProto(t, false)
-	}
-	return out, nil
+	return serve(ctx, s, "ListTasks", func(c *call) (*rdqv1.ListTasksResponse, error) {
+		f := liveFilterFromProto(req.GetFilter())
+		if err := f.Validate(); err != nil {
+			return nil, err
+		}
+		if err := c.queue(f.Queue); err != nil {
+			return nil, err
+		}
+		page, err := s.live.List(ctx, store.TaskState(req.GetState()), f, tasks.ListOptions{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+		if err != nil {
+			return nil, err
+		}
+		out := &rdqv1.ListTasksResponse{NextPageToken: page.NextPageToken, Tasks: make([]*rdqv1.Task, len(page.Tasks))}
+		for i, t := range page.Tasks {
+			out.Tasks[i] = TaskToProto(t, false)
+		}
+		return out, nil
+	})
 }
 
 // TaskByKey implements rdqv1.RdqServiceServer.
 func (s *Service) TaskByKey(ctx context.Context, req *rdqv1.TaskByKeyRequest) (*rdqv1.TaskByKeyResponse, error) {
-	const method = "TaskByKey"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lt, err := s.liveTasks()
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := rdq.ValidateName("queue", req.GetQueue()); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := authzQueue(p, RoleOperator, req.GetQueue()); err != nil {
-		return nil, err
-	}
-	t, err := lt.ByKey(ctx, req.GetQueue(), req.GetKey())
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errorf(CodeNotFound, fmt.Sprintf("no task holds that idempotency key in queue %q", req.GetQueue()))
-	}
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	d, err := lt.Show(ctx, t.ID)
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	return &rdqv1.TaskByKeyResponse{Task: TaskToProto(d.Task, true), History: attemptsToProto(d.Attempts)}, nil
+	return serve(ctx, s, "TaskByKey", func(c *call) (*rdqv1.TaskByKeyResponse, error) {
+		if err := rdq.ValidateName("queue", req.GetQueue()); err != nil {
+			return nil, err
+		}
+		if err := c.queue(req.GetQueue()); err != nil {
+			return nil, err
+		}
+		t, err := s.live.ByKey(ctx, req.GetQueue(), req.GetKey())
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, errorf(CodeNotFound, fmt.Sprintf("no task holds that idempotency key in queue %q", req.GetQueue()))
+		}
+		if err != nil {
+			return nil, err
+		}
+		d, err := s.live.Show(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		return &rdqv1.TaskByKeyResponse{Task: TaskToProto(d.Task, true), History: attemptsToProto(d.Attempts)}, nil
+	})
 }
 
 // RetryTasks implements rdqv1.RdqServiceServer.
 func (s *Service) RetryTasks(ctx context.Context, req *rdqv1.ChangeTasksRequest) (*rdqv1.ChangeTasksResponse, error) {
-	return s.changeTasks(ctx, "RetryTasks", req, (*tasks.Tasks).RetryNow)
+	return serve(ctx, s, "RetryTasks", func(c *call) (*rdqv1.ChangeTasksResponse, error) {
+		return s.changeTasks(ctx, c, req, s.live.RetryNow)
+	})
 }
 
 // CancelTasks implements rdqv1.RdqServiceServer.
 func (s *Service) CancelTasks(ctx context.Context, req *rdqv1.ChangeTasksRequest) (*rdqv1.ChangeTasksResponse, error) {
-	return s.changeTasks(ctx, "CancelTasks", req, (*tasks.Tasks).Cancel)
+	return serve(ctx, s, "CancelTasks", func(c *call) (*rdqv1.ChangeTasksResponse, error) {
+		return s.changeTasks(ctx, c, req, s.live.Cancel)
+	})
 }
 
-func (s *Service) changeTasks(ctx context.Context, method string, req *rdqv1.ChangeTasksRequest,
-	change func(*tasks.Tasks, context.Context, []rdq.ID, tasks.Change) ([]error, error)) (*rdqv1.ChangeTasksResponse, error) {
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lt, err := s.liveTasks()
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
+// changeTasks applies change to the tasks req names, for the caller of c.
+func (s *Service) changeTasks(ctx context.Context, c *call, req *rdqv1.ChangeTasksRequest,
+	change func(context.Context, []rdq.ID, tasks.Change) ([]error, error)) (*rdqv1.ChangeTasksResponse, error) {
 	if len(req.GetIds()) == 0 || len(req.GetIds()) > tasks.MaxIDs {
 		return nil, errorf(CodeInvalidArgument, fmt.Sprintf("ids names %d tasks: name 1 to %d", len(req.GetIds()), tasks.MaxIDs))
 	}
 	ids := make([]rdq.ID, len(req.GetIds()))
 	for i, raw := range req.GetIds() {
+		var err error
 		if ids[i], err = rdq.ParseID(raw); err != nil {
-			return nil, s.fail(ctx, method, fmt.Errorf("ids[%d]: %w", i, err))
+			return nil, fmt.Errorf("ids[%d]: %w", i, err)
 		}
 	}
-	if err := s.authzTasks(ctx, p, ids); err != nil {
-		return nil, s.fail(ctx, method, err)
+	if err := c.tasks(ctx, ids); err != nil {
+		return nil, err
 	}
-	errs, err := change(lt, ctx, ids, tasks.Change{Actor: p.Name, Reason: req.GetReason()})
+	errs, err := change(ctx, ids, tasks.Change{Actor: c.p.Name, Reason: req.GetReason()})
 	if err != nil {
-		return nil, s.fail(ctx, method, err)
+		return nil, err
 	}
 	out := &rdqv1.ChangeTasksResponse{Results: make([]*rdqv1.ChangeTaskResult, len(ids))}
 	for i, id := range ids {
@@ -134,72 +110,40 @@ func (s *Service) changeTasks(ctx context.Context, method string, req *rdqv1.Cha
 			out.Changed++
 			continue
 		}
-		e := classify(errs[i])
-		out.Results[i].Error = &rdqv1.Error{Code: string(e.Code), Message: e.Message}
+		out.Results[i].Error = errorProto(errs[i])
 	}
 	return out, nil
 }
 
-// authzTasks checks that p is an operator of the queue of every named task
-// that exists. A task outside p's grants fails the whole request as
-// not_found, so that IDs reveal nothing of other queues.
-func (s *Service) authzTasks(ctx context.Context, p *Principal, ids []rdq.ID) error {
-	if p.CanAll(RoleOperator) {
-		return nil
-	}
-	for _, id := range ids {
-		t, _, err := s.store.Get(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			if err := authzTask(p, RoleOperator, t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // REST forms.
 
-func (s *Service) restListTasks(ctx context.Context, r *http.Request) (any, error) {
+func decodeListTasks(_ *Service, r *http.Request) (*rdqv1.ListTasksRequest, error) {
 	q := r.URL.Query()
 	size, err := parseInt("page_size", q.Get("page_size"), 32)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.ListTasks(ctx, &rdqv1.ListTasksRequest{
+	return &rdqv1.ListTasksRequest{
 		State: q.Get("state"),
 		Filter: &rdqv1.TaskFilter{
 			Queue: q.Get("queue"), Handler: q.Get("handler"), ErrorType: q.Get("error_type"),
 			Fingerprint: q.Get("fingerprint"), MessageContains: q.Get("message_contains"),
 		},
 		PageSize: int32(size), PageToken: q.Get("page_token"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := struct {
-		Tasks         []any  `json:"tasks"`
-		NextPageToken string `json:"next_page_token"`
-	}{Tasks: make([]any, len(res.GetTasks())), NextPageToken: res.GetNextPageToken()}
-	for i, t := range res.GetTasks() {
-		if out.Tasks[i], err = envelopeJSON(t, nil); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	}, nil
 }
 
-func (s *Service) restTaskByKey(ctx context.Context, r *http.Request) (any, error) {
-	q := r.URL.Query()
-	res, err := s.TaskByKey(ctx, &rdqv1.TaskByKeyRequest{Queue: q.Get("queue"), Key: q.Get("key")})
+func renderListTasks(_ *rdqv1.ListTasksRequest, res *rdqv1.ListTasksResponse) (any, error) {
+	tasks, err := envelopesJSON(res.GetTasks())
 	if err != nil {
 		return nil, err
 	}
-	return envelopeJSON(res.GetTask(), res.GetHistory())
+	return restTaskPage{tasks, res.GetNextPageToken()}, nil
+}
+
+func decodeTaskByKey(_ *Service, r *http.Request) (*rdqv1.TaskByKeyRequest, error) {
+	q := r.URL.Query()
+	return &rdqv1.TaskByKeyRequest{Queue: q.Get("queue"), Key: q.Get("key")}, nil
 }
 
 type restChangeRequest struct {
@@ -212,23 +156,17 @@ type restChangeResult struct {
 	Error *restError `json:"error,omitempty"`
 }
 
-func (s *Service) restChange(call func(context.Context, *rdqv1.ChangeTasksRequest) (*rdqv1.ChangeTasksResponse, error)) func(context.Context, *http.Request) (any, error) {
-	return func(ctx context.Context, r *http.Request) (any, error) {
-		var req restChangeRequest
-		if err := s.decodeJSON(r, &req); err != nil {
-			return nil, err
-		}
-		res, err := call(ctx, &rdqv1.ChangeTasksRequest{Ids: req.IDs, Reason: req.Reason})
-		if err != nil {
-			return nil, err
-		}
-		out := struct {
-			Changed int64              `json:"changed"`
-			Results []restChangeResult `json:"results"`
-		}{Changed: res.GetChanged(), Results: make([]restChangeResult, len(res.GetResults()))}
-		for i, item := range res.GetResults() {
-			out.Results[i] = restChangeResult{ID: item.GetId(), Error: restErr(item.GetError())}
-		}
-		return out, nil
+var decodeChange = fromBody(func(req *restChangeRequest) (*rdqv1.ChangeTasksRequest, error) {
+	return &rdqv1.ChangeTasksRequest{Ids: req.IDs, Reason: req.Reason}, nil
+})
+
+func renderChange(_ *rdqv1.ChangeTasksRequest, res *rdqv1.ChangeTasksResponse) (any, error) {
+	out := struct {
+		Changed int64              `json:"changed"`
+		Results []restChangeResult `json:"results"`
+	}{Changed: res.GetChanged(), Results: make([]restChangeResult, len(res.GetResults()))}
+	for i, item := range res.GetResults() {
+		out.Results[i] = restChangeResult{ID: item.GetId(), Error: restErr(item.GetError())}
 	}
+	return out, nil
 }

@@ -44,6 +44,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,7 @@ import (
 	"github.com/srjn45/rdq/envelope"
 	"github.com/srjn45/rdq/proto/rdqv1"
 	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/tasks"
 )
 
 // Limits and defaults of the API.
@@ -164,7 +166,10 @@ type Service struct {
 	store        store.Store
 	admin        store.Admin
 	pauser       store.Pauser
+	handlers     store.HandlerPauser
+	registry     store.WorkerRegistry
 	dlq          *dlq.DLQ
+	live         *tasks.Tasks // nil without store.LiveTasks
 	auth         Authenticator
 	queues       map[string][]string
 	log          *slog.Logger
@@ -257,6 +262,18 @@ func New(cfg Config) (*Service, error) {
 	if p, ok := cfg.Store.(store.Pauser); ok {
 		s.pauser = p
 	}
+	if hp, ok := cfg.Store.(store.HandlerPauser); ok {
+		s.handlers = hp
+	}
+	if r, ok := store.RegistryOf(cfg.Store); ok {
+		s.registry = r
+	}
+	switch lt, err := tasks.New(cfg.Store, tasks.Config{Logger: s.log}); {
+	case err == nil:
+		s.live = lt
+	case !errors.Is(err, tasks.ErrUnsupported):
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if b, ok := cfg.Store.(dlq.Backend); ok {
 		dm, err := dlqMetrics(cfg.Metrics)
 		if err != nil {
@@ -297,42 +314,6 @@ func (s *Service) fail(ctx context.Context, method string, err error) error {
 	return e
 }
 
-func (s *Service) principal(ctx context.Context) (*Principal, error) {
-	p, ok := PrincipalFrom(ctx)
-	if !ok {
-		return nil, errorf(CodeUnauthenticated, "missing or invalid bearer token")
-	}
-	return p, nil
-}
-
-func denied(p *Principal, role Role, queue string) *Error {
-	if queue == "" {
-		return errorf(CodePermissionDenied, fmt.Sprintf("%s needs the %s role on every queue (a \"*\" grant) for this; name a queue to narrow the request", p.Name, role))
-	}
-	return errorf(CodePermissionDenied, fmt.Sprintf("%s needs the %s role on queue %q", p.Name, role, queue))
-}
-
-// authzQueue checks role on queue, or on every queue when queue is empty.
-func authzQueue(p *Principal, role Role, queue string) error {
-	if queue == "" {
-		if !p.CanAll(role) {
-			return denied(p, role, "")
-		}
-		return nil
-	}
-	if !p.Can(role, queue) {
-		return denied(p, role, queue)
-	}
-	return nil
-}
-
-func (s *Service) needDLQ() error {
-	if s.dlq == nil {
-		return errorf(CodeUnimplemented, "the store does not implement the dead-letter queue interface (store.Admin)")
-	}
-	return nil
-}
-
 type remoteFailure struct{ typ, msg string }
 
 func (f *remoteFailure) Error() string     { return f.msg }
@@ -345,8 +326,9 @@ func millis(what string, ms int64) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// taskFromSpec validates a submission and checks that p may make it.
-func (s *Service) taskFromSpec(p *Principal, spec *rdqv1.TaskSpec) (client.Task, error) {
+// taskFromSpec validates a submission and checks that the caller may make
+// it.
+func (s *Service) taskFromSpec(c *call, spec *rdqv1.TaskSpec) (client.Task, error) {
 	if spec == nil {
 		return client.Task{}, errorf(CodeInvalidArgument, "no task given")
 	}
@@ -359,8 +341,8 @@ func (s *Service) taskFromSpec(p *Principal, spec *rdqv1.TaskSpec) (client.Task,
 	if err := rdq.ValidateName("handler", spec.GetHandler()); err != nil {
 		return client.Task{}, err
 	}
-	if !p.Can(RoleSubmitter, spec.GetQueue()) {
-		return client.Task{}, denied(p, RoleSubmitter, spec.GetQueue())
+	if err := c.queue(spec.GetQueue()); err != nil {
+		return client.Task{}, err
 	}
 	if s.queues != nil {
 		handlers, ok := s.queues[spec.GetQueue()]
@@ -413,135 +395,95 @@ func (s *Service) client(p *Principal) (*client.Client, error) {
 
 // Submit implements rdqv1.RdqServiceServer.
 func (s *Service) Submit(ctx context.Context, req *rdqv1.SubmitRequest) (*rdqv1.SubmitResponse, error) {
-	const method = "Submit"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.taskFromSpec(p, req.GetTask())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	c, err := s.client(p)
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	res, err := c.Submit(ctx, t)
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if !res.Duplicate {
-		s.m.submitted(t.Queue, 1)
-	}
-	return &rdqv1.SubmitResponse{Task: taskForCaller(p, res.Task, true), Duplicate: res.Duplicate}, nil
+	return serve(ctx, s, "Submit", func(c *call) (*rdqv1.SubmitResponse, error) {
+		t, err := s.taskFromSpec(c, req.GetTask())
+		if err != nil {
+			return nil, err
+		}
+		cl, err := s.client(c.p)
+		if err != nil {
+			return nil, err
+		}
+		res, err := cl.Submit(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if !res.Duplicate {
+			s.m.submitted(t.Queue, 1)
+		}
+		return &rdqv1.SubmitResponse{Task: taskForCaller(c.p, res.Task, true), Duplicate: res.Duplicate}, nil
+	})
 }
 
 // SubmitBatch implements rdqv1.RdqServiceServer. Items that are invalid or
 // that the caller may not submit get an error result and are not stored;
 // the others are stored in one call.
 func (s *Service) SubmitBatch(ctx context.Context, req *rdqv1.SubmitBatchRequest) (*rdqv1.SubmitBatchResponse, error) {
-	const method = "SubmitBatch"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	specs := req.GetTasks()
-	if len(specs) > MaxBatch {
-		return nil, errorf(CodeInvalidArgument, fmt.Sprintf("a batch holds at most %d tasks; this one has %d", MaxBatch, len(specs)))
-	}
-	out := &rdqv1.SubmitBatchResponse{Results: make([]*rdqv1.SubmitResult, len(specs))}
-	var (
-		tasks []client.Task
-		index []int
-	)
-	for i, spec := range specs {
-		t, err := s.taskFromSpec(p, spec)
-		if err != nil {
-			e := classify(err)
-			out.Results[i] = &rdqv1.SubmitResult{Error: &rdqv1.Error{Code: string(e.Code), Message: e.Message}}
-			continue
+	return serve(ctx, s, "SubmitBatch", func(c *call) (*rdqv1.SubmitBatchResponse, error) {
+		specs := req.GetTasks()
+		if len(specs) > MaxBatch {
+			return nil, errorf(CodeInvalidArgument, fmt.Sprintf("a batch holds at most %d tasks; this one has %d", MaxBatch, len(specs)))
 		}
-		tasks = append(tasks, t)
-		index = append(index, i)
-	}
-	if len(tasks) > 0 {
-		c, err := s.client(p)
-		if err != nil {
-			return nil, s.fail(ctx, method, err)
+		out := &rdqv1.SubmitBatchResponse{Results: make([]*rdqv1.SubmitResult, len(specs))}
+		var (
+			tasks []client.Task
+			index []int
+		)
+		for i, spec := range specs {
+			t, err := s.taskFromSpec(c, spec)
+			if err != nil {
+				out.Results[i] = &rdqv1.SubmitResult{Error: errorProto(err)}
+				continue
+			}
+			tasks = append(tasks, t)
+			index = append(index, i)
 		}
-		res, err := c.SubmitMany(ctx, tasks)
+		if len(tasks) == 0 {
+			return out, nil
+		}
+		cl, err := s.client(c.p)
 		if err != nil {
-			return nil, s.fail(ctx, method, err)
+			return nil, err
+		}
+		res, err := cl.SubmitMany(ctx, tasks)
+		if err != nil {
+			return nil, err
 		}
 		if len(res) != len(tasks) {
-			return nil, s.fail(ctx, method, fmt.Errorf("client returned %d results for %d tasks", len(res), len(tasks)))
+			return nil, fmt.Errorf("client returned %d results for %d tasks", len(res), len(tasks))
 		}
 		for j, r := range res {
-			out.Results[index[j]] = &rdqv1.SubmitResult{Task: taskForCaller(p, r.Task, true), Duplicate: r.Duplicate}
+			out.Results[index[j]] = &rdqv1.SubmitResult{Task: taskForCaller(c.p, r.Task, true), Duplicate: r.Duplicate}
 			if !r.Duplicate {
 				s.m.submitted(r.Task.Queue, 1)
 			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
+}
+
+// errorProto is the per-item error of a batch result: the stable code and
+// the message of err, classified as a request's error is.
+func errorProto(err error) *rdqv1.Error {
+	e := classify(err)
+	return &rdqv1.Error{Code: string(e.Code), Message: e.Message}
 }
 
 // GetTask implements rdqv1.RdqServiceServer.
 func (s *Service) GetTask(ctx context.Context, req *rdqv1.GetTaskRequest) (*rdqv1.GetTaskResponse, error) {
-	const method = "GetTask"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, attempts, err := s.getTask(ctx, p, RoleSubmitter, req.GetId())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	history := attemptsToProto(attempts)
-	if !p.Can(RoleOperator, t.Queue) {
-		for _, a := range history {
-			a.WorkerId = ""
+	return serve(ctx, s, "GetTask", func(c *call) (*rdqv1.GetTaskResponse, error) {
+		t, attempts, err := c.task(ctx, req.GetId())
+		if err != nil {
+			return nil, err
 		}
-	}
-	return &rdqv1.GetTaskResponse{Task: taskForCaller(p, t, true), History: history}, nil
-}
-
-func (s *Service) getTask(ctx context.Context, p *Principal, role Role, rawID string) (*rdq.Task, []rdq.Attempt, error) {
-	id, err := rdq.ParseID(rawID)
-	if err != nil {
-		return nil, nil, err
-	}
-	t, attempts, err := s.store.Get(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, notFound(id, err)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("task %s: %w", id, err)
-	}
-	if err := authzTask(p, role, t); err != nil {
-		return nil, nil, err
-	}
-	return t, attempts, nil
-}
-
-// notFound is the error for task id that does not exist, or that the
-// caller may not know about.
-func notFound(id rdq.ID, cause error) *Error {
-	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("task %s not found", id), Err: cause}
-}
-
-// authzTask checks that p holds role on t's queue. A caller without any
-// role there gets not_found, exactly as for a task that does not exist, so
-// that task IDs do not reveal which tasks (and queues) exist outside its
-// grants; a caller with a lesser role gets permission_denied.
-func authzTask(p *Principal, role Role, t *rdq.Task) error {
-	if !p.Can(RoleSubmitter, t.Queue) {
-		return notFound(t.ID, nil)
-	}
-	if !p.Can(role, t.Queue) {
-		return denied(p, role, t.Queue)
-	}
-	return nil
+		history := attemptsToProto(attempts)
+		if !c.p.Can(RoleOperator, t.Queue) {
+			for _, a := range history {
+				a.WorkerId = ""
+			}
+		}
+		return &rdqv1.GetTaskResponse{Task: taskForCaller(c.p, t, true), History: history}, nil
+	})
 }
 
 // taskForCaller renders t for p: the lease owner (a worker's identity,
@@ -557,72 +499,57 @@ func taskForCaller(p *Principal, t *rdq.Task, withPayload bool) *rdqv1.Task {
 
 // ListDead implements rdqv1.RdqServiceServer.
 func (s *Service) ListDead(ctx context.Context, req *rdqv1.ListDeadRequest) (*rdqv1.ListDeadResponse, error) {
-	const method = "ListDead"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.needDLQ(); err != nil {
-		return nil, err
-	}
-	f, err := filterFromProto(req.GetFilter())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := authzQueue(p, RoleOperator, f.Queue); err != nil {
-		return nil, err
-	}
-	page, err := s.dlq.List(ctx, f, dlq.ListOptions{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	out := &rdqv1.ListDeadResponse{NextPageToken: page.NextPageToken, Tasks: make([]*rdqv1.Task, len(page.Tasks))}
-	for i, t := range page.Tasks {
-		out.Tasks[i] = TaskToProto(t, false)
-	}
-	return out, nil
+	return serve(ctx, s, "ListDead", func(c *call) (*rdqv1.ListDeadResponse, error) {
+		f, err := filterFromProto(req.GetFilter())
+		if err != nil {
+			return nil, err
+		}
+		if err := c.queue(f.Queue); err != nil {
+			return nil, err
+		}
+		page, err := s.dlq.List(ctx, f, dlq.ListOptions{PageSize: int(req.GetPageSize()), PageToken: req.GetPageToken()})
+		if err != nil {
+			return nil, err
+		}
+		out := &rdqv1.ListDeadResponse{NextPageToken: page.NextPageToken, Tasks: make([]*rdqv1.Task, len(page.Tasks))}
+		for i, t := range page.Tasks {
+			out.Tasks[i] = TaskToProto(t, false)
+		}
+		return out, nil
+	})
 }
 
 // DeadGroups implements rdqv1.RdqServiceServer.
 func (s *Service) DeadGroups(ctx context.Context, req *rdqv1.DeadGroupsRequest) (*rdqv1.DeadGroupsResponse, error) {
-	const method = "DeadGroups"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.needDLQ(); err != nil {
-		return nil, err
-	}
-	f, err := filterFromProto(req.GetFilter())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := authzQueue(p, RoleOperator, f.Queue); err != nil {
-		return nil, err
-	}
-	groups, err := s.dlq.Groups(ctx, f)
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	out := &rdqv1.DeadGroupsResponse{Groups: make([]*rdqv1.Group, len(groups))}
-	for i, g := range groups {
-		out.Groups[i] = groupToProto(g)
-	}
-	return out, nil
+	return serve(ctx, s, "DeadGroups", func(c *call) (*rdqv1.DeadGroupsResponse, error) {
+		f, err := filterFromProto(req.GetFilter())
+		if err != nil {
+			return nil, err
+		}
+		if err := c.queue(f.Queue); err != nil {
+			return nil, err
+		}
+		groups, err := s.dlq.Groups(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		out := &rdqv1.DeadGroupsResponse{Groups: make([]*rdqv1.Group, len(groups))}
+		for i, g := range groups {
+			out.Groups[i] = groupToProto(g)
+		}
+		return out, nil
+	})
 }
 
 // ShowDead implements rdqv1.RdqServiceServer.
 func (s *Service) ShowDead(ctx context.Context, req *rdqv1.ShowDeadRequest) (*rdqv1.ShowDeadResponse, error) {
-	const method = "ShowDead"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, attempts, err := s.getTask(ctx, p, RoleOperator, req.GetId())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	return &rdqv1.ShowDeadResponse{Task: TaskToProto(t, true), History: attemptsToProto(attempts)}, nil
+	return serve(ctx, s, "ShowDead", func(c *call) (*rdqv1.ShowDeadResponse, error) {
+		t, attempts, err := c.task(ctx, req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &rdqv1.ShowDeadResponse{Task: TaskToProto(t, true), History: attemptsToProto(attempts)}, nil
+	})
 }
 
 // selection is the target of a redrive or purge: IDs or a filter.
@@ -654,307 +581,237 @@ func selectionOf(ids []string, pf *rdqv1.DeadFilter, all bool) (selection, error
 	return sel, nil
 }
 
-// authzSelection checks that p holds role over every task sel names:
-// by filter, over the filter's queue (or every queue); by IDs, over the
+// authorize checks the caller's role over every task sel names: by
+// filter, over the filter's queue (or every queue); by IDs, over the
 // queue of each named task that exists.
-func (s *Service) authzSelection(ctx context.Context, p *Principal, role Role, sel selection) error {
+func (sel selection) authorize(ctx context.Context, c *call) error {
 	if sel.ids == nil {
-		return authzQueue(p, role, sel.filter.Queue)
+		return c.queue(sel.filter.Queue)
 	}
-	if p.CanAll(role) {
-		return nil
-	}
-	seen := make(map[rdq.ID]bool, len(sel.ids))
-	page, err := s.dlq.List(ctx, dlq.Filter{IDs: sel.ids}, dlq.ListOptions{PageSize: dlq.MaxPageSize})
-	for {
-		if err != nil {
-			return err
-		}
-		for _, t := range page.Tasks {
-			if err := authzTask(p, role, t); err != nil {
-				return err
-			}
-			seen[t.ID] = true
-		}
-		if page.NextPageToken == "" {
-			break
-		}
-		page, err = s.dlq.List(ctx, dlq.Filter{IDs: sel.ids}, dlq.ListOptions{PageSize: dlq.MaxPageSize, PageToken: page.NextPageToken})
-	}
-	// Tasks that are not dead change nothing, but the per-item result
-	// (not_found or not_dead) must not reveal tasks of other queues.
-	for _, id := range sel.ids {
-		if seen[id] {
-			continue
-		}
-		t, _, err := s.store.Get(ctx, id)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return err
-		default:
-			if err := authzTask(p, role, t); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return c.tasks(ctx, sel.ids)
 }
 
 // Redrive implements rdqv1.RdqServiceServer.
 func (s *Service) Redrive(ctx context.Context, req *rdqv1.RedriveRequest) (*rdqv1.RedriveResponse, error) {
-	const method = "Redrive"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.needDLQ(); err != nil {
-		return nil, err
-	}
-	sel, err := selectionOf(req.GetIds(), req.GetFilter(), req.GetAll())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if req.Payload != nil && len(sel.ids) != 1 {
-		return nil, errorf(CodeInvalidArgument, "an edited payload needs exactly one id")
-	}
-	opts := dlq.RedriveOptions{Actor: p.Name, Reason: req.GetReason(), All: sel.all, MaxLife: int(req.GetMaxLife())}
-	if opts.Delay, err = millis("delay_ms", req.GetDelayMs()); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if opts.Spread, err = millis("spread_ms", req.GetSpreadMs()); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := s.authzSelection(ctx, p, RoleOperator, sel); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	switch {
-	case req.Payload != nil:
-		out := &rdqv1.RedriveResponse{Results: []*rdqv1.RedriveResult{{Id: sel.ids[0].String()}}}
-		err := s.dlq.EditAndRedrive(ctx, sel.ids[0], req.Payload, opts)
-		var te dlq.TaskError
+	return serve(ctx, s, "Redrive", func(c *call) (*rdqv1.RedriveResponse, error) {
+		sel, err := selectionOf(req.GetIds(), req.GetFilter(), req.GetAll())
+		if err != nil {
+			return nil, err
+		}
+		if req.Payload != nil && len(sel.ids) != 1 {
+			return nil, errorf(CodeInvalidArgument, "an edited payload needs exactly one id")
+		}
+		opts := dlq.RedriveOptions{Actor: c.p.Name, Reason: req.GetReason(), All: sel.all, MaxLife: int(req.GetMaxLife())}
+		if opts.Delay, err = millis("delay_ms", req.GetDelayMs()); err != nil {
+			return nil, err
+		}
+		if opts.Spread, err = millis("spread_ms", req.GetSpreadMs()); err != nil {
+			return nil, err
+		}
+		if err := sel.authorize(ctx, c); err != nil {
+			return nil, err
+		}
 		switch {
-		case err == nil:
-			out.Redriven = 1
-		case errors.As(err, &te):
-			e := classify(te.Err)
-			out.Results[0].Error = &rdqv1.Error{Code: string(e.Code), Message: e.Message}
-			if e.Code == CodeRedriveLimit {
-				out.AtLimit = 1
+		case req.Payload != nil:
+			out := &rdqv1.RedriveResponse{Results: []*rdqv1.RedriveResult{{Id: sel.ids[0].String()}}}
+			err := s.dlq.EditAndRedrive(ctx, sel.ids[0], req.Payload, opts)
+			var te dlq.TaskError
+			switch {
+			case err == nil:
+				out.Redriven = 1
+			case errors.As(err, &te):
+				out.Results[0].Error = errorProto(te.Err)
+				if out.Results[0].Error.Code == string(CodeRedriveLimit) {
+					out.AtLimit = 1
+				}
+			default:
+				return nil, err
 			}
+			return out, nil
+		case sel.ids != nil:
+			res, err := s.dlq.RedriveTasks(ctx, sel.ids, opts)
+			if err != nil {
+				return nil, err
+			}
+			failed := make(map[rdq.ID]error, len(res.Failed))
+			for _, f := range res.Failed {
+				failed[f.ID] = f.Err
+			}
+			out := &rdqv1.RedriveResponse{Redriven: res.Redriven, AtLimit: res.AtLimit, Results: make([]*rdqv1.RedriveResult, len(sel.ids))}
+			for i, id := range sel.ids {
+				out.Results[i] = &rdqv1.RedriveResult{Id: id.String()}
+				if e := failed[id]; e != nil {
+					out.Results[i].Error = errorProto(e)
+				}
+			}
+			return out, nil
 		default:
-			return nil, s.fail(ctx, method, err)
-		}
-		return out, nil
-	case sel.ids != nil:
-		res, err := s.dlq.RedriveTasks(ctx, sel.ids, opts)
-		if err != nil {
-			return nil, s.fail(ctx, method, err)
-		}
-		failed := make(map[rdq.ID]error, len(res.Failed))
-		for _, f := range res.Failed {
-			failed[f.ID] = f.Err
-		}
-		out := &rdqv1.RedriveResponse{Redriven: res.Redriven, AtLimit: res.AtLimit, Results: make([]*rdqv1.RedriveResult, len(sel.ids))}
-		for i, id := range sel.ids {
-			out.Results[i] = &rdqv1.RedriveResult{Id: id.String()}
-			if e := failed[id]; e != nil {
-				ce := classify(e)
-				out.Results[i].Error = &rdqv1.Error{Code: string(ce.Code), Message: ce.Message}
+			res, err := s.dlq.Redrive(ctx, sel.filter, opts)
+			if err != nil {
+				return nil, err
 			}
+			return &rdqv1.RedriveResponse{Redriven: res.Redriven, AtLimit: res.AtLimit}, nil
 		}
-		return out, nil
-	default:
-		res, err := s.dlq.Redrive(ctx, sel.filter, opts)
-		if err != nil {
-			return nil, s.fail(ctx, method, err)
-		}
-		return &rdqv1.RedriveResponse{Redriven: res.Redriven, AtLimit: res.AtLimit}, nil
-	}
+	})
 }
 
 // Purge implements rdqv1.RdqServiceServer. Named tasks that are not dead
 // are left alone and not counted.
 func (s *Service) Purge(ctx context.Context, req *rdqv1.PurgeRequest) (*rdqv1.PurgeResponse, error) {
-	const method = "Purge"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.needDLQ(); err != nil {
-		return nil, err
-	}
-	sel, err := selectionOf(req.GetIds(), req.GetFilter(), req.GetAll())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if err := s.authzSelection(ctx, p, RoleOperator, sel); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	f := sel.filter
-	if sel.ids != nil {
-		f = dlq.Filter{IDs: sel.ids}
-	}
-	res, err := s.dlq.Purge(ctx, f, dlq.PurgeOptions{Actor: p.Name, Reason: req.GetReason(), All: sel.all})
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	return &rdqv1.PurgeResponse{Purged: res.Purged}, nil
+	return serve(ctx, s, "Purge", func(c *call) (*rdqv1.PurgeResponse, error) {
+		sel, err := selectionOf(req.GetIds(), req.GetFilter(), req.GetAll())
+		if err != nil {
+			return nil, err
+		}
+		if err := sel.authorize(ctx, c); err != nil {
+			return nil, err
+		}
+		f := sel.filter
+		if sel.ids != nil {
+			f = dlq.Filter{IDs: sel.ids}
+		}
+		res, err := s.dlq.Purge(ctx, f, dlq.PurgeOptions{Actor: c.p.Name, Reason: req.GetReason(), All: sel.all})
+		if err != nil {
+			return nil, err
+		}
+		return &rdqv1.PurgeResponse{Purged: res.Purged}, nil
+	})
 }
 
 // ListAudit implements rdqv1.RdqServiceServer. It needs the operator role
 // on every queue. A full page has a next_page_token, which may lead to an
 // empty page.
 func (s *Service) ListAudit(ctx context.Context, req *rdqv1.ListAuditRequest) (*rdqv1.ListAuditResponse, error) {
-	const method = "ListAudit"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.needDLQ(); err != nil {
-		return nil, err
-	}
-	if err := authzQueue(p, RoleOperator, ""); err != nil {
-		return nil, err
-	}
-	q := dlq.AuditQuery{Actor: req.GetActor(), Action: req.GetAction(), Limit: int(req.GetPageSize())}
-	if q.Since, err = tsTime(req.GetSince()); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if q.Until, err = tsTime(req.GetUntil()); err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if tok := req.GetPageToken(); tok != "" {
-		n, err := strconv.ParseInt(tok, 10, 64)
-		if err != nil || n <= 0 {
-			return nil, errorf(CodeInvalidArgument, "page_token is not one this server issued")
+	return serve(ctx, s, "ListAudit", func(c *call) (*rdqv1.ListAuditResponse, error) {
+		if err := c.queue(""); err != nil {
+			return nil, err
 		}
-		q.BeforeID = n
-	}
-	if q.Limit == 0 {
-		q.Limit = dlq.DefaultPageSize
-	}
-	entries, err := s.dlq.Audit(ctx, q)
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	out := &rdqv1.ListAuditResponse{Entries: make([]*rdqv1.AuditEntry, len(entries))}
-	for i, e := range entries {
-		out.Entries[i] = auditToProto(e)
-	}
-	if len(entries) == q.Limit && len(entries) > 0 {
-		out.NextPageToken = strconv.FormatInt(entries[len(entries)-1].ID, 10)
-	}
-	return out, nil
+		q := dlq.AuditQuery{Actor: req.GetActor(), Action: req.GetAction(), Limit: int(req.GetPageSize())}
+		var err error
+		if q.Since, err = tsTime(req.GetSince()); err != nil {
+			return nil, err
+		}
+		if q.Until, err = tsTime(req.GetUntil()); err != nil {
+			return nil, err
+		}
+		if tok := req.GetPageToken(); tok != "" {
+			n, err := strconv.ParseInt(tok, 10, 64)
+			if err != nil || n <= 0 {
+				return nil, errorf(CodeInvalidArgument, "page_token is not one this server issued")
+			}
+			q.BeforeID = n
+		}
+		if q.Limit == 0 {
+			q.Limit = dlq.DefaultPageSize
+		}
+		entries, err := s.dlq.Audit(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out := &rdqv1.ListAuditResponse{Entries: make([]*rdqv1.AuditEntry, len(entries))}
+		for i, e := range entries {
+			out.Entries[i] = auditToProto(e)
+		}
+		if len(entries) == q.Limit && len(entries) > 0 {
+			out.NextPageToken = strconv.FormatInt(entries[len(entries)-1].ID, 10)
+		}
+		return out, nil
+	})
 }
 
 // QueueStats implements rdqv1.RdqServiceServer. It lists the queues the
 // caller holds the operator role on, and fails for a caller holding it on
 // none.
 func (s *Service) QueueStats(ctx context.Context, req *rdqv1.QueueStatsRequest) (*rdqv1.QueueStatsResponse, error) {
-	const method = "QueueStats"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.needDLQ(); err != nil {
-		return nil, err
-	}
-	if !slices.ContainsFunc(p.Grants, func(g Grant) bool { return g.Role >= RoleOperator }) {
-		return nil, errorf(CodePermissionDenied, fmt.Sprintf("%s needs the operator role on at least one queue", p.Name))
-	}
-	window, err := millis("succeeded_window_ms", req.GetSucceededWindowMs())
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	if window == 0 {
-		window = DefaultStatsWindow
-	}
-	stats, err := s.dlq.Stats(ctx, window)
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	paused := map[string]bool{}
-	if s.pauser != nil {
-		names, err := s.pauser.PausedQueues(ctx)
+	return serve(ctx, s, "QueueStats", func(c *call) (*rdqv1.QueueStatsResponse, error) {
+		if err := c.queue(""); err != nil {
+			return nil, err
+		}
+		window, err := millis("succeeded_window_ms", req.GetSucceededWindowMs())
 		if err != nil {
-			return nil, s.fail(ctx, method, err)
+			return nil, err
 		}
-		for _, n := range names {
-			paused[n] = true
+		if window == 0 {
+			window = DefaultStatsWindow
 		}
-	}
-	out := &rdqv1.QueueStatsResponse{}
-	for _, st := range stats {
-		if !p.Can(RoleOperator, st.Queue) {
-			continue
+		stats, err := s.dlq.Stats(ctx, window)
+		if err != nil {
+			return nil, err
 		}
-		out.Queues = append(out.Queues, &rdqv1.QueueStat{
-			Queue: st.Queue, Pending: st.Pending, InFlight: st.InFlight, Dead: st.Dead, Succeeded: st.Succeeded,
-			OldestDueAgeMs: st.OldestDueAge.Milliseconds(), Paused: paused[st.Queue],
-		})
-		delete(paused, st.Queue)
-	}
-	for q := range paused {
-		if p.Can(RoleOperator, q) {
-			out.Queues = append(out.Queues, &rdqv1.QueueStat{Queue: q, Paused: true})
+		paused := map[string]bool{}
+		if s.pauser != nil {
+			names, err := s.pauser.PausedQueues(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range names {
+				paused[n] = true
+			}
 		}
-	}
-	slices.SortFunc(out.Queues, func(a, b *rdqv1.QueueStat) int {
-		switch {
-		case a.Queue < b.Queue:
-			return -1
-		case a.Queue > b.Queue:
-			return 1
+		out := &rdqv1.QueueStatsResponse{}
+		for _, st := range stats {
+			if !c.sees(st.Queue) {
+				continue
+			}
+			out.Queues = append(out.Queues, &rdqv1.QueueStat{
+				Queue: st.Queue, Pending: st.Pending, InFlight: st.InFlight, Dead: st.Dead, Succeeded: st.Succeeded,
+				OldestDueAgeMs: st.OldestDueAge.Milliseconds(), Paused: paused[st.Queue],
+			})
+			delete(paused, st.Queue)
 		}
-		return 0
+		for q := range paused {
+			if c.sees(q) {
+				out.Queues = append(out.Queues, &rdqv1.QueueStat{Queue: q, Paused: true})
+			}
+		}
+		slices.SortFunc(out.Queues, func(a, b *rdqv1.QueueStat) int { return strings.Compare(a.Queue, b.Queue) })
+		return out, nil
 	})
-	return out, nil
 }
 
-func (s *Service) pauseOrResume(ctx context.Context, method, queue, reason string, pause bool) error {
-	p, err := s.principal(ctx)
-	if err != nil {
+// pauseOrResume pauses or resumes queue for the caller of c.
+func (s *Service) pauseOrResume(ctx context.Context, c *call, queue, reason string, pause bool) error {
+	if err := rdq.ValidateName("queue", queue); err != nil {
 		return err
 	}
-	if err := rdq.ValidateName("queue", queue); err != nil {
-		return s.fail(ctx, method, err)
-	}
-	if !p.Can(RoleAdmin, queue) {
-		return denied(p, RoleAdmin, queue)
+	if err := c.queue(queue); err != nil {
+		return err
 	}
 	if err := dlq.ValidateReason(reason); err != nil {
-		return s.fail(ctx, method, err)
+		return err
 	}
-	if s.pauser == nil {
-		return errorf(CodeUnimplemented, "the store cannot pause queues (it does not implement store.Pauser)")
-	}
-	params := store.PauseParams{Queue: queue, Actor: p.Name, Reason: reason}
+	params := store.PauseParams{Queue: queue, Actor: c.p.Name, Reason: reason}
 	if pause {
-		err = s.pauser.PauseQueue(ctx, params)
-	} else {
-		err = s.pauser.ResumeQueue(ctx, params)
+		if err := s.pauser.PauseQueue(ctx, params); err != nil {
+			return err
+		}
+		s.log.InfoContext(ctx, "queue paused", "queue", queue, "actor", c.p.Name)
+		return nil
 	}
-	if err != nil {
-		return s.fail(ctx, method, err)
+	if err := s.pauser.ResumeQueue(ctx, params); err != nil {
+		return err
 	}
-	s.log.InfoContext(ctx, "queue "+map[bool]string{true: "paused", false: "resumed"}[pause], "queue", queue, "actor", p.Name)
+	s.log.InfoContext(ctx, "queue resumed", "queue", queue, "actor", c.p.Name)
 	return nil
 }
 
 // PauseQueue implements rdqv1.RdqServiceServer. It needs the admin role on
 // the queue and a store that implements store.Pauser.
 func (s *Service) PauseQueue(ctx context.Context, req *rdqv1.PauseQueueRequest) (*rdqv1.PauseQueueResponse, error) {
-	if err := s.pauseOrResume(ctx, "PauseQueue", req.GetQueue(), req.GetReason(), true); err != nil {
-		return nil, err
-	}
-	return &rdqv1.PauseQueueResponse{}, nil
+	return serve(ctx, s, "PauseQueue", func(c *call) (*rdqv1.PauseQueueResponse, error) {
+		if err := s.pauseOrResume(ctx, c, req.GetQueue(), req.GetReason(), true); err != nil {
+			return nil, err
+		}
+		return &rdqv1.PauseQueueResponse{}, nil
+	})
 }
 
 // ResumeQueue implements rdqv1.RdqServiceServer.
 func (s *Service) ResumeQueue(ctx context.Context, req *rdqv1.ResumeQueueRequest) (*rdqv1.ResumeQueueResponse, error) {
-	if err := s.pauseOrResume(ctx, "ResumeQueue", req.GetQueue(), req.GetReason(), false); err != nil {
-		return nil, err
-	}
-	return &rdqv1.ResumeQueueResponse{}, nil
+	return serve(ctx, s, "ResumeQueue", func(c *call) (*rdqv1.ResumeQueueResponse, error) {
+		if err := s.pauseOrResume(ctx, c, req.GetQueue(), req.GetReason(), false); err != nil {
+			return nil, err
+		}
+		return &rdqv1.ResumeQueueResponse{}, nil
+	})
 }

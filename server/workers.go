@@ -15,63 +15,56 @@ import (
 // may read (operator role). It needs a store that implements
 // store.WorkerRegistry.
 func (s *Service) ListWorkers(ctx context.Context, req *rdqv1.ListWorkersRequest) (*rdqv1.ListWorkersResponse, error) {
-	const method = "ListWorkers"
-	p, err := s.principal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	queue := req.GetQueue()
-	if queue != "" {
-		if err := rdq.ValidateName("queue", queue); err != nil {
-			return nil, s.fail(ctx, method, err)
-		}
-		if !p.Can(RoleOperator, queue) {
-			return nil, denied(p, RoleOperator, queue)
-		}
-	}
-	reg, ok := store.RegistryOf(s.store)
-	if !ok {
-		return nil, errorf(CodeUnimplemented, "the store keeps no worker registry (it does not implement store.WorkerRegistry)")
-	}
-	ws, err := reg.Workers(ctx, store.WorkersParams{Queue: queue})
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	var queues []string
-	if queue != "" {
-		queues = []string{queue}
-	}
-	us, err := reg.UnservedHandlers(ctx, store.UnservedParams{Queues: queues})
-	if err != nil {
-		return nil, s.fail(ctx, method, err)
-	}
-	out := &rdqv1.ListWorkersResponse{}
-	for _, w := range ws {
-		var readable []string
-		for _, q := range w.Queues {
-			if p.Can(RoleOperator, q) {
-				readable = append(readable, q)
+	return serve(ctx, s, "ListWorkers", func(c *call) (*rdqv1.ListWorkersResponse, error) {
+		queue := req.GetQueue()
+		if queue != "" {
+			if err := rdq.ValidateName("queue", queue); err != nil {
+				return nil, err
 			}
 		}
-		if len(readable) == 0 {
-			continue
+		if err := c.queue(queue); err != nil {
+			return nil, err
 		}
-		out.Workers = append(out.Workers, &rdqv1.WorkerInfo{
-			Id: w.ID, Host: w.Host, Pid: int32(w.PID), Version: w.Version, Queues: readable, Handlers: w.Handlers,
-			Slots: int32(w.Slots), InFlight: int32(w.InFlight), StartedAt: tsProto(w.StartedAt),
-			LastSeen: tsProto(w.LastSeen), Stale: w.Stale,
-		})
-	}
-	for _, u := range us {
-		if !p.Can(RoleOperator, u.Queue) {
-			continue
+		ws, err := s.registry.Workers(ctx, store.WorkersParams{Queue: queue})
+		if err != nil {
+			return nil, err
 		}
-		out.Unserved = append(out.Unserved, &rdqv1.UnservedHandler{
-			Queue: u.Queue, Handler: u.Handler, Tasks: u.Tasks, OldestDue: tsProto(u.OldestDue),
-			WaitingMs: u.Waiting.Milliseconds(),
-		})
-	}
-	return out, nil
+		var queues []string
+		if queue != "" {
+			queues = []string{queue}
+		}
+		us, err := s.registry.UnservedHandlers(ctx, store.UnservedParams{Queues: queues})
+		if err != nil {
+			return nil, err
+		}
+		out := &rdqv1.ListWorkersResponse{}
+		for _, w := range ws {
+			var readable []string
+			for _, q := range w.Queues {
+				if c.sees(q) {
+					readable = append(readable, q)
+				}
+			}
+			if len(readable) == 0 {
+				continue
+			}
+			out.Workers = append(out.Workers, &rdqv1.WorkerInfo{
+				Id: w.ID, Host: w.Host, Pid: int32(w.PID), Version: w.Version, Queues: readable, Handlers: w.Handlers,
+				Slots: int32(w.Slots), InFlight: int32(w.InFlight), StartedAt: tsProto(w.StartedAt),
+				LastSeen: tsProto(w.LastSeen), Stale: w.Stale,
+			})
+		}
+		for _, u := range us {
+			if !c.sees(u.Queue) {
+				continue
+			}
+			out.Unserved = append(out.Unserved, &rdqv1.UnservedHandler{
+				Queue: u.Queue, Handler: u.Handler, Tasks: u.Tasks, OldestDue: tsProto(u.OldestDue),
+				WaitingMs: u.Waiting.Milliseconds(),
+			})
+		}
+		return out, nil
+	})
 }
 
 type restWorker struct {
@@ -96,11 +89,11 @@ type restUnserved struct {
 	WaitingMs int64     `json:"waiting_ms"`
 }
 
-func (s *Service) restListWorkers(ctx context.Context, r *http.Request) (any, error) {
-	res, err := s.ListWorkers(ctx, &rdqv1.ListWorkersRequest{Queue: r.URL.Query().Get("queue")})
-	if err != nil {
-		return nil, err
-	}
+func decodeListWorkers(_ *Service, r *http.Request) (*rdqv1.ListWorkersRequest, error) {
+	return &rdqv1.ListWorkersRequest{Queue: r.URL.Query().Get("queue")}, nil
+}
+
+func renderListWorkers(_ *rdqv1.ListWorkersRequest, res *rdqv1.ListWorkersResponse) (any, error) {
 	workers := make([]restWorker, 0, len(res.GetWorkers()))
 	for _, w := range res.GetWorkers() {
 		workers = append(workers, restWorker{
