@@ -173,17 +173,27 @@ func TestValidateNamesEveryMistake(t *testing.T) {
 		"empty allowlist": {func(f *serverconfig.File) { f.Callback.Allow = nil }, `callback.allow is empty: list the hosts or URL prefixes callbacks may target, such as "hooks.internal"`},
 		"allow entry":     {func(f *serverconfig.File) { f.Callback.Allow = []string{"ftp://hooks.internal/"} }, "callback.allow: "},
 		"allow_addrs":     {func(f *serverconfig.File) { f.Callback.AllowAddrs = []string{"localhost"} }, `callback.allow_addrs: rdq: invalid input: callback: AllowAddrs entry "localhost": want an IP address or a CIDR prefix`},
-		"url not allowed": {func(f *serverconfig.File) { setQueue(f, "orders", func(q *serverconfig.Queue) { q.URL = "http://127.0.0.1:9001/hooks" }) }, "queues.orders.url: rdq: invalid input: callback: target is not on the allowlist: http://127.0.0.1:9001/hooks: list it (or a prefix of it) in callback.allow"},
-		"no queues":       {func(f *serverconfig.File) { f.Queues = nil }, "queues: none configured: add one, with the url its tasks are POSTed to and the handler names they may use"},
+		"url not allowed": {func(f *serverconfig.File) {
+			setQueue(f, "orders", func(q *serverconfig.Queue) { q.URL = "http://127.0.0.1:9001/hooks" })
+		}, "queues.orders.url: rdq: invalid input: callback: target is not on the allowlist: http://127.0.0.1:9001/hooks: list it (or a prefix of it) in callback.allow"},
+		"no queues": {func(f *serverconfig.File) { f.Queues = nil }, "queues: none configured: add one, with the url its tasks are POSTed to and the handler names they may use"},
 		"queue name": {func(f *serverconfig.File) { f.Queues["e mails"] = f.Queues["emails"] },
 			`queues: rdq: invalid input: queue name "e mails" contains ' '; use letters, digits and . _ - : /`},
-		"no url":            {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.URL = "" }) }, "queues.emails.url is empty: give the callback URL its tasks are POSTed to"},
-		"no handlers":       {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.Handlers = nil }) }, "queues.emails.handlers is empty: list the handler names its tasks may use"},
-		"handler typo":      {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.Handlers = []string{"se nd"} }) }, `queues.emails.handlers: rdq: invalid input: handler name "se nd" contains ' '`},
-		"max attempts":      {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.MaxAttempts = -5 }) }, "queues.emails.max_attempts is -5: use a positive number, 0 for the default (20) or -1 for no limit"},
-		"initial backoff":   {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.InitialBackoff = -1 }) }, "queues.emails.initial_backoff is -1ns: use a positive duration, or leave it out for the default"},
-		"max backoff":       {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.MaxBackoff = serverconfig.Duration(-time.Minute) }) }, "queues.emails.max_backoff is -1m0s"},
-		"queue timeout":     {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.Timeout = serverconfig.Duration(-time.Second) }) }, "queues.emails.timeout is -1s"},
+		"no url":      {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.URL = "" }) }, "queues.emails.url is empty: give the callback URL its tasks are POSTed to"},
+		"no handlers": {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.Handlers = nil }) }, "queues.emails.handlers is empty: list the handler names its tasks may use"},
+		"handler typo": {func(f *serverconfig.File) {
+			setQueue(f, "emails", func(q *serverconfig.Queue) { q.Handlers = []string{"se nd"} })
+		}, `queues.emails.handlers: rdq: invalid input: handler name "se nd" contains ' '`},
+		"max attempts": {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.MaxAttempts = -5 }) }, "queues.emails.max_attempts is -5: use a positive number, 0 for the default (20) or -1 for no limit"},
+		"initial backoff": {func(f *serverconfig.File) {
+			setQueue(f, "emails", func(q *serverconfig.Queue) { q.InitialBackoff = -1 })
+		}, "queues.emails.initial_backoff is -1ns: use a positive duration, or leave it out for the default"},
+		"max backoff": {func(f *serverconfig.File) {
+			setQueue(f, "emails", func(q *serverconfig.Queue) { q.MaxBackoff = serverconfig.Duration(-time.Minute) })
+		}, "queues.emails.max_backoff is -1m0s"},
+		"queue timeout": {func(f *serverconfig.File) {
+			setQueue(f, "emails", func(q *serverconfig.Queue) { q.Timeout = serverconfig.Duration(-time.Second) })
+		}, "queues.emails.timeout is -1s"},
 		"negative workers":  {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.Concurrency = -2 }) }, "queues.emails.concurrency is -2: use a positive number, or 0 for the default (10)"},
 		"no principals":     {func(f *serverconfig.File) { f.Principals = nil }, "principals: none configured, so nobody could call the API"},
 		"unnamed principal": {func(f *serverconfig.File) { f.Principals[1].Name = "" }, "principals[1].name is empty: name the caller"},
