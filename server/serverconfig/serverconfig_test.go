@@ -165,36 +165,23 @@ func TestValidateNamesEveryMistake(t *testing.T) {
 		"callback secret":  {func(f *serverconfig.File) { f.Callback.Secret = "short" }, "callback.secret (or RDQ_CALLBACK_SECRET): rdq: invalid input: callback: the signing secret is 5 bytes; use at least 16 random bytes"},
 		"whsec secret":     {func(f *serverconfig.File) { f.Callback.Secret = "whsec_!!" }, "callback.secret (or RDQ_CALLBACK_SECRET): rdq: invalid input: callback: a whsec_ secret must be followed by standard base64"},
 		"no secret":        {func(f *serverconfig.File) { f.Callback.Secret = "" }, "queues.emails: no secret signs its callbacks: set callback.secret or callback.secret_env for every queue, or this queue's secret or secret_env (RDQ_CALLBACK_SECRET is not set)"},
-		"queue secret": {func(f *serverconfig.File) {
-			q := f.Queues["orders"]
-			q.Secret, q.SecretEnv = "0123456789", "ORDERS_SECRET"
-			f.Queues["orders"] = q
-		}, "queues.orders.secret (or ORDERS_SECRET): rdq: invalid input: callback: the signing secret is 10 bytes"},
-		"empty allowlist": {func(f *serverconfig.File) { f.Callback.Allow = nil }, `callback.allow is empty: list the hosts or URL prefixes callbacks may target, such as "hooks.internal"`},
-		"allow entry":     {func(f *serverconfig.File) { f.Callback.Allow = []string{"ftp://hooks.internal/"} }, "callback.allow: "},
-		"allow_addrs":     {func(f *serverconfig.File) { f.Callback.AllowAddrs = []string{"localhost"} }, `callback.allow_addrs: rdq: invalid input: callback: AllowAddrs entry "localhost": want an IP address or a CIDR prefix`},
-		"url not allowed": {func(f *serverconfig.File) {
-			setQueue(f, "orders", func(q *serverconfig.Queue) { q.URL = "http://127.0.0.1:9001/hooks" })
-		}, "queues.orders.url: rdq: invalid input: callback: target is not on the allowlist: http://127.0.0.1:9001/hooks: list it (or a prefix of it) in callback.allow"},
-		"no queues": {func(f *serverconfig.File) { f.Queues = nil }, "queues: none configured: add one, with the url its tasks are POSTed to and the handler names they may use"},
-		"queue name": {func(f *serverconfig.File) { f.Queues["e mails"] = f.Queues["emails"] },
-			`queues: rdq: invalid input: queue name "e mails" contains ' '; use letters, digits and . _ - : /`},
-		"no url":      {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.URL = "" }) }, "queues.emails.url is empty: give the callback URL its tasks are POSTed to"},
-		"no handlers": {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.Handlers = nil }) }, "queues.emails.handlers is empty: list the handler names its tasks may use"},
+		"queue secret":     {inQueue("orders", func(q *serverconfig.Queue) { q.Secret, q.SecretEnv = "0123456789", "ORDERS_SECRET" }), "queues.orders.secret (or ORDERS_SECRET): rdq: invalid input: callback: the signing secret is 10 bytes"},
+		"empty allowlist":  {func(f *serverconfig.File) { f.Callback.Allow = nil }, `callback.allow is empty: list the hosts or URL prefixes callbacks may target, such as "hooks.internal"`},
+		"allow entry":      {func(f *serverconfig.File) { f.Callback.Allow = []string{"ftp://hooks.internal/"} }, "callback.allow: "},
+		"allow_addrs":      {func(f *serverconfig.File) { f.Callback.AllowAddrs = []string{"localhost"} }, `callback.allow_addrs: rdq: invalid input: callback: AllowAddrs entry "localhost": want an IP address or a CIDR prefix`},
+		"url not allowed":  {inQueue("orders", func(q *serverconfig.Queue) { q.URL = "http://127.0.0.1:9001/hooks" }), "queues.orders.url: rdq: invalid input: callback: target is not on the allowlist: http://127.0.0.1:9001/hooks: list it (or a prefix of it) in callback.allow"},
+		"no queues":        {func(f *serverconfig.File) { f.Queues = nil }, "queues: none configured: add one, with the url its tasks are POSTed to and the handler names they may use"},
+		"queue name":       {func(f *serverconfig.File) { f.Queues["e mails"] = f.Queues["emails"] }, `queues: rdq: invalid input: queue name "e mails" contains ' '; use letters, digits and . _ - : /`},
+		"no url":           {inQueue("emails", func(q *serverconfig.Queue) { q.URL = "" }), "queues.emails.url is empty: give the callback URL its tasks are POSTed to"},
+		"no handlers":      {inQueue("emails", func(q *serverconfig.Queue) { q.Handlers = nil }), "queues.emails.handlers is empty: list the handler names its tasks may use"},
 		"handler typo": {func(f *serverconfig.File) {
 			setQueue(f, "emails", func(q *serverconfig.Queue) { q.Handlers = []string{"se nd"} })
 		}, `queues.emails.handlers: rdq: invalid input: handler name "se nd" contains ' '`},
-		"max attempts": {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.MaxAttempts = -5 }) }, "queues.emails.max_attempts is -5: use a positive number, 0 for the default (20) or -1 for no limit"},
-		"initial backoff": {func(f *serverconfig.File) {
-			setQueue(f, "emails", func(q *serverconfig.Queue) { q.InitialBackoff = -1 })
-		}, "queues.emails.initial_backoff is -1ns: use a positive duration, or leave it out for the default"},
-		"max backoff": {func(f *serverconfig.File) {
-			setQueue(f, "emails", func(q *serverconfig.Queue) { q.MaxBackoff = serverconfig.Duration(-time.Minute) })
-		}, "queues.emails.max_backoff is -1m0s"},
-		"queue timeout": {func(f *serverconfig.File) {
-			setQueue(f, "emails", func(q *serverconfig.Queue) { q.Timeout = serverconfig.Duration(-time.Second) })
-		}, "queues.emails.timeout is -1s"},
-		"negative workers":  {func(f *serverconfig.File) { setQueue(f, "emails", func(q *serverconfig.Queue) { q.Concurrency = -2 }) }, "queues.emails.concurrency is -2: use a positive number, or 0 for the default (10)"},
+		"max attempts":      {inQueue("emails", func(q *serverconfig.Queue) { q.MaxAttempts = -5 }), "queues.emails.max_attempts is -5: use a positive number, 0 for the default (20) or -1 for no limit"},
+		"initial backoff":   {inQueue("emails", func(q *serverconfig.Queue) { q.InitialBackoff = -1 }), "queues.emails.initial_backoff is -1ns: use a positive duration, or leave it out for the default"},
+		"max backoff":       {inQueue("emails", func(q *serverconfig.Queue) { q.MaxBackoff = serverconfig.Duration(-time.Minute) }), "queues.emails.max_backoff is -1m0s"},
+		"queue timeout":     {inQueue("emails", func(q *serverconfig.Queue) { q.Timeout = serverconfig.Duration(-time.Second) }), "queues.emails.timeout is -1s"},
+		"negative workers":  {inQueue("emails", func(q *serverconfig.Queue) { q.Concurrency = -2 }), "queues.emails.concurrency is -2: use a positive number, or 0 for the default (10)"},
 		"no principals":     {func(f *serverconfig.File) { f.Principals = nil }, "principals: none configured, so nobody could call the API"},
 		"unnamed principal": {func(f *serverconfig.File) { f.Principals[1].Name = "" }, "principals[1].name is empty: name the caller"},
 		"control character": {func(f *serverconfig.File) { f.Principals[1].Name = "on\ncall" }, `principals: rdq: invalid input: principal name "on\ncall" contains a control character`},
@@ -228,6 +215,11 @@ func setQueue(f *serverconfig.File, name string, change func(q *serverconfig.Que
 	q := f.Queues[name]
 	change(&q)
 	f.Queues[name] = q
+}
+
+// inQueue returns a change of the queue name.
+func inQueue(name string, change func(q *serverconfig.Queue)) func(f *serverconfig.File) {
+	return func(f *serverconfig.File) { setQueue(f, name, change) }
 }
 
 // Validate reports every mistake at once, each on its own line.
