@@ -78,7 +78,6 @@ func main() {
 
 // run serves cfg until ctx ends or a listener fails.
 func run(ctx context.Context, cfg *serverconfig.File, grace time.Duration, log *slog.Logger) error {
-
 	st, closeStore, err := openStore(ctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return err
@@ -124,10 +123,11 @@ func run(ctx context.Context, cfg *serverconfig.File, grace time.Duration, log *
 	}
 
 	if cfg.DemoReceiver != "" {
-		stopReceiver, err := startDemoReceiver(cfg.DemoReceiver, []byte(cfg.Callback.Secret), log)
+		lis, err := net.Listen("tcp", cfg.DemoReceiver)
 		if err != nil {
 			return err
 		}
+		stopReceiver := startDemoReceiver(lis, []byte(cfg.Callback.Secret), log)
 		defer stopReceiver()
 	}
 

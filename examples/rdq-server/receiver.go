@@ -29,13 +29,9 @@ func demoReceiver(log *slog.Logger) callback.ReceiverFunc {
 	}
 }
 
-// startDemoReceiver serves demoReceiver on addr, admitting only callbacks
-// signed with secret (callback.Receiver).
-func startDemoReceiver(addr string, secret []byte, log *slog.Logger) (stop func(), err error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
+// startDemoReceiver serves demoReceiver on lis, admitting only callbacks
+// signed with secret (callback.Receiver), until stop is called.
+func startDemoReceiver(lis net.Listener, secret []byte, log *slog.Logger) (stop func()) {
 	srv := &http.Server{Handler: callback.Receiver(secret, callback.DefaultMaxSkew, demoReceiver(log)), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -47,5 +43,5 @@ func startDemoReceiver(addr string, secret []byte, log *slog.Logger) (stop func(
 		if err := srv.Close(); err != nil {
 			log.Error("closing the demo receiver", "error", err)
 		}
-	}, nil
+	}
 }
