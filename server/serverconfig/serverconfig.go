@@ -207,17 +207,18 @@ func Load(path string) (*File, error) {
 // be a setting of File), replaces each secret by the value of its *_env
 // variable and DatabaseURL by that of DatabaseURLEnv when those are set
 // and not empty, fills in the defaults and validates the result (see
-// Validate). A decoding error names the line and column.
+// Validate). A decoding error names the line and column. Every error
+// wraps rdq.ErrInvalid.
 func Parse(data []byte) (*File, error) {
 	var f File
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, decodeError(data, err)
+		return nil, &invalidError{errs: []error{decodeError(data, err)}}
 	}
 	if end := dec.InputOffset(); len(bytes.TrimSpace(data[end:])) > 0 {
 		rest := end + int64(len(data[end:])-len(bytes.TrimLeft(data[end:], " \t\r\n")))
-		return nil, fmt.Errorf("line %d: more after the configuration's closing brace: the file must hold one JSON object", line(data, rest))
+		return nil, &invalidError{errs: []error{fmt.Errorf("line %d: more after the configuration's closing brace: the file must hold one JSON object", line(data, rest))}}
 	}
 	f.applyEnv()
 	f.applyDefaults()

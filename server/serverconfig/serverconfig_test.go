@@ -239,7 +239,11 @@ func TestValidateReportsEveryMistake(t *testing.T) {
 		t.Errorf("err =\n%v", err)
 	}
 	if !errors.Is(err, rdq.ErrInvalid) {
-		t.Errorf("%v does not wrap rdq.ErrInvalid (the role's error does)", err)
+		t.Errorf("%v does not wrap rdq.ErrInvalid", err)
+	}
+	f.Principals[0].Grants[0].Role = "submitter"
+	if err := f.Validate(); !errors.Is(err, rdq.ErrInvalid) || strings.Contains(err.Error(), "rdq: invalid input") {
+		t.Errorf("%v: want rdq.ErrInvalid wrapped, its text not repeated", err)
 	}
 }
 
@@ -264,8 +268,8 @@ func TestParseErrorsNameThePlace(t *testing.T) {
 				t.Fatalf("the sample lacks %q", tc.from)
 			}
 			_, err := serverconfig.Parse([]byte(strings.Replace(sample, tc.from, tc.to, 1)))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v\nwant one containing %q", err, tc.want)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, rdq.ErrInvalid) {
+				t.Errorf("err = %v\nwant one containing %q, wrapping rdq.ErrInvalid", err, tc.want)
 			}
 		})
 	}

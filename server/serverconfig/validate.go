@@ -16,8 +16,9 @@ import (
 )
 
 // Validate checks everything a server is built from and reports every
-// problem it finds, joined with errors.Join, each naming the setting by
-// its JSON path ("queues.orders.url") and saying what to do. It reads no
+// problem it finds, one a line, each naming the setting by its JSON path
+// ("queues.orders.url") and saying what to do; the error wraps
+// rdq.ErrInvalid and the error of each problem. It reads no
 // environment variable: Parse has applied them. Parse and Load call it;
 // call it again after changing a File.
 func (f *File) Validate() error {
@@ -31,11 +32,27 @@ func (f *File) Validate() error {
 			v.addf("%s: %w", envNote("metrics_token", f.MetricsTokenEnv), err)
 		}
 	}
-	return errors.Join(v.errs...)
+	return v.err()
 }
 
 // validation collects the problems of a File.
 type validation struct{ errs []error }
+
+// err returns the problems as one error, or nil if there are none.
+func (v *validation) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return &invalidError{errs: v.errs}
+}
+
+// invalidError is a File's problems, one a line.
+type invalidError struct{ errs []error }
+
+func (e *invalidError) Error() string { return errors.Join(e.errs...).Error() }
+
+// Unwrap returns the problems and rdq.ErrInvalid.
+func (e *invalidError) Unwrap() []error { return append(slices.Clip(e.errs), rdq.ErrInvalid) }
 
 func (v *validation) addf(format string, args ...any) {
 	v.errs = append(v.errs, fmt.Errorf(format, args...))
