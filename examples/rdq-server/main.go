@@ -3,7 +3,7 @@
 // queue's handler is an HTTP callback, and the dead-letter queue is operated
 // over the same API. It is glue around the library: package server (API,
 // auth, metrics), package server/serverconfig (the configuration file),
-// package callback (signed HTTP callbacks and the demo receiver), package
+// package callback (signed HTTP callbacks and their receiver), package
 // worker and a store.
 //
 //	go run ./examples/rdq-server -dev                    # sample config, embedded store

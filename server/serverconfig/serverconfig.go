@@ -207,7 +207,7 @@ func Load(path string) (*File, error) {
 // be a setting of File), replaces each secret by the value of its *_env
 // variable and DatabaseURL by that of DatabaseURLEnv when those are set
 // and not empty, fills in the defaults and validates the result (see
-// Validate). A decoding error names the line and column. Every error
+// Validate). A syntax or type error names the line and column. Every error
 // wraps rdq.ErrInvalid.
 func Parse(data []byte) (*File, error) {
 	var f File
