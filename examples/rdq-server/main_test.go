@@ -152,6 +152,8 @@ func TestRunServesTheSample(t *testing.T) {
 		t.Fatalf("run returned before serving: %v", err)
 	}
 
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	defer client.CloseIdleConnections()
 	call := func(method, path, token string, body any, out any) int {
 		t.Helper()
 		var r io.Reader
@@ -168,7 +170,7 @@ func TestRunServesTheSample(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
