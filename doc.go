@@ -34,8 +34,11 @@
 //   - rdqtest: helpers for testing handlers and producers.
 //   - dlq: the dead-letter queue: browse, group, redrive, purge, audit.
 //   - tasks: live tasks: list, find, retry now, cancel.
-//   - callback: handlers as signed HTTP callbacks, and their verification.
+//   - callback: handlers as signed HTTP callbacks, their verification, and
+//     receivers.
 //   - server: the REST and gRPC API as an http.Handler and a gRPC service.
+//   - server/serverconfig: a server's configuration file: load, validate,
+//     and build the server's parts from it.
 //   - proto/rdqv1: the API's generated protobuf and gRPC types.
 //   - console: the operator's web console as an http.Handler.
 //

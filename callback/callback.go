@@ -217,6 +217,15 @@ func New(cfg Config) (*Caller, error) {
 	return c, nil
 }
 
+// ValidateSecret reports whether secret is an acceptable signing secret
+// (see Config.Secret): raw, or "whsec_" followed by standard base64, with
+// a key of at least MinSecretLength bytes. Its error wraps rdq.ErrInvalid
+// and says what is wrong.
+func ValidateSecret(secret []byte) error {
+	_, err := checkSecret(secret)
+	return err
+}
+
 // checkSecret returns the signing key of secret, or an error wrapping
 // rdq.ErrInvalid if it is malformed or shorter than MinSecretLength.
 func checkSecret(secret []byte) ([]byte, error) {

@@ -2,6 +2,8 @@ package callback_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -64,4 +66,42 @@ func ExampleSign() {
 	fmt.Println(callback.Sign([]byte("shared-secret-of-at-least-16-bytes"), "msg_1", 1700000000, []byte(`{"order":42}`)))
 	// Output:
 	// v1,B3xrJyFRMDuk2tjw1GGgLY4ueRqySJ+yELT6/37wcn8=
+}
+
+// A Receiver verifies each callback and answers with the outcome its
+// function returns, which the caller records as the attempt's.
+func ExampleReceiver() {
+	secret := []byte("whsec_c2hhcmVkLXNlY3JldC1vZi1hdC1sZWFzdC0xNi1ieXRlcw==")
+	receiver := httptest.NewServer(callback.Receiver(secret, callback.DefaultMaxSkew,
+		func(ctx context.Context, m *callback.Message) error {
+			var order struct{ Lines int }
+			if err := json.Unmarshal(m.Data.Body(), &order); err != nil || order.Lines == 0 {
+				return rdq.Permanent(errors.New("the order has no lines"))
+			}
+			if order.Lines > 100 {
+				return rdq.RetryAfter(time.Minute, errors.New("large orders wait for the night shift"))
+			}
+			return nil
+		}))
+	defer receiver.Close()
+
+	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
+	if err != nil {
+		panic(err)
+	}
+	defer caller.Close()
+	handle, err := caller.Handler(callback.Target{URL: receiver.URL + "/hooks/orders"})
+	if err != nil {
+		panic(err)
+	}
+	for _, payload := range []string{`{"lines": 3}`, `{"lines": 0}`, `{"lines": 500}`} {
+		task := &rdq.Task{ID: rdq.NewID(), Queue: "orders", Handler: "charge", ContentType: "application/json", Payload: []byte(payload)}
+		err := handle(context.Background(), task)
+		after, _ := rdq.RetryAfterOf(err)
+		fmt.Printf("%s: error type %q, permanent %t, retry after %s\n", payload, rdq.ErrorTypeOf(err), rdq.IsPermanent(err), after)
+	}
+	// Output:
+	// {"lines": 3}: error type "", permanent false, retry after 0s
+	// {"lines": 0}: error type "http_422", permanent true, retry after 0s
+	// {"lines": 500}: error type "http_503", permanent false, retry after 1m0s
 }

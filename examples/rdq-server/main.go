@@ -2,8 +2,9 @@
 // REST/JSON (/v1/...) or gRPC (rdq.v1.RdqService, on its own port), each
 // queue's handler is an HTTP callback, and the dead-letter queue is operated
 // over the same API. It is glue around the library: package server (API,
-// auth, metrics), package callback (signed HTTP callbacks), package worker
-// and a store.
+// auth, metrics), package server/serverconfig (the configuration file),
+// package callback (signed HTTP callbacks and their receiver), package
+// worker and a store.
 //
 //	go run ./examples/rdq-server -dev                    # sample config, embedded store
 //	RDQ_DATABASE_URL=postgres://... go run ./examples/rdq-server -config my.json
@@ -34,7 +35,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -48,38 +48,36 @@ import (
 
 	"github.com/srjn45/rdq/callback"
 	"github.com/srjn45/rdq/server"
+	"github.com/srjn45/rdq/server/serverconfig"
 	"github.com/srjn45/rdq/storeurl"
 	"github.com/srjn45/rdq/worker"
 )
 
 func main() {
-	cfgPath := flag.String("config", "examples/rdq-server/config.json", "configuration file (JSON)")
+	var flags serverconfig.Flags
+	flags.Register(flag.CommandLine, "examples/rdq-server/config.json")
 	grace := flag.Duration("grace", 30*time.Second, "how long running callbacks may finish at shutdown")
 	verbose := flag.Bool("v", false, "log at debug level")
-	dev := flag.Bool("dev", false, "development mode: accept the sample change-me tokens and secrets")
 	flag.Parse()
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(*cfgPath, *grace, *dev, log); err != nil {
+	cfg, err := flags.Load(log)
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err = run(ctx, cfg, *grace, log)
+		stop()
+	}
+	if err != nil {
 		log.Error("rdq-server failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfgPath string, grace time.Duration, dev bool, log *slog.Logger) error {
-	cfg, err := loadConfig(cfgPath)
-	if err != nil {
-		return fmt.Errorf("loading the configuration: %w", err)
-	}
-	if err := cfg.checkSecrets(dev, log); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
+// run serves cfg until ctx ends or a listener fails.
+func run(ctx context.Context, cfg *serverconfig.File, grace time.Duration, log *slog.Logger) error {
 	st, closeStore, err := openStore(ctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return err
@@ -88,24 +86,12 @@ func run(cfgPath string, grace time.Duration, dev bool, log *slog.Logger) error 
 
 	// Callbacks: one router sends each task to its queue's URL; the
 	// worker runs it under every handler name the queues declare.
-	caller, err := callback.New(callback.Config{
-		Secret:     []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)),
-		Allow:      cfg.Callback.Allow,
-		AllowAddrs: cfg.Callback.AllowAddrs,
-		Timeout:    time.Duration(cfg.Callback.Timeout),
-	})
+	caller, err := callback.New(cfg.CallbackConfig())
 	if err != nil {
 		return err
 	}
 	defer caller.Close()
-	targets := cfg.targets()
-	served := map[string][]string{}
-	var handlers []string
-	for name, q := range cfg.Queues {
-		served[name] = q.Handlers
-		handlers = append(handlers, q.Handlers...)
-	}
-	route, err := caller.Router(targets)
+	route, err := caller.Router(cfg.Targets())
 	if err != nil {
 		return err
 	}
@@ -114,34 +100,34 @@ func run(cfgPath string, grace time.Duration, dev bool, log *slog.Logger) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
-	w, err := worker.New(worker.Config{Store: st, ID: cfg.WorkerID, Logger: log, Queues: cfg.workerQueues(), Metrics: reg})
+	w, err := worker.New(worker.Config{Store: st, ID: cfg.WorkerID, Logger: log, Queues: cfg.WorkerQueues(), Metrics: reg})
 	if err != nil {
 		return err
 	}
-	slices.Sort(handlers)
-	for _, h := range slices.Compact(handlers) {
+	for _, h := range cfg.Handlers() {
 		if err := w.Handle(h, route); err != nil {
 			return fmt.Errorf("config: %w", err)
 		}
 	}
 
-	tokens, err := cfg.tokens()
+	tokens, err := cfg.Tokens()
 	if err != nil {
 		return err
 	}
 	svc, err := server.New(server.Config{
-		Store: st, Auth: tokens, Queues: served, Logger: log, Metrics: reg, Gatherer: reg,
-		MetricsToken: secret(cfg.MetricsToken, cfg.MetricsTokenEnv),
+		Store: st, Auth: tokens, Queues: cfg.QueueHandlers(), Logger: log, Metrics: reg, Gatherer: reg,
+		MetricsToken: cfg.MetricsToken,
 	})
 	if err != nil {
 		return err
 	}
 
 	if cfg.DemoReceiver != "" {
-		stopReceiver, err := startDemoReceiver(cfg.DemoReceiver, []byte(secret(cfg.Callback.Secret, cfg.Callback.SecretEnv)), log)
+		lis, err := net.Listen("tcp", cfg.DemoReceiver)
 		if err != nil {
 			return err
 		}
+		stopReceiver := startDemoReceiver(lis, []byte(cfg.Callback.Secret), log)
 		defer stopReceiver()
 	}
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -11,33 +12,27 @@ import (
 	"github.com/srjn45/rdq/callback"
 )
 
-// startDemoReceiver serves a callback endpoint on addr that stands in for
-// the services a real deployment calls back: it accepts only requests
-// signed with secret (callback.VerifyHandler), fails with 500 when the
-// payload contains "fail": true, so the dead-letter queue can be tried out,
-// and succeeds otherwise. It logs task ids, never payloads.
-func startDemoReceiver(addr string, secret []byte, log *slog.Logger) (stop func(), err error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	h := callback.VerifyHandler(secret, 5*time.Minute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m, ok := callback.MessageFrom(r.Context())
-		if !ok {
-			http.Error(w, "no verified message", http.StatusInternalServerError)
-			return
-		}
+// demoReceiver stands in for the services a real deployment calls back: it
+// fails when the payload contains "fail": true, so that the dead-letter
+// queue can be tried out, and succeeds otherwise. It logs task ids, never
+// payloads.
+func demoReceiver(log *slog.Logger) callback.ReceiverFunc {
+	return func(_ context.Context, m *callback.Message) error {
 		d := m.Data
 		attrs := []any{"task_id", d.ID, "queue", d.Queue, "handler", d.Handler, "attempt", d.Attempt}
 		if bytes.Contains(bytes.ReplaceAll(d.Body(), []byte(" "), nil), []byte(`"fail":true`)) {
 			log.Info("demo receiver: failing on request", attrs...)
-			http.Error(w, "demo receiver: the payload asked to fail", http.StatusInternalServerError)
-			return
+			return errors.New("demo receiver: the payload asked to fail")
 		}
 		log.Info("demo receiver: done", attrs...)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		return nil
+	}
+}
+
+// startDemoReceiver serves demoReceiver on lis, admitting only callbacks
+// signed with secret (callback.Receiver), until stop is called.
+func startDemoReceiver(lis net.Listener, secret []byte, log *slog.Logger) (stop func()) {
+	srv := &http.Server{Handler: callback.Receiver(secret, callback.DefaultMaxSkew, demoReceiver(log)), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("demo receiver stopped", "error", err)
@@ -48,5 +43,5 @@ func startDemoReceiver(addr string, secret []byte, log *slog.Logger) (stop func(
 		if err := srv.Close(); err != nil {
 			log.Error("closing the demo receiver", "error", err)
 		}
-	}, nil
+	}
 }
