@@ -1,4 +1,4 @@
-package rdq_test
+package examples_test
 
 import (
 	"encoding/json"
@@ -28,15 +28,16 @@ import (
 //
 // Nothing else is added: every name a block uses must be declared in it or
 // imported by it, and every import and local variable must be used, as the
-// compiler demands. Blocks are compiled in packages of their own inside this
-// module (through a build overlay, so nothing is written to the tree), with
-// the module's go.mod.
+// compiler demands. Blocks are compiled in packages of their own inside the
+// examples module (through a build overlay, so nothing is written to the
+// tree), in the repository's workspace (go.work), which holds every module
+// of rdq.
 func TestReadmeSnippets(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("go tool not found: %v", err)
 	}
-	raw, err := os.ReadFile("README.md")
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,7 @@ func TestReadmeSnippets(t *testing.T) {
 	out := filepath.Join(tmp, "out") + string(filepath.Separator)
 	compile := func(args ...string) {
 		cmd := exec.Command(goTool, args...)
+		cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root, "..", "go.work"))
 		if b, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("README.md snippets do not compile (go %s):\n%s", strings.Join(args, " "), b)
 		}
@@ -172,8 +174,7 @@ func splitImports(block string) (imports, rest string) {
 
 // TestExamplesImportNoInternal keeps the examples copyable into another
 // module: none of their files, tests included, imports an internal package.
-// (examples/kafka-consumer is a module of its own, where the compiler
-// already refuses rdq's internal packages.)
+// (examples/kafka-consumer is a module of its own, outside this pattern.)
 func TestExamplesImportNoInternal(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -181,7 +182,7 @@ func TestExamplesImportNoInternal(t *testing.T) {
 	}
 	out, err := exec.Command(goTool, "list", "-f",
 		`{{.ImportPath}}: {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`,
-		"./examples/...").CombinedOutput()
+		"./...").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
