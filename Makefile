@@ -1,30 +1,44 @@
 # The commands the README promises. Each works on a fresh clone.
 
-.PHONY: quickstart test bench fuzz
+.PHONY: quickstart test bench fuzz tools
+
+# The modules of the repository, the core first; go.work holds them all.
+# The Kafka example is a module outside the workspace (it needs a newer Go).
+MODULES := . proto callback sqlitestore storetest rdqtest storeurl console server cmd/rdq examples internal/crosslang pgstore/internal/compliance
+KAFKA := examples/kafka-consumer
+PACKAGES := ./... $(foreach m,$(filter-out .,$(MODULES)),./$(m)/...)
+STATICCHECK := $(CURDIR)/.bin/staticcheck
 
 # Runs the quickstart on the embedded default store (set RDQ_DATABASE_URL to
 # use PostgreSQL instead).
 quickstart:
 	go run ./examples/quickstart
 
-# Runs the whole test suite: vet and staticcheck (pinned by the tool
-# directive in go.mod), then every package's tests with the race detector
-# (the cross-language tests in internal/crosslang included); every benchmark
-# once; then the same for the Kafka example, a module of its own; then the
-# Java SDK's build and tests. Needs PostgreSQL (RDQ_TEST_DATABASE_URL, default
-# postgres://postgres@127.0.0.1:5432/test), a JDK 17+ and Maven.
-test:
-	go vet ./...
-	go tool staticcheck ./...
-	go test -race -count=1 -timeout 40m ./...
+# Builds the pinned development tools (internal/tools) into .bin.
+tools:
+	cd internal/tools && GOWORK=off go build -o $(CURDIR)/.bin/ honnef.co/go/tools/cmd/staticcheck
+
+# Runs the whole test suite: every module on its own (go.mod tidy and
+# complete, go vet, staticcheck, outside the workspace), then every
+# package's tests with the race detector in the workspace (the
+# cross-language tests in internal/crosslang included); every benchmark
+# once; then the Kafka example; then the Java SDK's build and tests. Needs
+# PostgreSQL (RDQ_TEST_DATABASE_URL, default
+# postgres://postgres@127.0.0.1:5432/test; the examples open RDQ_DATABASE_URL,
+# the same database by default), a JDK 17+ and Maven.
+test: export RDQ_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+test: tools
+	set -e; for m in $(MODULES) $(KAFKA); do \
+		echo "module $$m"; \
+		(cd $$m && GOWORK=off go mod tidy -diff && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...); \
+	done
+	go test -race -count=1 -timeout 40m $(PACKAGES)
 	# Every benchmark once, for the checks it makes (every task succeeded,
 	# histories complete), at a small scale.
-	RDQ_BENCH_DEAD=5000 RDQ_BENCH_DEAD_TASKS=5000 go test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x ./...
+	RDQ_BENCH_DEAD=5000 RDQ_BENCH_DEAD_TASKS=5000 go test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x $(PACKAGES)
 	# The DLQ's reads at the bench scale, each served by an index.
 	RDQ_BENCH_EXPLAIN=1 go test -count=1 -run '^TestExplainAtScale$$' ./dlq/
-	# -mod=mod: the example follows rdq through a replace directive, so a
-	# dependency change in rdq's go.mod must not break its build.
-	cd examples/kafka-consumer && GOFLAGS=-mod=mod go vet ./... && GOFLAGS=-mod=mod go test -race -count=1 ./...
+	cd $(KAFKA) && GOWORK=off go test -race -count=1 ./...
 	cd java && mvn -q verify
 
 # Runs the benchmarks of the end-to-end path on both stores.
@@ -34,4 +48,4 @@ bench:
 
 # Fuzzes the envelope decoder for a minute.
 fuzz:
-	go test -run '^$$' -fuzz FuzzDecodeEnvelope -fuzztime 60s .
+	go test -run '^$$' -fuzz FuzzUnmarshal -fuzztime 60s ./envelope/
