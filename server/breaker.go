@@ -14,7 +14,7 @@ import (
 // handlerPauser returns the store as a store.HandlerPauser, or an
 // unimplemented error.
 func (s *Service) handlerPauser() (store.HandlerPauser, error) {
-	hp, ok := s.store.(store.HandlerPauser)
+	hp, ok := store.HandlerPauserOf(s.store)
 	if !ok {
 		return nil, errorf(CodeUnimplemented, "the store cannot pause handlers (it does not implement store.HandlerPauser)")
 	}
@@ -39,7 +39,7 @@ func (s *Service) ListBreakers(ctx context.Context, req *rdqv1.ListBreakersReque
 		}
 	}
 	out := &rdqv1.ListBreakersResponse{}
-	hp, ok := s.store.(store.HandlerPauser)
+	hp, ok := store.HandlerPauserOf(s.store)
 	if !ok {
 		return out, nil
 	}

@@ -250,13 +250,13 @@ func New(cfg Config) (*Service, error) {
 		sum := sha256.Sum256([]byte(cfg.MetricsToken))
 		s.metricsToken = sum[:]
 	}
-	if a, ok := cfg.Store.(store.Admin); ok {
+	if a, ok := store.AdminOf(cfg.Store); ok {
 		s.admin = a
 	}
-	if p, ok := cfg.Store.(store.Pauser); ok {
+	if p, ok := store.PauserOf(cfg.Store); ok {
 		s.pauser = p
 	}
-	if b, ok := cfg.Store.(dlq.Backend); ok {
+	if b, ok := dlq.BackendOf(cfg.Store); ok {
 		d, err := dlq.New(b, dlq.Config{MaxLife: cfg.MaxLife, Metrics: cfg.Metrics, Logger: s.log})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)

@@ -253,13 +253,13 @@ func Run(t *testing.T, h Harness) {
 // interfaces the store implements.
 func checkCapabilities(t *testing.T, h Harness) {
 	s, _ := h.NewStore(t)
-	_, isAdmin := s.(store.Admin)
-	_, isNotifier := s.(store.Notifier)
-	_, isPauser := s.(store.Pauser)
-	_, isLive := s.(store.LiveTasks)
-	_, isHandlerPauser := s.(store.HandlerPauser)
+	_, isAdmin := store.AdminOf(s)
+	_, isNotifier := store.NotifierOf(s)
+	_, isPauser := store.PauserOf(s)
+	_, isLive := store.LiveTasksOf(s)
+	_, isHandlerPauser := store.HandlerPauserOf(s)
 	_, isRegistry := store.RegistryOf(s)
-	_, isSnoozer := s.(store.Snoozer)
+	_, isSnoozer := store.SnoozerOf(s)
 	if isAdmin != h.Capabilities.Admin {
 		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
 			h.Capabilities.Admin, s, isAdmin)
