@@ -32,7 +32,8 @@ func harness() storetest.Harness {
 		},
 		LockTask:     lockTask,
 		FailAudit:    failAudit,
-		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true},
+		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true},
 	}
 }
 
