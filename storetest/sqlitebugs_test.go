@@ -157,8 +157,10 @@ func sqliteHarness(bug sqliteBug) Harness {
 			}
 			return &buggyStore{Store: s, bug: bug}, s.Close, nil
 		},
-		Capabilities: Capabilities{Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
-			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true},
+		Capabilities: Capabilities{
+			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
+		},
 	}
 	switch bug {
 	case bugUndeclaredNotDue:
