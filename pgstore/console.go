@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/srjn45/rdq"
@@ -19,7 +18,7 @@ import (
 // now (nil: the database's clock): retries waiting out their backoff and
 // delayed tasks. Queues with none are absent.
 func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, strings.ReplaceAll(sqlNotDueCounts, "{schema}", s.q.schema), now)
+	rows, err := s.pool.Query(ctx, s.q.notDueCounts, now)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: counting tasks not due: %w", err)
 	}
@@ -52,7 +51,7 @@ func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.D
 	}
 	until := since.Add(width * time.Duration(buckets))
 	out := map[string][]int64{}
-	q := sqlDeadHistogram
+	q := s.q.deadHistogram
 	args := []any{since, until, width.Seconds()}
 	if len(fingerprints) == 0 {
 		out[""] = make([]int64, buckets)
@@ -60,10 +59,10 @@ func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.D
 		for _, f := range fingerprints {
 			out[f] = make([]int64, buckets)
 		}
-		q = sqlDeadHistogramByFingerprint
+		q = s.q.deadHistogramByFingerprint
 		args = append(args, fingerprints)
 	}
-	rows, err := s.pool.Query(ctx, strings.ReplaceAll(q, "{schema}", s.q.schema), args...)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead histogram: %w", err)
 	}
@@ -93,7 +92,7 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 	if len(fingerprints) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, strings.ReplaceAll(sqlDeadGroupKeys, "{schema}", s.q.schema), fingerprints)
+	rows, err := s.pool.Query(ctx, s.q.deadGroupKeys, fingerprints)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead group keys: %w", err)
 	}
