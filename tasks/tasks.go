@@ -4,7 +4,7 @@
 // the dead-letter queue. Package dlq is its counterpart for dead tasks.
 //
 // It runs over a store that implements store.LiveTasks (pgstore and
-// sqlitestore do), found by a type assertion:
+// sqlitestore do), found with store.LiveTasksOf:
 //
 //	lt, err := tasks.New(st, tasks.Config{})
 //	page, err := lt.List(ctx, store.StateRetrying, tasks.Filter{Queue: "emails"}, tasks.ListOptions{})
