@@ -9,10 +9,10 @@ import (
 )
 
 // This file holds every SQL statement pgstore runs. {schema} stands for the
-// store's quoted schema name (and {channel} for its notification channel);
-// they are substituted once, when the store is created (see buildQueries),
-// in every statement and in the templates of the statements built per call
-// (see stmt), which fill only their own placeholders. Values always travel
+// store's quoted schema name; it is substituted once, when the store is
+// created (see buildQueries), in every statement and in the templates of
+// the statements built per call (see stmt), which fill only their own
+// placeholders (LISTEN's {channel} is filled in once too). Values always travel
 // as parameters. The comment of each statement names the index that serves
 // it.
 //
@@ -1801,7 +1801,7 @@ type queries struct {
 // (pgx.Identifier.Sanitize of the schema) notifying quotedChannel: once,
 // when the store is created.
 func buildQueries(quotedSchema, quotedChannel string) queries {
-	r := strings.NewReplacer("{schema}", quotedSchema, "{channel}", quotedChannel)
+	r := strings.NewReplacer("{schema}", quotedSchema)
 	return queries{
 		schema:                quotedSchema,
 		createSchema:          r.Replace(sqlCreateSchema),
@@ -1842,7 +1842,8 @@ func buildQueries(quotedSchema, quotedChannel string) queries {
 		recountDeadClear:      r.Replace(sqlRecountDeadClear),
 		recountDead:           r.Replace(sqlRecountDead),
 
-		listen: r.Replace(sqlListen),
+		// {channel} is LISTEN's own: elsewhere it is a parameter of stmt.
+		listen: strings.ReplaceAll(sqlListen, "{channel}", quotedChannel),
 
 		keyLookup:          r.Replace(sqlKeyLookup),
 		pruneKeys:          r.Replace(sqlPruneKeys),
