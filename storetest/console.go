@@ -67,6 +67,14 @@ func testNotDueCounts(t *testing.T, h Harness) {
 	// The store's clock is about the virtual one here: every delay is
 	// still ahead of it.
 	want("by the store's clock", nil, map[string]int64{"a": 3, "b": 1})
+	// A held task waits by its due time like any other: queue b's stays
+	// paused from here on.
+	if hp, ok := store.HandlerPauserOf(e.s); ok {
+		if _, err := hp.PauseHandler(e.ctx, store.PauseHandlerParams{Queue: "b", Handler: "handler-b", Actor: "ops", Now: e.at()}); err != nil {
+			t.Fatalf("PauseHandler: %v", err)
+		}
+		want("with queue b's handler paused", e.at(), map[string]int64{"a": 3, "b": 1})
+	}
 	// A task due at exactly now is due.
 	e.now = start.Add(9 * time.Minute)
 	want("when the first delay ends", e.at(), map[string]int64{"a": 2, "b": 1})
@@ -78,15 +86,6 @@ func testNotDueCounts(t *testing.T, h Harness) {
 	want("after the retry's backoff", e.at(), map[string]int64{"b": 1})
 	e.now = start.Add(2 * time.Hour)
 	want("after every delay", e.at(), map[string]int64{})
-
-	// A held task waits by its due time like any other.
-	if hp, ok := store.HandlerPauserOf(e.s); ok {
-		e.now = start
-		if _, err := hp.PauseHandler(e.ctx, store.PauseHandlerParams{Queue: "b", Handler: "handler-b", Actor: "ops", Now: e.at()}); err != nil {
-			t.Fatalf("PauseHandler: %v", err)
-		}
-		want("with queue b's handler paused", e.at(), map[string]int64{"a": 3, "b": 1})
-	}
 }
 
 // deadAt makes one dead task of (queue, handler) with failure f at the
@@ -137,7 +136,7 @@ func testDeadHistogram(t *testing.T, h Harness) {
 	}
 	// Neither a retrying task that failed with fa nor a succeeded task is
 	// dead.
-	e.now = since.Add(2 * time.Hour)
+	e.advance(time.Minute)
 	e.enqueue(task("emails"))
 	tk := e.claimOne("emails", time.Minute, "w")
 	e.mustFinish(retry(tk, time.Hour, fa, "w", time.Millisecond))
