@@ -17,7 +17,7 @@ import (
 // pausedHandlers returns the paused handlers the person may read, or nil
 // when the store has no breakers.
 func (c *Console) pausedHandlers(r *http.Request, all bool) ([]store.HandlerPause, bool, error) {
-	hp, ok := c.st.(store.HandlerPauser)
+	hp, ok := store.HandlerPauserOf(c.st)
 	if !ok {
 		return nil, false, nil
 	}
@@ -50,7 +50,7 @@ func (c *Console) handlerPause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	hp, ok := c.st.(store.HandlerPauser)
+	hp, ok := store.HandlerPauserOf(c.st)
 	if !ok {
 		c.fail(w, r, http.StatusNotImplemented, errors.New("this store cannot pause handlers"))
 		return

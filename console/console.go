@@ -82,9 +82,10 @@ type Config struct {
 	// dlq.Backend. When it also implements store.Pauser the overview
 	// offers pause and resume; when it implements store.LiveTasks the
 	// console lists live tasks and offers retry-now and cancel; when it
-	// has the optional read methods
-	// described in this package's documentation (NotDueCounts,
-	// DeadHistogram, DeadGroupKeys) the pages show what they give.
+	// implements store.NotDueCounter, store.DeadHistogrammer or
+	// store.DeadGroupKeyer, the overview splits the backlog into due and
+	// not due, the pages draw failure charts, and the failure groups name
+	// their queues and handlers.
 	Store dlq.Backend
 	// DLQ, if set, is the DLQ the console mutates through (sharing its
 	// metrics and chunking); nil builds one over Store with the defaults.
@@ -193,7 +194,7 @@ func New(cfg Config) (*Console, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	if h, ok := cfg.Store.(deadHistogrammer); ok {
+	if h, ok := store.DeadHistogrammerOf(cfg.Store); ok {
 		c.chart = newChartCache(cmp.Or(cfg.ChartMaxAge, DefaultChartMaxAge), c.now, chartStartAt,
 			func(ctx context.Context, start time.Time) ([]int64, error) {
 				hist, err := h.DeadHistogram(ctx, start, time.Hour, chartHours, nil)
@@ -201,7 +202,7 @@ func New(cfg Config) (*Console, error) {
 			},
 			func(err error) { c.log.Error("console: the overview's failure chart", "error", err) })
 	}
-	if _, ok := cfg.Store.(store.LiveTasks); ok {
+	if _, ok := store.LiveTasksOf(cfg.Store); ok {
 		t, err := tasks.New(cfg.Store, tasks.Config{Logger: cfg.Logger})
 		if err != nil {
 			return nil, err

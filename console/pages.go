@@ -18,26 +18,6 @@ import (
 	"github.com/srjn45/rdq/store"
 )
 
-// The optional read methods of a store the console uses when present
-// (pgstore and sqlitestore have them). Each is found by type assertion.
-type (
-	// notDueCounter counts, per queue, PENDING tasks not due yet: retries
-	// waiting out their backoff.
-	notDueCounter interface {
-		NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error)
-	}
-	// deadHistogrammer counts tasks that went dead per time bucket, in
-	// all or per fingerprint.
-	deadHistogrammer interface {
-		DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error)
-	}
-	// groupKeyer lists the queues and handlers of each fingerprint's dead
-	// tasks.
-	groupKeyer interface {
-		DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error)
-	}
-)
-
 // recentChanges is how many audit entries the overview shows.
 const recentChanges = 8
 
@@ -97,7 +77,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		byQueue[s.Queue] = &queueRow{QueueStats: s}
 	}
 	var d overviewData
-	if p, ok := c.st.(store.Pauser); ok {
+	if p, ok := store.PauserOf(c.st); ok {
 		d.CanPause = true
 		paused, err := p.PausedQueues(ctx)
 		if err != nil {
@@ -111,7 +91,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			byQueue[q].Paused = true
 		}
 	}
-	if nd, ok := c.st.(notDueCounter); ok {
+	if nd, ok := store.NotDueCounterOf(c.st); ok {
 		counts, err := nd.NotDueCounts(ctx, nil)
 		if err != nil {
 			c.failErr(w, r, err)
@@ -215,7 +195,7 @@ func (c *Console) pause(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p, ok := c.st.(store.Pauser)
+	p, ok := store.PauserOf(c.st)
 	if !ok {
 		c.fail(w, r, http.StatusNotImplemented, errors.New("this store cannot pause queues"))
 		return
@@ -354,7 +334,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		fps[i] = g.Fingerprint
 	}
 	var keys map[string][][2]string
-	if k, ok := c.st.(groupKeyer); ok && len(fps) > 0 {
+	if k, ok := store.DeadGroupKeyerOf(c.st); ok && len(fps) > 0 {
 		if keys, err = k.DeadGroupKeys(ctx, fps); err != nil {
 			c.failErr(w, r, err)
 			return
@@ -366,7 +346,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	// never counts tasks the page (and perhaps the principal) may not see.
 	var hist map[string][]int64
 	d.ChartsOff = f.Queue != "" || f.Handler != "" || f.MessageContains != "" || f.LifeMin != 0 || f.LifeBelow != 0 || len(f.IDs) > 0
-	if h, ok := c.st.(deadHistogrammer); ok && len(fps) > 0 && !d.ChartsOff {
+	if h, ok := store.DeadHistogrammerOf(c.st); ok && len(fps) > 0 && !d.ChartsOff {
 		if hist, err = h.DeadHistogram(ctx, c.chartStart(), time.Hour, chartHours, fps[:min(len(fps), maxGroupCharts)]); err != nil {
 			c.failErr(w, r, err)
 			return

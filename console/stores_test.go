@@ -13,14 +13,14 @@ import (
 	"github.com/srjn45/rdq/store"
 )
 
-// consoleReads are the optional store methods the console uses; both
+// consoleReads are the optional store capabilities the console uses; both
 // stores must have them.
 type consoleReads interface {
 	store.Store
 	store.Admin
-	NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error)
-	DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error)
-	DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error)
+	store.NotDueCounter
+	store.DeadHistogrammer
+	store.DeadGroupKeyer
 }
 
 func TestStoreConsoleReads(t *testing.T) {

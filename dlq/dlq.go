@@ -38,6 +38,27 @@ type Backend interface {
 	store.Admin
 }
 
+// BackendOf returns s as a Backend, if s (or a store it wraps, see
+// store.Wrapper) implements store.Admin. The Backend is a store.Wrapper of
+// s, so the accessors of package store find s's other capabilities
+// through it.
+func BackendOf(s store.Store) (Backend, bool) {
+	a, ok := store.AdminOf(s)
+	if !ok {
+		return nil, false
+	}
+	return adminStore{Store: s, Admin: a}, true
+}
+
+// adminStore is a store with its admin interface found.
+type adminStore struct {
+	store.Store
+	store.Admin
+}
+
+// Unwrap returns the store BackendOf was given.
+func (a adminStore) Unwrap() store.Store { return a.Store }
+
 // Defaults and limits of a DLQ.
 const (
 	// DefaultChunkSize is how many tasks one chunk of a bulk redrive or
@@ -120,7 +141,7 @@ func New(b Backend, cfg Config) (*DLQ, error) {
 	d.bulk = d.chunk
 	if d.chunk == 0 {
 		d.chunk, d.bulk = DefaultChunkSize, DefaultChunkSize
-		if bc, ok := b.(store.BulkChunker); ok {
+		if bc, ok := store.BulkChunkerOf(b); ok {
 			d.bulk = min(max(bc.BulkChunkSize(), 1), MaxChunkSize)
 		}
 	}

@@ -1040,3 +1040,33 @@ func (c *counter) value() float64 {
 	defer c.mu.Unlock()
 	return c.n
 }
+
+// TestBackendOf: BackendOf finds the admin interface of a store, and the
+// backend it returns lets the store's other capabilities be found through
+// it (here the chunk size the DLQ then uses).
+func TestBackendOf(t *testing.T) {
+	s, _, _ := newDLQ(t, 9, dlq.Config{})
+	ctx := ctxT(t)
+	inner := &chunkingBackend{Backend: s, size: 4}
+	b, ok := dlq.BackendOf(inner)
+	if !ok {
+		t.Fatal("BackendOf: no admin interface in a backend")
+	}
+	bc, ok := store.BulkChunkerOf(b)
+	if !ok || bc.BulkChunkSize() != 4 {
+		t.Fatalf("BulkChunkerOf(BackendOf(store)) = %v, %v; want the store's chunk size 4", bc, ok)
+	}
+	q, err := dlq.New(b, dlq.Config{Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Purge(ctx, dlq.Filter{}, dlq.PurgeOptions{All: true, Actor: "a", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{4, 4, 1}; !slices.Equal(inner.purge, want) {
+		t.Errorf("PurgeDead limits %v, want %v", inner.purge, want)
+	}
+	if _, ok := dlq.BackendOf(struct{ store.Store }{}); ok {
+		t.Error("BackendOf found an admin interface in a store without one")
+	}
+}

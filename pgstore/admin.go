@@ -54,7 +54,7 @@ func (s *Store) listDeadQuery(p store.ListDeadParams) (string, []any) {
 		st.set("cursor_id", st.param([16]byte(p.After.ID)))
 	}
 	st.set("limit", st.param(p.Limit))
-	return st.render(s.q, sqlListDead), st.args
+	return st.render(s.q.listDead), st.args
 }
 
 // DeadGroups groups the DEAD tasks matching filter by failure fingerprint,
@@ -96,10 +96,10 @@ func (s *Store) deadGroupsQuery(filter store.DeadFilter) (string, []any) {
 		tasks, counts := st.deadCountsFilter(filter)
 		st.set("filter", tasks)
 		st.set("counts_filter", counts)
-		return st.render(s.q, sqlDeadGroupsSummary), st.args
+		return st.render(s.q.deadGroupsSummary), st.args
 	}
 	st.set("filter", st.deadFilter(filter))
-	return st.render(s.q, sqlDeadGroups), st.args
+	return st.render(s.q.deadGroups), st.args
 }
 
 // CountDead counts the DEAD tasks matching filter. When filter uses no
@@ -121,10 +121,10 @@ func (s *Store) countDeadQuery(filter store.DeadFilter) (string, []any) {
 	if countable(filter) {
 		_, counts := st.deadCountsFilter(filter)
 		st.set("counts_filter", counts)
-		return st.render(s.q, sqlCountDeadSummary), st.args
+		return st.render(s.q.countDeadSummary), st.args
 	}
 	st.set("filter", st.deadFilter(filter))
-	return st.render(s.q, sqlCountDead), st.args
+	return st.render(s.q.countDead), st.args
 }
 
 // RedriveDead redrives up to p.Limit DEAD tasks matching p.Filter, as
@@ -177,12 +177,12 @@ func (s *Store) redriveDeadQuery(p store.RedriveDeadParams) (string, []any, erro
 	if p.MaxLife > 0 {
 		st.set("max_life", st.param(p.MaxLife))
 		st.set("life_limit", sqlRedriveDeadLifeLimit)
-		st.set("at_limit", sqlRedriveDeadAtLimit)
+		st.set("at_limit", s.q.redriveDeadAtLimit)
 	} else {
 		st.set("life_limit", "")
 		st.set("at_limit", "0::bigint")
 	}
-	return st.render(s.q, sqlRedriveDead), st.args, nil
+	return st.render(s.q.redriveDead), st.args, nil
 }
 
 // PurgeDead deletes up to p.Limit DEAD tasks matching p.Filter, with their
@@ -225,11 +225,11 @@ func (s *Store) purgeDeadQuery(p store.PurgeDeadParams) (string, []any, error) {
 	st.set("filter_json", st.param(filterJSON))
 	st.set("reason", st.param(clean(p.Reason)))
 	if action == ActionRetention {
-		st.set("keys", sqlPurgeDeadRetireKeys)
+		st.set("keys", s.q.purgeDeadRetireKeys)
 	} else {
-		st.set("keys", sqlPurgeDeadDropKeys)
+		st.set("keys", s.q.purgeDeadDropKeys)
 	}
-	return st.render(s.q, sqlPurgeDead), st.args, nil
+	return st.render(s.q.purgeDead), st.args, nil
 }
 
 // RecountDead rebuilds the dead_counts summary, which CountDead, DeadGroups
@@ -264,7 +264,7 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]store
 	st := newStmt()
 	st.set("filter", st.auditFilter(p))
 	st.set("limit", st.param(p.Limit))
-	rows, err := s.pool.Query(ctx, st.render(s.q, sqlListAudit), st.args...)
+	rows, err := s.pool.Query(ctx, st.render(s.q.listAudit), st.args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: list audit: %w", err)
 	}

@@ -3,19 +3,22 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
 )
 
-// The methods in this file serve operator consoles (package console finds
-// them by type assertion). They read only; each query is served by an
+// The methods in this file serve operator consoles (store.NotDueCounter,
+// store.DeadHistogrammer and store.DeadGroupKeyer, which package console
+// finds with their accessors). They read only; each query is served by an
 // index named in sql.go.
 
 // NotDueCounts returns, per queue, how many PENDING tasks are not due yet at
 // now (nil: the database's clock): retries waiting out their backoff and
 // delayed tasks. Queues with none are absent.
 func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, strings.ReplaceAll(sqlNotDueCounts, "{schema}", s.q.schema), now)
+	rows, err := s.pool.Query(ctx, s.q.notDueCounts, now)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: counting tasks not due: %w", err)
 	}
@@ -42,12 +45,13 @@ func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]in
 // slice has buckets elements. Tasks that left the dead-letter queue
 // (redriven or purged) are not counted.
 func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error) {
-	if width <= 0 || buckets <= 0 || buckets > 10000 {
-		return nil, fmt.Errorf("pgstore: dead histogram: width %s and %d buckets: use a positive width and 1 to 10000 buckets", width, buckets)
+	if width < time.Microsecond || buckets <= 0 || buckets > store.MaxHistogramBuckets {
+		return nil, fmt.Errorf("%w: pgstore: dead histogram: width %s and %d buckets: use a width of at least 1µs and 1 to %d buckets",
+			rdq.ErrInvalid, width, buckets, store.MaxHistogramBuckets)
 	}
 	until := since.Add(width * time.Duration(buckets))
 	out := map[string][]int64{}
-	q := sqlDeadHistogram
+	q := s.q.deadHistogram
 	args := []any{since, until, width.Seconds()}
 	if len(fingerprints) == 0 {
 		out[""] = make([]int64, buckets)
@@ -55,10 +59,10 @@ func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.D
 		for _, f := range fingerprints {
 			out[f] = make([]int64, buckets)
 		}
-		q = sqlDeadHistogramByFingerprint
+		q = s.q.deadHistogramByFingerprint
 		args = append(args, fingerprints)
 	}
-	rows, err := s.pool.Query(ctx, strings.ReplaceAll(q, "{schema}", s.q.schema), args...)
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead histogram: %w", err)
 	}
@@ -88,7 +92,7 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 	if len(fingerprints) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, strings.ReplaceAll(sqlDeadGroupKeys, "{schema}", s.q.schema), fingerprints)
+	rows, err := s.pool.Query(ctx, s.q.deadGroupKeys, fingerprints)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: dead group keys: %w", err)
 	}
@@ -105,3 +109,9 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 	}
 	return out, nil
 }
+
+var (
+	_ store.NotDueCounter    = (*Store)(nil)
+	_ store.DeadHistogrammer = (*Store)(nil)
+	_ store.DeadGroupKeyer   = (*Store)(nil)
+)

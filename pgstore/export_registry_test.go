@@ -2,5 +2,5 @@ package pgstore
 
 // UnservedDueQuery and DeadLetterUnservedQuery render the registry's
 // statements that read the tasks, for EXPLAIN tests.
-func UnservedDueQuery(s *Store) string        { return render(s.q, sqlUnservedDue) }
-func DeadLetterUnservedQuery(s *Store) string { return render(s.q, sqlDeadLetterUnserved) }
+func UnservedDueQuery(s *Store) string        { return s.q.unservedDue }
+func DeadLetterUnservedQuery(s *Store) string { return s.q.deadLetterUnserved }

@@ -123,13 +123,13 @@ func ListTasksQuery(s *Store, p store.ListTasksParams) (string, []any) {
 
 // TaskByKeyQuery returns the TaskByKey statement and its arguments.
 func TaskByKeyQuery(s *Store) (string, []any) {
-	return render(s.q, sqlTaskByKey), []any{"q3", "k"}
+	return s.q.taskByKey, []any{"q3", "k"}
 }
 
 // KeyQueries returns the idempotency-key statements with arguments.
 func KeyQueries(s *Store) (lookup string, lookupArgs []any, prune string, pruneArgs []any) {
-	return render(s.q, sqlKeyLookup), []any{[]string{"q3"}, []string{"k1"}},
-		render(s.q, sqlPruneKeys), []any{micros(time.Hour), 100, nil}
+	return s.q.keyLookup, []any{[]string{"q3"}, []string{"k1"}},
+		s.q.pruneKeys, []any{micros(time.Hour), 100, nil}
 }
 
 // ClaimProbeQuery returns the ClaimProbe statement and its arguments.

@@ -64,11 +64,11 @@ func (s *Store) listTasksQuery(p store.ListTasksParams) (string, []any, error) {
 	st.set("limit", st.param(p.Limit))
 	if p.State == store.StatePending || p.State == store.StateRetrying {
 		if p.Filter.Queue == "" {
-			return st.render(s.q, sqlListTasksWaiting), st.args, nil
+			return st.render(s.q.listTasksWaiting), st.args, nil
 		}
-		return st.render(s.q, sqlListTasksHeld), st.args, nil
+		return st.render(s.q.listTasksHeld), st.args, nil
 	}
-	return st.render(s.q, sqlListTasks), st.args, nil
+	return st.render(s.q.listTasks), st.args, nil
 }
 
 // liveFilter is f as the dead-task filter whose conditions it shares.
@@ -82,7 +82,7 @@ func liveFilter(f store.TaskFilter) store.DeadFilter {
 // TaskByKey returns the task holding idempotency key key in queue, or an
 // error wrapping store.ErrNotFound.
 func (s *Store) TaskByKey(ctx context.Context, queue, key string) (*rdq.Task, error) {
-	t, err := scanTask(s.pool.QueryRow(ctx, render(s.q, sqlTaskByKey), clean(queue), clean(key)))
+	t, err := scanTask(s.pool.QueryRow(ctx, s.q.taskByKey, clean(queue), clean(key)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("pgstore: task with key %q in queue %q: %w", key, queue, store.ErrNotFound)
 	}
@@ -98,7 +98,7 @@ func (s *Store) TaskByKey(ctx context.Context, queue, key string) (*rdq.Task, er
 func (s *Store) RetryNow(ctx context.Context, p store.RetryNowParams) ([]error, error) {
 	errs, err := s.liveAction(ctx, p.IDs, "retry now", func(tx pgx.Tx, ids []rdq.ID) error {
 		var moved, notified int64
-		if err := tx.QueryRow(ctx, render(s.q, sqlRetryNow), uuids(ids), p.Now, s.channel).Scan(&moved, &notified); err != nil {
+		if err := tx.QueryRow(ctx, s.q.retryNow, uuids(ids), p.Now, s.channel).Scan(&moved, &notified); err != nil {
 			return err
 		}
 		if moved != int64(len(ids)) {
@@ -122,7 +122,7 @@ func (s *Store) Cancel(ctx context.Context, p store.CancelParams) ([]error, erro
 	actor := clean(p.Actor)
 	errs, err := s.liveAction(ctx, p.IDs, "cancel", func(tx pgx.Tx, ids []rdq.ID) error {
 		var moved int64
-		if err := tx.QueryRow(ctx, render(s.q, sqlCancel), uuids(ids), p.Now, f.Type, f.Message, f.Fingerprint, actor).Scan(&moved); err != nil {
+		if err := tx.QueryRow(ctx, s.q.cancel, uuids(ids), p.Now, f.Type, f.Message, f.Fingerprint, actor).Scan(&moved); err != nil {
 			return err
 		}
 		if moved != int64(len(ids)) {
@@ -147,7 +147,7 @@ func (s *Store) liveAction(ctx context.Context, ids []rdq.ID, what string, apply
 		return errs, nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, render(s.q, sqlLiveLock), uuids(ids))
+		rows, err := tx.Query(ctx, s.q.liveLock, uuids(ids))
 		if err != nil {
 			return err
 		}
@@ -188,9 +188,4 @@ func (s *Store) liveAction(ctx context.Context, ids []rdq.ID, what string, apply
 		return nil, err
 	}
 	return errs, nil
-}
-
-// render fills {schema} in a statement without other placeholders.
-func render(q queries, template string) string {
-	return newStmt().render(q, template)
 }

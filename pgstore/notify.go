@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -44,7 +42,7 @@ func (s *Store) listen(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, strings.ReplaceAll(sqlListen, "{channel}", pgx.Identifier{s.channel}.Sanitize())); err != nil {
+	if _, err := conn.Exec(ctx, s.q.listen); err != nil {
 		s.dropConn(conn)
 		return nil, err
 	}

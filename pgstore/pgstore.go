@@ -128,7 +128,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		schema:  schema,
 		channel: channelName(schema),
 		log:     log,
-		q:       buildQueries(pgx.Identifier{schema}.Sanitize()),
+		q:       buildQueries(pgx.Identifier{schema}.Sanitize(), pgx.Identifier{channelName(schema)}.Sanitize()),
 	}
 	s.listenPool = pool
 	s.keyRetention = cmp.Or(cfg.KeyRetention, DefaultKeyRetention)

@@ -23,7 +23,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p store.RegisterWorkerParams
 	}
 	w := p.Worker
 	queues, handlers := sortedClean(w.Queues), sortedClean(w.Handlers)
-	_, err := s.pool.Exec(ctx, render(s.q, sqlRegisterWorker), clean(w.ID), clean(w.Host), w.PID, clean(w.Version),
+	_, err := s.pool.Exec(ctx, s.q.registerWorker, clean(w.ID), clean(w.Host), w.PID, clean(w.Version),
 		queues, handlers, w.Slots, w.InFlight, micros(p.StaleAfter), micros(p.ExpireAfter), p.Now)
 	if err != nil {
 		return fmt.Errorf("pgstore: register worker %s: %w", w.ID, err)
@@ -33,7 +33,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p store.RegisterWorkerParams
 
 // DeregisterWorker removes worker id's entry (store.WorkerRegistry).
 func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, render(s.q, sqlDeregisterWorker), clean(id)); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.deregisterWorker, clean(id)); err != nil {
 		return fmt.Errorf("pgstore: deregister worker %s: %w", id, err)
 	}
 	return nil
@@ -41,7 +41,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 
 // Workers lists the registered workers (store.WorkerRegistry).
 func (s *Store) Workers(ctx context.Context, p store.WorkersParams) ([]store.WorkerInfo, error) {
-	rows, err := s.pool.Query(ctx, render(s.q, sqlWorkers), p.Queue, p.Now)
+	rows, err := s.pool.Query(ctx, s.q.workers, p.Queue, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: workers: %w", err)
 	}
@@ -68,14 +68,14 @@ func (s *Store) UnservedHandlers(ctx context.Context, p store.UnservedParams) ([
 	if queues == nil {
 		queues = []string{}
 	}
-	query := sqlUnservedHandlers
+	query := s.q.unservedHandlers
 	if p.DueOnly {
 		if len(queues) == 0 {
 			return nil, fmt.Errorf("pgstore: unserved handlers: %w: DueOnly needs at least one queue", rdq.ErrInvalid)
 		}
-		query = sqlUnservedDue
+		query = s.q.unservedDue
 	}
-	rows, err := s.pool.Query(ctx, render(s.q, query), queues, p.Now)
+	rows, err := s.pool.Query(ctx, query, queues, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: unserved handlers: %w", err)
 	}
@@ -114,7 +114,7 @@ func (s *Store) DeadLetterUnserved(ctx context.Context, p store.DeadLetterUnserv
 	}
 	f := cleanFailure(p.Failure)
 	var n int64
-	if err := s.pool.QueryRow(ctx, render(s.q, sqlDeadLetterUnserved), p.Queue, p.Handler, p.Now, micros(p.Grace), p.Limit,
+	if err := s.pool.QueryRow(ctx, s.q.deadLetterUnserved, p.Queue, p.Handler, p.Now, micros(p.Grace), p.Limit,
 		f.Type, f.Message, f.Fingerprint, clean(p.Actor), string(filter)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("pgstore: dead-letter unserved tasks of %s in %s: %w", p.Handler, p.Queue, err)
 	}

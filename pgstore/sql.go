@@ -10,7 +10,11 @@ import (
 
 // This file holds every SQL statement pgstore runs. {schema} stands for the
 // store's quoted schema name; it is substituted once, when the store is
-// created (see buildQueries). Values always travel as parameters.
+// created (see buildQueries), in every statement and in the templates of
+// the statements built per call (see stmt), which fill only their own
+// placeholders (LISTEN's {channel} is filled in once too). Values always travel
+// as parameters. The comment of each statement names the index that serves
+// it.
 //
 // Conventions:
 //   - A chunk of rows picked by a subquery is addressed as
@@ -924,6 +928,7 @@ const sqlRedriveDeadLifeLimit = `
       AND t.life < {max_life}`
 
 // sqlRedriveDeadAtLimit counts the matching tasks MaxLife keeps dead.
+// Indexes: those of sqlCountDead.
 const sqlRedriveDeadAtLimit = `(
     SELECT count(*) FROM {schema}.tasks AS t
     WHERE t.status = 'DEAD'{filter} AND t.life >= {max_life})`
@@ -1752,9 +1757,50 @@ type queries struct {
 	recountDeadLock  string
 	recountDeadClear string
 	recountDead      string
+
+	listen string
+
+	keyLookup          string
+	pruneKeys          string
+	taskByKey          string
+	liveLock           string
+	retryNow           string
+	cancel             string
+	registerWorker     string
+	deregisterWorker   string
+	workers            string
+	unservedHandlers   string
+	unservedDue        string
+	deadLetterUnserved string
+
+	notDueCounts               string
+	deadHistogram              string
+	deadHistogramByFingerprint string
+	deadGroupKeys              string
+
+	// Templates of the statements built per call (see stmt), and the
+	// fragments of them that name the schema: the schema is filled in,
+	// the other placeholders are left for stmt.render.
+	listDead            string
+	countDead           string
+	countDeadSummary    string
+	deadGroups          string
+	deadGroupsSummary   string
+	redriveDead         string
+	redriveDeadAtLimit  string
+	purgeDead           string
+	purgeDeadRetireKeys string
+	purgeDeadDropKeys   string
+	listAudit           string
+	listTasks           string
+	listTasksHeld       string
+	listTasksWaiting    string
 }
 
-func buildQueries(quotedSchema string) queries {
+// buildQueries renders every statement for a store of quotedSchema
+// (pgx.Identifier.Sanitize of the schema) notifying quotedChannel: once,
+// when the store is created.
+func buildQueries(quotedSchema, quotedChannel string) queries {
 	r := strings.NewReplacer("{schema}", quotedSchema)
 	return queries{
 		schema:                quotedSchema,
@@ -1795,6 +1841,42 @@ func buildQueries(quotedSchema string) queries {
 		recountDeadLock:       r.Replace(sqlRecountDeadLock),
 		recountDeadClear:      r.Replace(sqlRecountDeadClear),
 		recountDead:           r.Replace(sqlRecountDead),
+
+		// {channel} is LISTEN's own: elsewhere it is a parameter of stmt.
+		listen: strings.ReplaceAll(sqlListen, "{channel}", quotedChannel),
+
+		keyLookup:          r.Replace(sqlKeyLookup),
+		pruneKeys:          r.Replace(sqlPruneKeys),
+		taskByKey:          r.Replace(sqlTaskByKey),
+		liveLock:           r.Replace(sqlLiveLock),
+		retryNow:           r.Replace(sqlRetryNow),
+		cancel:             r.Replace(sqlCancel),
+		registerWorker:     r.Replace(sqlRegisterWorker),
+		deregisterWorker:   r.Replace(sqlDeregisterWorker),
+		workers:            r.Replace(sqlWorkers),
+		unservedHandlers:   r.Replace(sqlUnservedHandlers),
+		unservedDue:        r.Replace(sqlUnservedDue),
+		deadLetterUnserved: r.Replace(sqlDeadLetterUnserved),
+
+		notDueCounts:               r.Replace(sqlNotDueCounts),
+		deadHistogram:              r.Replace(sqlDeadHistogram),
+		deadHistogramByFingerprint: r.Replace(sqlDeadHistogramByFingerprint),
+		deadGroupKeys:              r.Replace(sqlDeadGroupKeys),
+
+		listDead:            r.Replace(sqlListDead),
+		countDead:           r.Replace(sqlCountDead),
+		countDeadSummary:    r.Replace(sqlCountDeadSummary),
+		deadGroups:          r.Replace(sqlDeadGroups),
+		deadGroupsSummary:   r.Replace(sqlDeadGroupsSummary),
+		redriveDead:         r.Replace(sqlRedriveDead),
+		redriveDeadAtLimit:  r.Replace(sqlRedriveDeadAtLimit),
+		purgeDead:           r.Replace(sqlPurgeDead),
+		purgeDeadRetireKeys: r.Replace(sqlPurgeDeadRetireKeys),
+		purgeDeadDropKeys:   r.Replace(sqlPurgeDeadDropKeys),
+		listAudit:           r.Replace(sqlListAudit),
+		listTasks:           r.Replace(sqlListTasks),
+		listTasksHeld:       r.Replace(sqlListTasksHeld),
+		listTasksWaiting:    r.Replace(sqlListTasksWaiting),
 	}
 }
 
@@ -1816,16 +1898,17 @@ func (s *stmt) param(v any) string {
 // set names a placeholder's replacement text.
 func (s *stmt) set(name, text string) { s.vars["{"+name+"}"] = text }
 
-// render fills the template: {schema}, then every set name. Replacement
-// texts may themselves contain {schema} and set names (one level deep).
-func (s *stmt) render(q queries, template string) string {
-	pairs := make([]string, 0, 2*len(s.vars)+2)
+// render fills every set name of template, a template of queries (whose
+// schema is filled in already). Replacement texts may themselves contain
+// set names (one level deep); a fragment that names the schema is taken
+// from queries too.
+func (s *stmt) render(template string) string {
+	pairs := make([]string, 0, 2*len(s.vars))
 	for k, v := range s.vars {
 		pairs = append(pairs, k, v)
 	}
-	out := strings.NewReplacer(pairs...).Replace(template)
-	out = strings.NewReplacer(pairs...).Replace(out)
-	return strings.ReplaceAll(out, "{schema}", q.schema)
+	r := strings.NewReplacer(pairs...)
+	return r.Replace(r.Replace(template))
 }
 
 // deadFilter renders f as AND-ed conditions on tasks t, one parameter per

@@ -316,7 +316,7 @@ func (s *Store) lookupKeys(ctx context.Context, p store.EnqueueParams, idx []int
 	for k, i := range idx {
 		queues[k], keys[k] = p.Tasks[i].Queue, p.Tasks[i].IdempotencyKey
 	}
-	rows, err := s.pool.Query(ctx, render(s.q, sqlKeyLookup), queues, keys)
+	rows, err := s.pool.Query(ctx, s.q.keyLookup, queues, keys)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue: reading idempotency keys: %w", err)
 	}
@@ -872,7 +872,7 @@ func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: purge succeeded: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, render(s.q, sqlPruneKeys), micros(s.keyRetention), p.Limit, p.Now); err != nil {
+	if _, err := s.pool.Exec(ctx, s.q.pruneKeys, micros(s.keyRetention), p.Limit, p.Now); err != nil {
 		return n, fmt.Errorf("pgstore: purge succeeded: pruning idempotency keys past their retention: %w", err)
 	}
 	return n, nil

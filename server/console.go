@@ -85,7 +85,7 @@ type ConsoleConfig struct {
 // TrustedOrigins only. The session cookie is Secure: serve the console
 // over TLS, or behind a proxy that terminates it.
 func (s *Service) Console(cfg ConsoleConfig) (http.Handler, error) {
-	b, ok := s.store.(dlq.Backend)
+	b, ok := dlq.BackendOf(s.store)
 	if !ok {
 		return nil, fmt.Errorf("%w: server: the store has no DLQ interface (store.Admin), so the console cannot run on it", rdq.ErrInvalid)
 	}

@@ -880,7 +880,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("pause and resume", func(t *testing.T) {
-		if _, ok := any(e.st).(store.Pauser); !ok {
+		if _, ok := store.PauserOf(e.st); !ok {
 			// Without the store capability the API says so.
 			wantProblem(t, e.do("POST", "/v1/queues:pause", tokAdmin, map[string]string{"queue": "flaky", "reason": "maintenance"}, nil), 501, "unimplemented")
 			_, err := e.grpc.ResumeQueue(e.grpcCtx(tokAdmin), &rdqv1.ResumeQueueRequest{Queue: "flaky"})
@@ -928,7 +928,7 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("breakers", func(t *testing.T) {
 		open := map[string]any{"queue": "flaky", "handler": "call", "state": "open", "reason": "INC-12"}
-		if _, ok := any(e.st).(store.HandlerPauser); !ok {
+		if _, ok := store.HandlerPauserOf(e.st); !ok {
 			wantProblem(t, e.do("POST", "/v1/breakers:set", tokAdmin, open, nil), 501, "unimplemented")
 			return
 		}

@@ -256,13 +256,13 @@ func New(cfg Config) (*Service, error) {
 		sum := sha256.Sum256([]byte(cfg.MetricsToken))
 		s.metricsToken = sum[:]
 	}
-	if a, ok := cfg.Store.(store.Admin); ok {
+	if a, ok := store.AdminOf(cfg.Store); ok {
 		s.admin = a
 	}
-	if p, ok := cfg.Store.(store.Pauser); ok {
+	if p, ok := store.PauserOf(cfg.Store); ok {
 		s.pauser = p
 	}
-	if hp, ok := cfg.Store.(store.HandlerPauser); ok {
+	if hp, ok := store.HandlerPauserOf(cfg.Store); ok {
 		s.handlers = hp
 	}
 	if r, ok := store.RegistryOf(cfg.Store); ok {
@@ -274,7 +274,7 @@ func New(cfg Config) (*Service, error) {
 	case !errors.Is(err, tasks.ErrUnsupported):
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if b, ok := cfg.Store.(dlq.Backend); ok {
+	if b, ok := dlq.BackendOf(cfg.Store); ok {
 		dm, err := dlqMetrics(cfg.Metrics)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)

@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
 )
 
-// The methods in this file serve operator consoles (package console finds
-// them by type assertion). They read only; each query is served by an
+// The methods in this file serve operator consoles (store.NotDueCounter,
+// store.DeadHistogrammer and store.DeadGroupKeyer, which package console
+// finds with their accessors). They read only; each query is served by an
 // index named in sql.go.
 
 // NotDueCounts returns, per queue, how many PENDING tasks are not due yet at
@@ -47,8 +51,9 @@ func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]in
 // fingerprint. Each slice has buckets elements. Tasks that left the
 // dead-letter queue (redriven or purged) are not counted.
 func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error) {
-	if width < time.Microsecond || buckets <= 0 || buckets > 10000 {
-		return nil, fmt.Errorf("sqlitestore: dead histogram: width %s and %d buckets: use a width of at least 1µs and 1 to 10000 buckets", width, buckets)
+	if width < time.Microsecond || buckets <= 0 || buckets > store.MaxHistogramBuckets {
+		return nil, fmt.Errorf("%w: sqlitestore: dead histogram: width %s and %d buckets: use a width of at least 1µs and 1 to %d buckets",
+			rdq.ErrInvalid, width, buckets, store.MaxHistogramBuckets)
 	}
 	from := since.UnixMicro()
 	w := width.Microseconds()
@@ -129,3 +134,9 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 	}
 	return out, nil
 }
+
+var (
+	_ store.NotDueCounter    = (*Store)(nil)
+	_ store.DeadHistogrammer = (*Store)(nil)
+	_ store.DeadGroupKeyer   = (*Store)(nil)
+)

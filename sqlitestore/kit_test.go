@@ -45,7 +45,10 @@ func harness() storetest.Harness {
 			}
 		},
 		// SQLite cannot push a change to another process: no Notifier.
-		Capabilities: storetest.Capabilities{Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true},
+		Capabilities: storetest.Capabilities{
+			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
+		},
 	}
 }
 

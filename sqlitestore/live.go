@@ -71,14 +71,10 @@ func listLiveQuery(p store.ListTasksParams) (string, []any, error) {
 		sel.add(cursor, p.After.At.UnixMicro(), idArg(p.After.ID))
 	}
 	if f.Queue != "" && (p.State == store.StatePending || p.State == store.StateRetrying) {
-		// A queue's waiting tasks live in two indexes: rdq_tasks_claim for
-		// those not held and rdq_tasks_held for a paused handler's. Each is
-		// read in order up to the page size, then the two are merged.
+		// A queue's waiting tasks live in two indexes (see listLiveMerged).
 		where := sel.where.String()
 		args := slices.Concat(sel.args, []any{p.Limit}, sel.args, []any{p.Limit, p.Limit})
-		return `SELECT * FROM (` + sqlListLive + where + liveNotHeld + order + sqlLimit + `)
-UNION ALL
-SELECT * FROM (` + sqlListLive + where + liveHeld + order + sqlLimit + `)` + order + sqlLimit, args, nil
+		return listLiveMerged(where, order), args, nil
 	}
 	sel.add(order)
 	sel.add(sqlLimit, p.Limit)

@@ -335,6 +335,19 @@ SET status = 'DEAD', attempts = attempts + 1, finished_at = ?1, lease_expires_at
 WHERE id = ?5 AND status = 'PENDING'`
 )
 
+// listLiveMerged lists a queue's waiting tasks (pending or retrying, with
+// a Queue filter), which live in two indexes: where (the state's
+// liveWhere*, the filter and the cursor) is read in order from
+// rdq_tasks_claim for the tasks not held and from rdq_tasks_held for a
+// paused handler's, each up to the page size, and the two are merged in
+// order. Its parameters are where's, the limit, where's again, and the
+// limit twice.
+func listLiveMerged(where, order string) string {
+	return `SELECT * FROM (` + sqlListLive + where + liveNotHeld + order + sqlLimit + `)
+UNION ALL
+SELECT * FROM (` + sqlListLive + where + liveHeld + order + sqlLimit + `)` + order + sqlLimit
+}
+
 // Idempotency keys that outlive their tasks (rdq_idempotency_keys, from
 // migrations/0003_live_tasks.sql). A key row is written with its task and
 // kept, marked purged, for the key retention after retention purges the

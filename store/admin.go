@@ -12,7 +12,8 @@ import (
 // Admin is the dead-letter queue and operations interface: browse, group,
 // redrive and purge dead tasks, read the audit log and queue statistics.
 // Package dlq builds the operator-facing product on it. A backend that
-// implements Store should implement Admin on the same type.
+// implements Store should implement Admin on the same type; callers find
+// it with AdminOf.
 //
 // Every mutation is set-based (one statement, or one bounded chunk) and
 // writes its audit entry in the same transaction as the change.
@@ -58,8 +59,9 @@ type Admin interface {
 
 // BulkChunker is implemented by stores whose bulk mutations by filter
 // (Admin.RedriveDead and Admin.PurgeDead) run best in chunks of a size of
-// their own. It is optional and only a hint: package dlq uses it for those
-// chunks when its Config sets no ChunkSize, and its own default otherwise.
+// their own. It is optional (find it with BulkChunkerOf) and only a hint:
+// package dlq uses it for those chunks when its Config sets no ChunkSize,
+// and its own default otherwise.
 // A store where each call holds a lock on the whole database (SQLite)
 // prefers fewer, larger chunks; a store with row locks needs no hint.
 type BulkChunker interface {

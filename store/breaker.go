@@ -10,7 +10,7 @@ import (
 // HandlerPauser is implemented by stores that can pause one handler of a
 // queue: the storage half of the worker's circuit breaker, and an
 // operator's way to stop one handler without stopping its queue. It is
-// optional: callers find it with a type assertion.
+// optional: callers find it with HandlerPauserOf.
 //
 // While (queue, handler) is paused, Claim returns none of its tasks (it
 // skips them through an index, without reading them), tasks keep arriving

@@ -15,9 +15,9 @@ var ErrNotPending = errors.New("rdq/store: task is not pending (it is in flight,
 // LiveTasks is implemented by stores that let operators see and act on tasks
 // that are not dead: list them by state, find one by idempotency key, make a
 // waiting task due at once, and cancel one into the dead-letter queue. It is
-// optional: callers find it with a type assertion,
+// optional: callers find it with LiveTasksOf,
 //
-//	lt, ok := st.(store.LiveTasks)
+//	lt, ok := store.LiveTasksOf(st)
 //
 // and report the capability as unsupported when it is missing. Package tasks
 // builds the operator-facing API on it.

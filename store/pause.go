@@ -3,8 +3,8 @@ package store
 import "context"
 
 // Pauser is implemented by stores that can pause queues. It is optional:
-// callers check for it with a type assertion and report the capability as
-// unsupported when it is missing.
+// callers find it with PauserOf and report the capability as unsupported
+// when it is missing.
 //
 // A paused queue keeps accepting tasks, and executions already claimed run
 // to completion, but Claim returns none of its tasks until it is resumed.

@@ -53,12 +53,6 @@ type WorkerRegistry interface {
 	DeadLetterUnserved(ctx context.Context, p DeadLetterUnservedParams) (int64, error)
 }
 
-// RegistryOf returns s's worker registry, if s implements WorkerRegistry.
-func RegistryOf(s Store) (WorkerRegistry, bool) {
-	r, ok := s.(WorkerRegistry)
-	return r, ok
-}
-
 // WorkerInfo describes one registered worker.
 type WorkerInfo struct {
 	// ID is the worker's ID, as in leases and attempt history.

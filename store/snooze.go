@@ -6,8 +6,9 @@ import (
 )
 
 // Snoozer is implemented by stores that can put a leased task back to wait
-// without counting an attempt (rdq.Snooze). It is optional: a worker on a
-// store without it records a snooze as a failed attempt.
+// without counting an attempt (rdq.Snooze). It is optional: find it with
+// SnoozerOf; a worker on a store without it records a snooze as a failed
+// attempt.
 type Snoozer interface {
 	// Snooze returns each current lease of p.Snoozes to PENDING, due
 	// after its Delay, without recording or counting an attempt, and adds
@@ -32,10 +33,4 @@ type SnoozeParams struct {
 	Snoozes []SnoozeItem
 	// Now overrides the store's clock; nil in production.
 	Now *time.Time
-}
-
-// SnoozerOf returns s as a Snoozer, and whether it is one.
-func SnoozerOf(s Store) (Snoozer, bool) {
-	sn, ok := s.(Snoozer)
-	return sn, ok
 }

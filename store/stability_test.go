@@ -10,7 +10,7 @@ import (
 
 // TestStoreMethodsFrozen keeps the stability promise of the package doc:
 // store.Store never gains (or loses) a method. A new capability is a new
-// optional interface, found by type assertion.
+// optional interface, found with its accessor.
 func TestStoreMethodsFrozen(t *testing.T) {
 	frozen := []string{"Claim", "Enqueue", "Finish", "Get", "Heartbeat", "PurgeSucceeded", "ReclaimExpired", "Release"}
 	typ := reflect.TypeFor[store.Store]()

@@ -32,11 +32,15 @@
 // Store never gains a method: a backend written against it keeps compiling
 // and keeps working with every later rdq release. New capabilities arrive
 // as separate, optional interfaces (Notifier, Admin, Pauser and those that
-// follow), which rdq finds by type assertion on the value it was given, as
-// database/sql finds the optional interfaces of database/sql/driver; a
-// feature whose interface a store lacks is reported as unsupported, never
-// worked around. A capability's interface, once released, is extended only
-// by a new interface beside it. Callers should likewise accept the smallest
+// follow), as database/sql's optional interfaces of database/sql/driver
+// do. Each has an accessor here (AdminOf, PauserOf, one per interface),
+// which looks through a store that wraps another (see Wrapper); code
+// outside this package finds a capability only with its accessor, never
+// by a type assertion of its own, so that every capability is declared in
+// this package and in storetest.Capabilities. A feature whose interface a
+// store lacks is reported as unsupported, never worked around. A
+// capability's interface, once released, is extended only by a new
+// interface beside it. Callers should likewise accept the smallest
 // interface they use (client.Config.Store needs only Enqueue and Get).
 // storetest.Capabilities declares which optional interfaces a backend
 // implements, and storetest.Run checks the declaration against the store.
@@ -133,7 +137,8 @@ type Store interface {
 }
 
 // Notifier is implemented by stores that can push a hint when tasks become
-// available, so workers wake without waiting for their next poll.
+// available, so workers wake without waiting for their next poll. It is
+// optional: find it with NotifierOf.
 type Notifier interface {
 	// Notifications delivers queue names in which tasks may have become
 	// due, until ctx is done, when the channel is closed. Hints may be

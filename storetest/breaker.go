@@ -21,7 +21,7 @@ import (
 // never probes; the state is persisted; changes are audited.
 func testHandlerPause(t *testing.T, h Harness) {
 	e := newEnv(t, h)
-	hp, ok := e.s.(store.HandlerPauser)
+	hp, ok := store.HandlerPauserOf(e.s)
 	if !ok {
 		t.Fatalf("store %T does not implement store.HandlerPauser", e.s)
 	}
@@ -114,7 +114,7 @@ func testHandlerPause(t *testing.T, h Harness) {
 
 	// The waiting tasks stay visible to operators as pending, whether the
 	// listing is by queue or not.
-	if lt, ok := e.s.(store.LiveTasks); ok {
+	if lt, ok := store.LiveTasksOf(e.s); ok {
 		for _, f := range []store.TaskFilter{{Queue: q}, {Handler: "down"}} {
 			listed, err := lt.ListTasks(e.ctx, store.ListTasksParams{State: store.StatePending, Filter: f, Limit: 100})
 			if err != nil {
@@ -294,7 +294,7 @@ func testHandlerPause(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Harness.Open(%q): %v", e.locator, err)
 	}
-	ohp, ok := other.(store.HandlerPauser)
+	ohp, ok := store.HandlerPauserOf(other)
 	if !ok {
 		t.Fatalf("the store Open returns (%T) does not implement store.HandlerPauser", other)
 	}
@@ -314,7 +314,7 @@ func testHandlerPause(t *testing.T, h Harness) {
 		t.Fatalf("ResumeHandler of a running handler = %v, %v; want false, nil", changed, err)
 	}
 
-	a, ok := e.s.(store.Admin)
+	a, ok := store.AdminOf(e.s)
 	if !ok {
 		return
 	}
@@ -357,8 +357,14 @@ func ptr[T any](v T) *T { return &v }
 // probe comes once the queue is resumed.
 func testProbeInPausedQueue(t *testing.T, h Harness) {
 	e := newEnv(t, h)
-	hp := e.s.(store.HandlerPauser)
-	pq := e.s.(store.Pauser)
+	hp, ok := store.HandlerPauserOf(e.s)
+	if !ok {
+		t.Fatalf("%T declares PauseHandlers and Pause but is no store.HandlerPauser", e.s)
+	}
+	pq, ok := store.PauserOf(e.s)
+	if !ok {
+		t.Fatalf("%T declares PauseHandlers and Pause but is no store.Pauser", e.s)
+	}
 	const q = "stopped"
 	nt := task(q)
 	nt.Handler = "down"

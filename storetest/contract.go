@@ -1381,7 +1381,7 @@ func testPurgeSucceeded(t *testing.T, e *env) {
 	}
 	e.wantNotFound(recent)
 
-	if a, ok := e.s.(store.Admin); ok {
+	if a, ok := store.AdminOf(e.s); ok {
 		entries, err := a.ListAudit(e.ctx, store.ListAuditParams{Action: "retention", Limit: 100})
 		if err != nil {
 			t.Fatalf("ListAudit: %v", err)
@@ -1401,7 +1401,7 @@ func testPurgeSucceeded(t *testing.T, e *env) {
 // an enqueue and closes the channel when its context is done.
 func testNotifications(t *testing.T, h Harness) {
 	e := newEnv(t, h)
-	n, ok := e.s.(store.Notifier)
+	n, ok := store.NotifierOf(e.s)
 	if !ok {
 		t.Fatalf("store %T does not implement store.Notifier", e.s)
 	}

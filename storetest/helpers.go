@@ -59,7 +59,7 @@ func (e *env) advance(d time.Duration) { e.now = e.now.Add(d) }
 
 func (e *env) admin() store.Admin {
 	e.t.Helper()
-	a, ok := e.s.(store.Admin)
+	a, ok := store.AdminOf(e.s)
 	if !ok {
 		e.t.Fatalf("store %T does not implement store.Admin", e.s)
 	}
@@ -71,7 +71,7 @@ func (e *env) admin() store.Admin {
 // Capabilities.Admin matches the store, so this cannot hide a failure).
 func (e *env) redriver() store.Admin {
 	e.t.Helper()
-	a, ok := e.s.(store.Admin)
+	a, ok := store.AdminOf(e.s)
 	if !ok {
 		if s, ok := e.t.(interface{ Skipf(string, ...any) }); ok {
 			s.Skipf("store %T does not implement store.Admin, which holds Redrive", e.s)

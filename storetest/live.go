@@ -39,7 +39,7 @@ func runLive(t *testing.T, h Harness) {
 
 func (e *env) live() store.LiveTasks {
 	e.t.Helper()
-	l, ok := e.s.(store.LiveTasks)
+	l, ok := store.LiveTasksOf(e.s)
 	if !ok {
 		e.t.Fatalf("store %T does not implement store.LiveTasks", e.s)
 	}
@@ -259,7 +259,7 @@ func testTaskByKey(t *testing.T, e *env) {
 // Admin; ok is false otherwise.
 func (e *env) auditOf(t *testing.T, action string) (en store.AuditEntry, ok bool) {
 	t.Helper()
-	if _, isAdmin := e.s.(store.Admin); !isAdmin {
+	if _, isAdmin := store.AdminOf(e.s); !isAdmin {
 		return store.AuditEntry{}, false
 	}
 	got := auditEntries(t, e, store.ListAuditParams{Action: action})
@@ -317,7 +317,7 @@ func testRetryNow(t *testing.T, e *env) {
 		t.Fatalf("RetryNow of a missing task: %v", err)
 	}
 	wantErrs(t, "RetryNow of a missing task", errs, store.ErrNotFound)
-	if _, ok := e.s.(store.Admin); ok {
+	if _, ok := store.AdminOf(e.s); ok {
 		if got := auditEntries(t, e, store.ListAuditParams{Actor: "nobody"}); len(got) != 0 {
 			t.Errorf("a retry now that changed nothing was audited: %+v", got)
 		}
@@ -379,7 +379,7 @@ func testCancel(t *testing.T, e *env) {
 		t.Errorf("resubmitting a cancelled task's key = %+v, want a duplicate of %s", res[0], waiting.ID)
 	}
 
-	a, ok := e.s.(store.Admin)
+	a, ok := store.AdminOf(e.s)
 	if !ok {
 		return
 	}

@@ -221,7 +221,7 @@ func testAuditFailure(t *testing.T, e *env) {
 			return err
 		}},
 	}
-	if lt, ok := e.s.(store.LiveTasks); ok {
+	if lt, ok := store.LiveTasksOf(e.s); ok {
 		mutations = append(mutations,
 			struct {
 				what string
@@ -243,7 +243,7 @@ func testAuditFailure(t *testing.T, e *env) {
 			t.Errorf("%s succeeded although its audit entry could not be written", m.what)
 		}
 	}
-	if p, ok := e.s.(store.Pauser); ok {
+	if p, ok := store.PauserOf(e.s); ok {
 		if err := p.PauseQueue(e.ctx, store.PauseParams{Queue: "q", Actor: "op"}); err == nil {
 			t.Errorf("PauseQueue succeeded although its audit entry could not be written")
 		}
@@ -251,7 +251,7 @@ func testAuditFailure(t *testing.T, e *env) {
 			t.Errorf("PausedQueues after a pause whose audit failed = %v, %v; want none", got, err)
 		}
 	}
-	if hp, ok := e.s.(store.HandlerPauser); ok {
+	if hp, ok := store.HandlerPauserOf(e.s); ok {
 		if _, err := hp.PauseHandler(e.ctx, store.PauseHandlerParams{Queue: "q", Handler: "handler-q", Actor: "op", Now: e.at()}); err == nil {
 			t.Errorf("PauseHandler succeeded although its audit entry could not be written")
 		}

@@ -15,7 +15,7 @@ import (
 // repeating either changes nothing.
 func testPause(t *testing.T, h Harness) {
 	e := newEnv(t, h)
-	p, ok := e.s.(store.Pauser)
+	p, ok := store.PauserOf(e.s)
 	if !ok {
 		t.Fatalf("store %T does not implement store.Pauser", e.s)
 	}
@@ -70,7 +70,7 @@ func testPause(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("Harness.Open(%q): %v", e.locator, err)
 	}
-	op, ok := other.(store.Pauser)
+	op, ok := store.PauserOf(other)
 	if !ok {
 		t.Fatalf("the store Open returns (%T) does not implement store.Pauser", other)
 	}
@@ -81,7 +81,7 @@ func testPause(t *testing.T, h Harness) {
 	if err != nil || !slices.Equal(seen, []string{"b", "empty-queue"}) {
 		t.Fatalf("PausedQueues through a second handle = %v, %v; want [b empty-queue]", seen, err)
 	}
-	if a, ok := e.s.(store.Admin); ok {
+	if a, ok := store.AdminOf(e.s); ok {
 		entries, err := a.ListAudit(e.ctx, store.ListAuditParams{Limit: 100})
 		if err != nil {
 			t.Fatalf("ListAudit: %v", err)

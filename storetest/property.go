@@ -358,7 +358,7 @@ func (m *model) reclaim(t *rapid.T) {
 }
 
 func (m *model) redrive(t *rapid.T) {
-	admin, ok := m.e.s.(store.Admin)
+	admin, ok := store.AdminOf(m.e.s)
 	if !ok {
 		t.Skip("the store does not implement store.Admin, which holds Redrive")
 	}

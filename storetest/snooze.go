@@ -15,7 +15,7 @@ import (
 // starts the count again.
 func testSnooze(t *testing.T, h Harness) {
 	e := newEnv(t, h)
-	sn, ok := e.s.(store.Snoozer)
+	sn, ok := store.SnoozerOf(e.s)
 	if !ok {
 		t.Fatalf("store %T does not implement store.Snoozer", e.s)
 	}
@@ -73,7 +73,7 @@ func testSnooze(t *testing.T, h Harness) {
 	third := e.claimOne("q", time.Minute, "w")
 	eq(t, "Snoozes after two snoozes", third.Snoozes, 2)
 
-	if _, ok := e.s.(store.Admin); !ok {
+	if _, ok := store.AdminOf(e.s); !ok {
 		return
 	}
 	e.mustFinish(kill(third, failure("fatal"), "w", time.Millisecond))

@@ -14,7 +14,7 @@ import (
 )
 
 // The kit's parts beyond the reference store (live tasks, handler pauses,
-// chaos) are checked for sensitivity on the SQLite store with a defect laid
+// the console's reads, chaos) are checked for sensitivity on the SQLite store with a defect laid
 // over it: buggyStore keeps every interface of the store and breaks one
 // rule, named by sqliteBug.
 type sqliteBug string
@@ -29,14 +29,30 @@ const (
 	// Claims record one lease owner for every worker, so the execution a
 	// killed worker lost is recorded under a worker that did not run it.
 	bugOwnerLost sqliteBug = "owner-lost"
+	// NotDueCounts ignores the Now override and counts by the real clock.
+	bugNotDueRealClock sqliteBug = "not-due-real-clock"
+	// DeadHistogram's buckets start one bucket early.
+	bugHistogramEarly sqliteBug = "histogram-early"
+	// DeadGroupKeys reports one (queue, handler) pair per fingerprint.
+	bugGroupKeysFirstOnly sqliteBug = "group-keys-first-only"
+	// A correct store whose harness leaves out one of its capabilities.
+	bugUndeclaredNotDue    sqliteBug = "undeclared-not-due-counts"
+	bugUndeclaredHistogram sqliteBug = "undeclared-dead-histogram"
+	bugUndeclaredGroupKeys sqliteBug = "undeclared-dead-group-keys"
 )
 
 // sqliteBugParts are the parts of the kit each defect must fail.
 var sqliteBugParts = map[sqliteBug]string{
-	bugRetryNowNoop:     "Live",
-	bugProbeEarly:       "PauseHandlers",
-	bugProbePausedQueue: "ProbeInPausedQueue",
-	bugOwnerLost:        "Chaos",
+	bugRetryNowNoop:        "Live",
+	bugProbeEarly:          "PauseHandlers",
+	bugProbePausedQueue:    "ProbeInPausedQueue",
+	bugOwnerLost:           "Chaos",
+	bugNotDueRealClock:     "NotDueCounts",
+	bugHistogramEarly:      "DeadHistogram",
+	bugGroupKeysFirstOnly:  "DeadGroupKeys",
+	bugUndeclaredNotDue:    "Capabilities",
+	bugUndeclaredHistogram: "Capabilities",
+	bugUndeclaredGroupKeys: "Capabilities",
 }
 
 type buggyStore struct {
@@ -90,10 +106,34 @@ func (b *buggyStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Tas
 	return b.Store.Claim(ctx, p)
 }
 
+func (b *buggyStore) NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error) {
+	if b.bug == bugNotDueRealClock {
+		now = nil
+	}
+	return b.Store.NotDueCounts(ctx, now)
+}
+
+func (b *buggyStore) DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error) {
+	if b.bug == bugHistogramEarly {
+		since = since.Add(-width)
+	}
+	return b.Store.DeadHistogram(ctx, since, width, buckets, fingerprints)
+}
+
+func (b *buggyStore) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error) {
+	keys, err := b.Store.DeadGroupKeys(ctx, fingerprints)
+	if b.bug == bugGroupKeysFirstOnly {
+		for fp, pairs := range keys {
+			keys[fp] = pairs[:1]
+		}
+	}
+	return keys, err
+}
+
 // sqliteHarness runs the kit on SQLite files with bug laid over the store,
 // in the test process and in chaos worker processes alike.
 func sqliteHarness(bug sqliteBug) Harness {
-	return Harness{
+	h := Harness{
 		NewStore: func(t testing.TB) (store.Store, string) {
 			path := filepath.Join(t.TempDir(), "rdq.db")
 			s, err := sqlitestore.Open(context.Background(), path, sqlitestore.Config{})
@@ -117,13 +157,33 @@ func sqliteHarness(bug sqliteBug) Harness {
 			}
 			return &buggyStore{Store: s, bug: bug}, s.Close, nil
 		},
-		Capabilities: Capabilities{Admin: true, Pause: true, Live: true, PauseHandlers: true},
+		Capabilities: Capabilities{
+			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
+		},
 	}
+	switch bug {
+	case bugUndeclaredNotDue:
+		h.Capabilities.NotDueCounts = false
+	case bugUndeclaredHistogram:
+		h.Capabilities.DeadHistogram = false
+	case bugUndeclaredGroupKeys:
+		h.Capabilities.DeadGroupKeys = false
+	}
+	return h
+}
+
+// TestSQLiteHarness checks that the harness of the defects declares what
+// its store implements, so that only the undeclared-* defects fail there.
+func TestSQLiteHarness(t *testing.T) {
+	checkCapabilities(t, sqliteHarness(""))
 }
 
 // runSQLitePart runs one part of the kit that the reference store lacks.
 func runSQLitePart(t *testing.T, h Harness, part string) {
 	switch part {
+	case "Capabilities":
+		t.Run(part, func(t *testing.T) { checkCapabilities(t, h) })
 	case "Live":
 		t.Run(part, func(t *testing.T) { runLive(t, h) })
 	case "PauseHandlers":
@@ -132,6 +192,12 @@ func runSQLitePart(t *testing.T, h Harness, part string) {
 		t.Run(part, func(t *testing.T) { testProbeInPausedQueue(t, h) })
 	case "Chaos":
 		t.Run(part, func(t *testing.T) { runChaos(t, h) })
+	case "NotDueCounts":
+		t.Run(part, func(t *testing.T) { testNotDueCounts(t, h) })
+	case "DeadHistogram":
+		t.Run(part, func(t *testing.T) { testDeadHistogram(t, h) })
+	case "DeadGroupKeys":
+		t.Run(part, func(t *testing.T) { testDeadGroupKeys(t, h) })
 	default:
 		t.Fatalf("no part %q", part)
 	}

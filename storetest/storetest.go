@@ -31,14 +31,17 @@
 //     claims, fencing tokens, heartbeats, finish, release, reclaim of expired
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
-//   - Admin, Notifications, Pause, Live, PauseHandlers, Registry and Snooze,
-//     when the Capabilities say the backend has them: every dead-letter
-//     filter against a brute-force scan, keyset paging, groups, bulk redrive and
-//     purge, the audit log and statistics; push notifications; pausing and
-//     resuming queues; listing, retrying now and cancelling live tasks;
-//     pausing one handler, probing it after a cool-off and resuming it;
-//     the registry of running workers and the tasks none of them serves;
-//     snoozing a leased task without counting an attempt.
+//   - Admin, Notifications, Pause, Live, PauseHandlers, Registry, Snooze,
+//     NotDueCounts, DeadHistogram and DeadGroupKeys, when the Capabilities
+//     say the backend has them: every dead-letter filter against a
+//     brute-force scan, keyset paging, groups, bulk redrive and purge, the
+//     audit log and statistics; push notifications; pausing and resuming
+//     queues; listing, retrying now and cancelling live tasks; pausing one
+//     handler, probing it after a cool-off and resuming it; the registry of
+//     running workers and the tasks none of them serves; snoozing a leased
+//     task without counting an attempt; the console's reads: the tasks not
+//     due per queue, dead tasks counted by time bucket, and the queues and
+//     handlers of each failure group.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
 //     reclaim, redrive and time travel, and compares the store with a
@@ -106,6 +109,15 @@ type Capabilities struct {
 	// Snooze: the store implements store.Snoozer (putting a leased task
 	// back to wait without counting an attempt).
 	Snooze bool
+	// NotDueCounts: the store implements store.NotDueCounter (counting,
+	// per queue, the waiting tasks not due yet).
+	NotDueCounts bool
+	// DeadHistogram: the store implements store.DeadHistogrammer
+	// (counting dead tasks by when they went dead).
+	DeadHistogram bool
+	// DeadGroupKeys: the store implements store.DeadGroupKeyer (the
+	// queues and handlers of each failure group's dead tasks).
+	DeadGroupKeys bool
 }
 
 // ChaosConfig sizes the multi-process chaos test. Zero fields take the
@@ -233,6 +245,24 @@ func Run(t *testing.T, h Harness) {
 			testSnooze(t, h)
 		})
 	}
+	if h.Capabilities.NotDueCounts {
+		t.Run("NotDueCounts", func(t *testing.T) {
+			t.Parallel()
+			testNotDueCounts(t, h)
+		})
+	}
+	if h.Capabilities.DeadHistogram {
+		t.Run("DeadHistogram", func(t *testing.T) {
+			t.Parallel()
+			testDeadHistogram(t, h)
+		})
+	}
+	if h.Capabilities.DeadGroupKeys {
+		t.Run("DeadGroupKeys", func(t *testing.T) {
+			t.Parallel()
+			testDeadGroupKeys(t, h)
+		})
+	}
 	if h.Capabilities.PauseHandlers && h.Capabilities.Pause {
 		t.Run("ProbeInPausedQueue", func(t *testing.T) {
 			t.Parallel()
@@ -250,43 +280,32 @@ func Run(t *testing.T, h Harness) {
 }
 
 // checkCapabilities fails when the declared capabilities do not match the
-// interfaces the store implements.
+// interfaces the store implements (found with the accessors of package
+// store, as every caller finds them).
 func checkCapabilities(t *testing.T, h Harness) {
 	s, _ := h.NewStore(t)
-	_, isAdmin := s.(store.Admin)
-	_, isNotifier := s.(store.Notifier)
-	_, isPauser := s.(store.Pauser)
-	_, isLive := s.(store.LiveTasks)
-	_, isHandlerPauser := s.(store.HandlerPauser)
-	_, isRegistry := store.RegistryOf(s)
-	_, isSnoozer := s.(store.Snoozer)
-	if isAdmin != h.Capabilities.Admin {
-		t.Errorf("Capabilities.Admin is %v but the store (%T) implementing store.Admin is %v: declare exactly what the store implements",
-			h.Capabilities.Admin, s, isAdmin)
-	}
-	if isNotifier != h.Capabilities.Notifications {
-		t.Errorf("Capabilities.Notifications is %v but the store (%T) implementing store.Notifier is %v: declare exactly what the store implements",
-			h.Capabilities.Notifications, s, isNotifier)
-	}
-	if isPauser != h.Capabilities.Pause {
-		t.Errorf("Capabilities.Pause is %v but the store (%T) implementing store.Pauser is %v: declare exactly what the store implements",
-			h.Capabilities.Pause, s, isPauser)
-	}
-	if isLive != h.Capabilities.Live {
-		t.Errorf("Capabilities.Live is %v but the store (%T) implementing store.LiveTasks is %v: declare exactly what the store implements",
-			h.Capabilities.Live, s, isLive)
-	}
-	if isSnoozer != h.Capabilities.Snooze {
-		t.Errorf("Capabilities.Snooze is %v but the store (%T) implementing store.Snoozer is %v: declare exactly what the store implements",
-			h.Capabilities.Snooze, s, isSnoozer)
-	}
-	if isHandlerPauser != h.Capabilities.PauseHandlers {
-		t.Errorf("Capabilities.PauseHandlers is %v but the store (%T) implementing store.HandlerPauser is %v: declare exactly what the store implements",
-			h.Capabilities.PauseHandlers, s, isHandlerPauser)
-	}
-	if isRegistry != h.Capabilities.Registry {
-		t.Errorf("Capabilities.Registry is %v but the store (%T) implementing store.WorkerRegistry is %v: declare exactly what the store implements",
-			h.Capabilities.Registry, s, isRegistry)
+	has := func(_ any, ok bool) bool { return ok }
+	for _, c := range []struct {
+		flag     string
+		declared bool
+		iface    string
+		has      bool
+	}{
+		{"Admin", h.Capabilities.Admin, "store.Admin", has(store.AdminOf(s))},
+		{"Notifications", h.Capabilities.Notifications, "store.Notifier", has(store.NotifierOf(s))},
+		{"Pause", h.Capabilities.Pause, "store.Pauser", has(store.PauserOf(s))},
+		{"Live", h.Capabilities.Live, "store.LiveTasks", has(store.LiveTasksOf(s))},
+		{"Snooze", h.Capabilities.Snooze, "store.Snoozer", has(store.SnoozerOf(s))},
+		{"PauseHandlers", h.Capabilities.PauseHandlers, "store.HandlerPauser", has(store.HandlerPauserOf(s))},
+		{"Registry", h.Capabilities.Registry, "store.WorkerRegistry", has(store.RegistryOf(s))},
+		{"NotDueCounts", h.Capabilities.NotDueCounts, "store.NotDueCounter", has(store.NotDueCounterOf(s))},
+		{"DeadHistogram", h.Capabilities.DeadHistogram, "store.DeadHistogrammer", has(store.DeadHistogrammerOf(s))},
+		{"DeadGroupKeys", h.Capabilities.DeadGroupKeys, "store.DeadGroupKeyer", has(store.DeadGroupKeyerOf(s))},
+	} {
+		if c.has != c.declared {
+			t.Errorf("Capabilities.%s is %v but the store (%T) implementing %s is %v: declare exactly what the store implements",
+				c.flag, c.declared, s, c.iface, c.has)
+		}
 	}
 }
 

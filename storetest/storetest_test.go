@@ -132,8 +132,9 @@ func TestBrokenStore(t *testing.T) {
 // defect, both the contract tests and the property test must fail; a
 // harness that leaves out a capability its store has must fail too.
 //
-// The parts the reference store lacks (live tasks, handler pauses, chaos)
-// are checked on the SQLite store with a defect laid over it.
+// The parts the reference store lacks (live tasks, handler pauses, the
+// console's reads, chaos) are checked on the SQLite store with a defect
+// laid over it.
 func TestKitDetectsBugs(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {

@@ -169,7 +169,7 @@ func TestOpenDefaultSQLite(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(xdg, "rdq", "rdq.db")); err != nil {
 		t.Errorf("default database file: %v", err)
 	}
-	if _, ok := s.(store.Notifier); ok {
+	if _, ok := store.NotifierOf(s); ok {
 		t.Error("the SQLite store claims to implement store.Notifier")
 	}
 	roundTrip(t, s)
@@ -227,7 +227,7 @@ func TestOpenPostgres(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	if _, ok := s.(store.Notifier); !ok {
+	if _, ok := store.NotifierOf(s); !ok {
 		t.Error("the PostgreSQL store does not implement store.Notifier")
 	}
 	roundTrip(t, s)

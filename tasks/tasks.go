@@ -4,7 +4,7 @@
 // the dead-letter queue. Package dlq is its counterpart for dead tasks.
 //
 // It runs over a store that implements store.LiveTasks (pgstore and
-// sqlitestore do), found by a type assertion:
+// sqlitestore do), found with store.LiveTasksOf:
 //
 //	lt, err := tasks.New(st, tasks.Config{})
 //	page, err := lt.List(ctx, store.StateRetrying, tasks.Filter{Queue: "emails"}, tasks.ListOptions{})
@@ -56,6 +56,12 @@ type Backend interface {
 	store.LiveTasks
 }
 
+// liveStore is a store with its live-task interface found.
+type liveStore struct {
+	store.Store
+	store.LiveTasks
+}
+
 // Config configures Tasks. The zero Config is valid.
 type Config struct {
 	// Logger receives one record per change; nil discards them. Payloads
@@ -76,10 +82,11 @@ func New(st store.Store, cfg Config) (*Tasks, error) {
 	if st == nil {
 		return nil, fmt.Errorf("%w: tasks: nil store", rdq.ErrInvalid)
 	}
-	b, ok := st.(Backend)
+	lt, ok := store.LiveTasksOf(st)
 	if !ok {
 		return nil, fmt.Errorf("%w (%T)", ErrUnsupported, st)
 	}
+	b := liveStore{Store: st, LiveTasks: lt}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -393,7 +393,7 @@ func New(cfg Config) (*Worker, error) {
 		w.queues = append(w.queues, q)
 		w.byName[name] = q
 		if q.breaker != nil && w.handlerPauser == nil {
-			hp, ok := cfg.Store.(store.HandlerPauser)
+			hp, ok := store.HandlerPauserOf(cfg.Store)
 			if !ok {
 				return nil, fmt.Errorf("%w: worker: queue %s has a Breaker, but the store (%T) cannot pause handlers (store.HandlerPauser)", rdq.ErrInvalid, name, cfg.Store)
 			}
@@ -643,7 +643,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.loops.Add(1)
 		go w.fetchLoop(q)
 	}
-	if n, ok := w.store.(store.Notifier); ok {
+	if n, ok := store.NotifierOf(w.store); ok {
 		subCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 		ch, err := w.subscribe(subCtx, n)
 		cancel()

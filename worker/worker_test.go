@@ -561,7 +561,7 @@ func TestPurgeSucceeded(t *testing.T) {
 	if task, _ := e.get(kept); task.Status != rdq.StatusPending {
 		t.Errorf("a pending task was touched by the purge: %s", task.Status)
 	}
-	admin, ok := any(e.st).(store.Admin)
+	admin, ok := store.AdminOf(e.st)
 	if !ok {
 		t.Fatal("the store does not implement store.Admin")
 	}
@@ -576,7 +576,7 @@ func TestPurgeSucceeded(t *testing.T) {
 
 func TestNotificationWakesWorker(t *testing.T) {
 	e := newEnv(t)
-	if _, ok := store.Store(e.st).(store.Notifier); !ok {
+	if _, ok := store.NotifierOf(e.st); !ok {
 		t.Fatal("the test store does not implement store.Notifier; this test needs one that does")
 	}
 	claims := &watchedStore{Store: e.st}

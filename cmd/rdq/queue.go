@@ -84,7 +84,7 @@ func (e *env) pauser() (store.Pauser, *backend, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, ok := b.Backend.(store.Pauser)
+	p, ok := store.PauserOf(b.Backend)
 	if !ok {
 		b.close()
 		return nil, nil, fmt.Errorf("%s cannot pause queues", b.desc)
@@ -175,7 +175,7 @@ func (e *env) handlerPauser() (store.HandlerPauser, *backend, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	p, ok := b.Backend.(store.HandlerPauser)
+	p, ok := store.HandlerPauserOf(b.Backend)
 	if !ok {
 		b.close()
 		return nil, nil, fmt.Errorf("%s cannot pause handlers", b.desc)

@@ -113,7 +113,7 @@ func EndToEnd(b *testing.B, st store.Store) {
 	b.ReportMetric(float64(end.HeapInuse)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(int64(end.HeapInuse)-int64(half.HeapInuse))/(1<<20), "heap-growth-MiB")
 
-	if admin, ok := st.(store.Admin); ok {
+	if admin, ok := store.AdminOf(st); ok {
 		stats, err := admin.Stats(ctx, store.StatsParams{SucceededWindow: time.Hour})
 		if err != nil {
 			b.Fatal(err)

@@ -55,7 +55,7 @@ type OutageResult struct {
 // implement store.Admin (to count the outcome).
 func Outage(tb testing.TB, st store.Store, cfg OutageConfig) OutageResult {
 	tb.Helper()
-	admin, ok := st.(store.Admin)
+	admin, ok := store.AdminOf(st)
 	if !ok {
 		tb.Fatalf("store %T does not implement store.Admin", st)
 	}

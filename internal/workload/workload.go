@@ -90,7 +90,7 @@ func immediate(attempts int) rdq.Policy {
 // cfg.Store, and checks the outcome: every task succeeded (NoOp, FailOnce),
 // or every task is dead with all its attempts in its history (Storm).
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	admin, ok := cfg.Store.(store.Admin)
+	admin, ok := store.AdminOf(cfg.Store)
 	if !ok {
 		return Result{}, fmt.Errorf("workload: store %T does not implement store.Admin", cfg.Store)
 	}
@@ -249,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // tasks, on stores that list live tasks: one success (NoOp), or a
 // retryable failure then a success (FailOnce).
 func checkSucceeded(ctx context.Context, st store.Store, queue string, kind Kind) error {
-	live, ok := st.(store.LiveTasks)
+	live, ok := store.LiveTasksOf(st)
 	if !ok {
 		return nil
 	}

@@ -30,9 +30,12 @@ func harness() storetest.Harness {
 			}
 			return s, closeFn, nil
 		},
-		LockTask:     lockTask,
-		FailAudit:    failAudit,
-		Capabilities: storetest.Capabilities{Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true},
+		LockTask:  lockTask,
+		FailAudit: failAudit,
+		Capabilities: storetest.Capabilities{
+			Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
+		},
 	}
 }
 
