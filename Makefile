@@ -19,7 +19,8 @@ tools:
 	cd internal/tools && GOWORK=off go build -o $(CURDIR)/.bin/ honnef.co/go/tools/cmd/staticcheck
 
 # Runs the whole test suite: every module on its own (go.mod tidy and
-# complete, go vet, staticcheck, outside the workspace), then every
+# complete, go vet, staticcheck, outside the workspace), the core and the
+# embedded store on Go 1.25, then every
 # package's tests with the race detector in the workspace (the
 # cross-language tests in internal/crosslang included); every benchmark
 # once; then the Kafka example; then the Java SDK's build and tests. Needs
@@ -32,6 +33,10 @@ test: tools
 		echo "module $$m"; \
 		(cd $$m && GOWORK=off go mod tidy -diff && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...); \
 	done
+	# The core and the embedded store on the oldest Go they support (the
+	# go command fetches that toolchain from the module proxy once).
+	GOTOOLCHAIN=go1.25.0 GOWORK=off go vet ./...
+	cd sqlitestore && GOTOOLCHAIN=go1.25.0 GOWORK=off go vet ./...
 	go test -race -count=1 -timeout 40m $(PACKAGES)
 	# Every benchmark once, for the checks it makes (every task succeeded,
 	# histories complete), at a small scale.

@@ -196,8 +196,8 @@ func ExampleBreaker() {
 				Policy:      rdq.Policy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond},
 				Concurrency: 10,
 				Breaker: &worker.Breaker{
-					MinFailedTasks: 10,                     // distinct tasks failing with one cause
-					CoolOff:        100 * time.Millisecond, // then one probe
+					MinFailedTasks: 10,          // distinct tasks failing with one cause
+					CoolOff:        time.Second, // then one probe, after the provider is back
 				},
 			},
 		},
