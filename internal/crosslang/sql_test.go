@@ -27,7 +27,12 @@ const javaSQLPath = "../../java/rdq/src/main/resources/io/github/srjn45/rdq/pgst
 // javaStatements are the pgstore statements the Java SDK runs, by the name
 // of their constant in pgstore/sql.go.
 var javaStatements = []string{
+	"sqlMigrateLock",
+	"sqlSchemaExists",
+	"sqlCreateSchema",
+	"sqlCreateMigrationsTable",
 	"sqlCurrentVersion",
+	"sqlRecordVersion",
 	"sqlEnqueue",
 	"sqlEnqueueLookup",
 	"sqlKeyLookup",

@@ -4,10 +4,10 @@ import java.util.Arrays;
 
 /**
  * The database schema versions this build of the Java SDK works with. The
- * schema belongs to the Go migrations (pgstore/migrations); the Java SDK has
- * none of its own. A Go test (internal/crosslang) fails when the last entry is
- * not pgstore's latest migration, so a new migration is read and adopted here
- * before it ships.
+ * schema belongs to the Go migrations (pgstore/migrations); the SDK ships a
+ * generated copy of them ({@link Migrations}). A Go test (internal/crosslang)
+ * fails when the last entry is not pgstore's latest migration, so a new
+ * migration is read and adopted here before it ships.
  */
 public final class SchemaVersion {
     /**
@@ -35,13 +35,13 @@ public final class SchemaVersion {
         }
         if (found == 0) {
             throw new SchemaVersionException(found, "rdq: schema \"" + schema
-                    + "\" has no rdq tables (version 0): create them with the Go migrations (pgstore.Migrate, "
-                    + "or \"rdq migrate\"), then start again");
+                    + "\" has no rdq tables (version 0): create them with Migrations.migrate (or the Go "
+                    + "pgstore.Migrate, or \"rdq migrate\"), then start again");
         }
         if (found < latest()) {
             throw new SchemaVersionException(found, "rdq: schema \"" + schema + "\" is at version " + found
-                    + ", older than this Java SDK needs (" + latest() + "): run the Go migrations "
-                    + "(pgstore.Migrate, or \"rdq migrate\") to bring it up to date");
+                    + ", older than this Java SDK needs (" + latest() + "): run Migrations.migrate (or the Go "
+                    + "pgstore.Migrate, or \"rdq migrate\") to bring it up to date");
         }
         throw new SchemaVersionException(found, "rdq: schema \"" + schema + "\" is at version " + found
                 + ", which this Java SDK does not know (it knows " + Arrays.toString(KNOWN_VERSIONS)

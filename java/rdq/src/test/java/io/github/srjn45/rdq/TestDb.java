@@ -1,24 +1,19 @@
 package io.github.srjn45.rdq;
 
-import java.io.IOException;
 import java.net.URI;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.HexFormat;
-import java.util.List;
-import java.util.stream.Stream;
 import javax.sql.DataSource;
 import org.postgresql.ds.PGSimpleDataSource;
 
 /**
  * The test database (RDQ_TEST_DATABASE_URL, as for the Go tests) and fresh
- * schemas migrated by applying the Go migration files, as pgstore.Migrate does.
- * The Java SDK has no migrations of its own: tests read the Go ones.
+ * schemas migrated with the SDK's own {@link Migrations}, a checked copy of
+ * pgstore's.
  */
 final class TestDb {
     private TestDb() {}
@@ -60,7 +55,7 @@ final class TestDb {
     }
 
     /** Creates a schema migrated to the latest Go migration (or only up to {@code upTo}). */
-    static String newSchema(DataSource ds, int upTo) throws SQLException, IOException {
+    static String newSchema(DataSource ds, int upTo) {
         byte[] b = new byte[8];
         new SecureRandom().nextBytes(b);
         String schema = "rdqjava_" + HexFormat.of().formatHex(b);
@@ -68,41 +63,12 @@ final class TestDb {
         return schema;
     }
 
-    static String newSchema(DataSource ds) throws SQLException, IOException {
+    static String newSchema(DataSource ds) {
         return newSchema(ds, Integer.MAX_VALUE);
     }
 
-    static void migrate(DataSource ds, String schema, int upTo) throws SQLException, IOException {
-        List<Path> files;
-        try (Stream<Path> s = Files.list(repoRoot().resolve("pgstore/migrations"))) {
-            files = s.filter(p -> p.getFileName().toString().endsWith(".sql")).sorted().toList();
-        }
-        String q = "\"" + schema + "\"";
-        try (Connection c = ds.getConnection()) {
-            c.setAutoCommit(false);
-            try (Statement st = c.createStatement()) {
-                st.execute("CREATE SCHEMA IF NOT EXISTS " + q);
-                st.execute("CREATE TABLE IF NOT EXISTS " + q + ".schema_migrations (version integer PRIMARY KEY,"
-                        + " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
-            }
-            for (Path f : files) {
-                String name = f.getFileName().toString();
-                int v = Integer.parseInt(name.substring(0, name.indexOf('_')));
-                if (v > upTo) {
-                    break;
-                }
-                try (Statement st = c.createStatement()) {
-                    st.execute(Files.readString(f).replace("{schema}", q));
-                }
-                try (PreparedStatement ps = c.prepareStatement(
-                        "INSERT INTO " + q + ".schema_migrations (version, name) VALUES (?, ?)")) {
-                    ps.setInt(1, v);
-                    ps.setString(2, name);
-                    ps.executeUpdate();
-                }
-            }
-            c.commit();
-        }
+    static void migrate(DataSource ds, String schema, int upTo) {
+        Migrations.migrate(ds, schema, upTo);
     }
 
     static void drop(DataSource ds, String schema) throws SQLException {

@@ -1,0 +1,31 @@
+-- rdq schema, version 3: a maintained count of dead tasks per failure kind.
+
+-- dead_counts holds how many DEAD tasks each (queue, handler, error type,
+-- fingerprint) has, so counting and grouping the dead-letter queue reads a
+-- few rows per failure kind instead of every dead task. Every statement
+-- that moves tasks into or out of DEAD adjusts it in the same statement.
+--
+-- A key's count is the sum of its rows over shard. Each statement adds to
+-- one of 16 shards (0 to 15), picked at random, so a failure storm
+-- finishing many batches at once spreads over several rows instead of
+-- queueing on one. A shard may go negative (a task counted into one shard
+-- can leave through another); the sum over shards never does.
+CREATE TABLE {schema}.dead_counts (
+    queue       text     NOT NULL,
+    handler     text     NOT NULL,
+    error_type  text     NOT NULL,
+    fingerprint text     NOT NULL,
+    shard       smallint NOT NULL,
+    n           bigint   NOT NULL,
+    PRIMARY KEY (queue, handler, error_type, fingerprint, shard)
+);
+
+-- Writers that do not know the table yet must not change the dead set
+-- while it is counted.
+LOCK TABLE {schema}.tasks IN SHARE MODE;
+
+INSERT INTO {schema}.dead_counts (queue, handler, error_type, fingerprint, shard, n)
+SELECT t.queue, t.handler, t.last_error_type, t.last_error_fingerprint, 0, count(*)
+FROM {schema}.tasks AS t
+WHERE t.status = 'DEAD'
+GROUP BY t.queue, t.handler, t.last_error_type, t.last_error_fingerprint;
