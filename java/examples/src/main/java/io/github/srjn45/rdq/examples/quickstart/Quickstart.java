@@ -2,6 +2,7 @@ package io.github.srjn45.rdq.examples.quickstart;
 
 import io.github.srjn45.rdq.Attempt;
 import io.github.srjn45.rdq.ErrorTyped;
+import io.github.srjn45.rdq.Migrations;
 import io.github.srjn45.rdq.NewTask;
 import io.github.srjn45.rdq.Policy;
 import io.github.srjn45.rdq.QueueConfig;
@@ -23,10 +24,10 @@ import org.postgresql.ds.PGSimpleDataSource;
  * and the same task succeeding in its second life once its handler is fixed
  * and the task redriven.
  *
- * <p>It runs on the PostgreSQL schema the Go migrations created:
+ * <p>It migrates the schema ({@code RDQ_SCHEMA}, "rdq" by default) itself
+ * with {@link Migrations#migrate(DataSource, String)}, then runs:
  *
  * <pre>
- * RDQ_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test rdq migrate
  * cd java &amp;&amp; mvn -q -pl examples -am package -DskipTests
  * RDQ_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
  *   java -cp "examples/target/classes:..." io.github.srjn45.rdq.examples.quickstart.Quickstart
@@ -54,7 +55,9 @@ public final class Quickstart {
     public static void main(String[] args) throws Exception {
         String url = System.getenv().getOrDefault("RDQ_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test");
         String schema = System.getenv().getOrDefault("RDQ_SCHEMA", "rdq");
-        run(dataSource(url), schema, System.out);
+        DataSource ds = dataSource(url);
+        Migrations.migrate(ds, schema); // creates or upgrades the schema; a no-op when up to date
+        run(ds, schema, System.out);
     }
 
     /** A data source for a postgres:// URL (user and password in the URL, if any). */
