@@ -26,7 +26,7 @@ import javax.sql.DataSource;
  * migrations ran, and may migrate the same schema at the same time.
  *
  * <p>For Flyway, the jar also holds the same migrations for the default
- * schema as versioned scripts under {@code classpath:db/migration/rdq}, each
+ * schema as versioned scripts under {@code classpath:io/github/srjn45/rdq/flyway}, each
  * recording its version in {@code rdq.schema_migrations} too.
  */
 public final class Migrations {

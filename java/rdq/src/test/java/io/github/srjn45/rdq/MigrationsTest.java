@@ -194,6 +194,8 @@ class MigrationsTest {
      */
     @Test
     void flywayScriptsMakeTheSameSchema() throws Exception {
+        // Not under Flyway's default location, which an application's own setup scans.
+        assertEquals(null, Migrations.class.getResource("/db/migration"));
         String db = "rdqjava_flyway_" + schema.substring(schema.length() - 16);
         try (Connection c = ds.getConnection(); Statement st = c.createStatement()) {
             st.execute("CREATE DATABASE " + db);
@@ -205,7 +207,7 @@ class MigrationsTest {
                 c.setAutoCommit(false);
                 for (Migrations.Migration m : Migrations.all()) {
                     String desc = m.name().substring(m.name().indexOf('_') + 1, m.name().length() - 4);
-                    String path = "/db/migration/rdq/V" + m.version() + "__" + desc + ".sql";
+                    String path = "flyway/V" + m.version() + "__" + desc + ".sql";
                     try (InputStream in = Migrations.class.getResourceAsStream(path)) {
                         assertTrue(in != null, path + " is missing");
                         String sql = new String(in.readAllBytes(), StandardCharsets.UTF_8);
