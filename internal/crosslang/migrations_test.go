@@ -2,6 +2,7 @@ package crosslang
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 )
 
@@ -161,5 +164,127 @@ func TestJavaMigrationsArePgstoreMigrations(t *testing.T) {
 		if !bytes.Equal(got, b) {
 			t.Errorf("%s differs from pgstore/migrations: %s", p, regen)
 		}
+	}
+}
+
+// advisoryLock is one row of pg_locks for an advisory lock on a bigint key.
+type advisoryLock struct {
+	pid            int
+	classid, objid uint32
+}
+
+// sqlAdvisoryLocks lists the advisory locks on bigint keys in the current
+// database, granted ($1 true) or awaited.
+const sqlAdvisoryLocks = `SELECT pid, classid::bigint, objid::bigint FROM pg_catalog.pg_locks
+WHERE locktype = 'advisory' AND objsubid = 1 AND granted = $1
+  AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
+
+// TestJavaAndGoMigrationsShareTheLock checks that Migrations.migrate in Java
+// waits on the very advisory lock pgstore.Migrate holds, so Go and Java
+// processes may migrate one schema at the same time. Go's Migrate is held
+// inside its transaction, after it took the lock, by a table lock on
+// schema_migrations; the lock it holds is read from pg_locks; a Java
+// process migrating the same schema must then wait on that same key.
+func TestJavaAndGoMigrationsShareTheLock(t *testing.T) {
+	requireJava(t)
+	st, schema := pgtest.NewStore(t)
+	pool := pgtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	migrationsTable := `"` + schema + `".schema_migrations` // pgstore's schema names need no escaping
+	advisoryLocks := func(granted bool) []advisoryLock {
+		t.Helper()
+		rows, err := pool.Query(ctx, sqlAdvisoryLocks, granted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []advisoryLock
+		for rows.Next() {
+			var l advisoryLock
+			var c, o int64
+			if err := rows.Scan(&l.pid, &c, &o); err != nil {
+				t.Fatal(err)
+			}
+			l.classid, l.objid = uint32(c), uint32(o)
+			out = append(out, l)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	blocker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Rollback(ctx) }() // committed below unless the test failed first
+	if _, err := blocker.Exec(ctx, "LOCK TABLE "+migrationsTable+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	goDone := make(chan error, 1)
+	go func() { goDone <- st.Migrate(ctx) }()
+
+	// Go's Migrate waits for the table lock, holding its advisory lock.
+	var goLock advisoryLock
+	waitFor(t, time.Minute, "pgstore.Migrate holding its advisory lock", func() bool {
+		var goPID int
+		err := pool.QueryRow(ctx, `SELECT coalesce(min(pid), 0) FROM pg_catalog.pg_locks
+			WHERE locktype = 'relation' AND NOT granted AND relation = $1::regclass`, migrationsTable).Scan(&goPID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range advisoryLocks(true) {
+			if goPID != 0 && l.pid == goPID {
+				goLock = l
+				return true
+			}
+		}
+		return false
+	})
+
+	dir := t.TempDir()
+	p := startJava(t, "MigrateMain", dir, "migrate", []string{"RDQ_DATABASE_URL=" + pgtest.URL(), "RDQ_SCHEMA=" + schema})
+	defer func() {
+		if !p.exited() {
+			p.kill()
+		}
+	}()
+	waitFor(t, time.Minute, "the Java migration waiting on pgstore's advisory lock", func() bool {
+		if p.exited() {
+			t.Fatalf("java MigrateMain exited while Go held the migration lock (%v): it does not take pgstore's lock\n%s", p.waitErr, p.stderr())
+		}
+		for _, l := range advisoryLocks(false) {
+			if l.classid == goLock.classid && l.objid == goLock.objid && l.pid != goLock.pid {
+				return true
+			}
+		}
+		return false
+	})
+
+	if err := blocker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-goDone; err != nil {
+		t.Fatalf("pgstore.Migrate: %v", err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("java MigrateMain did not finish after Go's migration did:\n%s", p.stderr())
+	}
+	if p.waitErr != nil {
+		t.Fatalf("java MigrateMain failed: %v\n%s", p.waitErr, p.stderr())
+	}
+	if got, want := strings.TrimSpace(p.stdout.String()), strconv.Itoa(pgstore.LatestVersion()); got != want {
+		t.Errorf("Java migrated to version %q, want %s", got, want)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+migrationsTable).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(readPgstoreMigrations(t)); n != want {
+		t.Errorf("schema_migrations has %d rows after both migrations, want %d (one per migration)", n, want)
 	}
 }
