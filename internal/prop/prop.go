@@ -61,8 +61,8 @@ func (t *T) IntRange(lo, hi int) int { return lo + t.r.IntN(hi-lo+1) }
 // Int64Range draws an int64 in [lo, hi].
 func (t *T) Int64Range(lo, hi int64) int64 { return lo + t.r.Int64N(hi-lo+1) }
 
-// Float64Range draws a float64 in [lo, hi), or one of its ends now and
-// then, where rounding mistakes live.
+// Float64Range draws a float64 in [lo, hi], each end now and then, where
+// rounding mistakes live.
 func (t *T) Float64Range(lo, hi float64) float64 {
 	switch t.r.IntN(16) {
 	case 0:
