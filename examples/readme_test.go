@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"go/parser"
@@ -8,8 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestReadmeSnippets compiles every ```go block of README.md, so that what
@@ -197,5 +202,86 @@ func TestExamplesImportNoInternal(t *testing.T) {
 				t.Errorf("%s imports %s; examples must build in another module", pkg, imp)
 			}
 		}
+	}
+}
+
+// TestReadmeProgram runs the README's complete program on the test database
+// (RDQ_TEST_DATABASE_URL, else the local "test" database, as the other
+// PostgreSQL tests), in a schema of its own, and checks that it shows what
+// the README says it shows: one task succeeded on a retry, one dead.
+func TestReadmeProgram(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("go tool not found: %v", err)
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var program string
+	for _, b := range goBlocks(string(raw)) {
+		if strings.HasPrefix(b.text, "package main\n") && strings.Contains(b.text, "worker.New(") {
+			program = b.text
+			break
+		}
+	}
+	if program == "" {
+		t.Fatal("README.md has no complete program (a ```go block of package main that starts a worker)")
+	}
+	const storeConfig = "pgstore.New(pool, pgstore.Config{})"
+	if strings.Count(program, storeConfig) != 1 {
+		t.Fatalf("the README's program does not build its store with %s, where this test puts its own schema", storeConfig)
+	}
+	schema := fmt.Sprintf("readme_%d", time.Now().UnixNano())
+	program = strings.Replace(program, storeConfig, fmt.Sprintf("pgstore.New(pool, pgstore.Config{Schema: %q})", schema), 1)
+
+	url := os.Getenv("RDQ_TEST_DATABASE_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test"
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close) // after the schema is dropped: cleanups run last first
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "main.go")
+	if err := os.WriteFile(file, []byte(program), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ov, err := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, "_readme", "program", "main.go"): file}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovFile := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(ovFile, ov, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, goTool, "run", "-overlay="+ovFile, "./_readme/program")
+	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(root, "..", "go.work"), "RDQ_DATABASE_URL="+url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's program failed: %v\n%s", err, out)
+	}
+	// What it prints: each task's final state and its history.
+	text := string(out)
+	succeeded := regexp.MustCompile(`(?m)^\S+ SUCCEEDED after ([0-9]+) attempts$`).FindStringSubmatch(text)
+	if succeeded == nil || succeeded[1] == "1" || !strings.Contains(text, "RETRYABLE_FAILURE rate limited") {
+		t.Errorf("the README's program shows no task that succeeded on a retry:\n%s", text)
+	}
+	if !regexp.MustCompile(`(?m)^\S+ DEAD after [0-9]+ attempts$`).MatchString(text) || !strings.Contains(text, "PERMANENT_FAILURE card declined") {
+		t.Errorf("the README's program shows no dead task:\n%s", text)
 	}
 }

@@ -41,6 +41,7 @@ var javaStatements = []string{
 	"sqlHeartbeat",
 	"sqlFinish",
 	"sqlRelease",
+	"sqlSnooze",
 	"sqlReclaimExpired",
 	"sqlGetTask",
 	"sqlGetAttempts",
@@ -49,6 +50,8 @@ var javaStatements = []string{
 	"sqlRedriveIDs",
 	"sqlInsertAudit",
 	"sqlListen",
+	"sqlRegisterWorker",
+	"sqlDeregisterWorker",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

@@ -49,6 +49,19 @@ public final class Failures {
         return false;
     }
 
+    /** The delay a {@link SnoozeException} in t's cause chain asks for, or null. */
+    public static Duration snoozeOf(Throwable t) {
+        if (t == null) {
+            return null;
+        }
+        for (Throwable e : chain(t)) {
+            if (e instanceof SnoozeException s) {
+                return s.after();
+            }
+        }
+        return null;
+    }
+
     /** The delay a {@link RetryAfterException} in t's cause chain asks for, or null. */
     public static Duration retryAfterOf(Throwable t) {
         if (t == null) {

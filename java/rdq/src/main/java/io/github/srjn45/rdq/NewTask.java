@@ -5,6 +5,8 @@ import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalInt;
 
 /**
  * A task to submit with {@link RdqClient}. Build one with {@link #builder}.
@@ -21,8 +23,12 @@ public final class NewTask {
     final Instant runAt;
     final Throwable firstFailure;
     final java.util.UUID id;
+    final OptionalInt maxAttempts;
+    final Optional<Duration> timeout;
 
     private NewTask(Builder b) {
+        this.maxAttempts = b.maxAttempts;
+        this.timeout = b.timeout;
         this.id = b.id;
         this.queue = b.queue;
         this.handler = b.handler;
@@ -33,6 +39,16 @@ public final class NewTask {
         this.delay = b.delay;
         this.runAt = b.runAt;
         this.firstFailure = b.firstFailure;
+    }
+
+    /** The task's own attempt budget per life, if it asks for one; else its queue's policy decides. */
+    public OptionalInt maxAttempts() {
+        return maxAttempts;
+    }
+
+    /** The task's own limit on one execution, if it asks for one; else its queue's timeout applies. */
+    public Optional<Duration> timeout() {
+        return timeout;
     }
 
     /** A builder for a task of the given queue, executed by the handler registered under that name. */
@@ -52,6 +68,8 @@ public final class NewTask {
         private Instant runAt;
         private Throwable firstFailure;
         private java.util.UUID id;
+        private OptionalInt maxAttempts = OptionalInt.empty();
+        private Optional<Duration> timeout = Optional.empty();
 
         private Builder(String queue, String handler) {
             this.queue = Objects.requireNonNull(queue, "queue");
@@ -130,6 +148,44 @@ public final class NewTask {
          */
         public Builder firstFailure(Throwable t) {
             this.firstFailure = t;
+            return this;
+        }
+
+        /**
+         * The task's own attempt budget per life, in place of its queue policy's
+         * maxAttempts: a positive number, or {@link Policy#UNLIMITED} where the queue
+         * allows it. It is stored with the task (a worker in Go or Java uses it) and
+         * must be within the queue's bound ({@link Policy.Builder#taskMaxAttempts},
+         * {@link Policy#DEFAULT_TASK_MAX_ATTEMPTS} unless the policy given to the
+         * client for the queue says otherwise), checked at submission.
+         *
+         * @throws InvalidInputException if n is neither positive nor {@link Policy#UNLIMITED}
+         */
+        public Builder maxAttempts(int n) {
+            if (n < 1 && n != Policy.UNLIMITED) {
+                throw new InvalidInputException("rdq: invalid input: task maxAttempts " + n
+                        + ": use a positive number or Policy.UNLIMITED, or leave it unset for the queue's budget");
+            }
+            this.maxAttempts = OptionalInt.of(n);
+            return this;
+        }
+
+        /**
+         * How long one execution of this task may run, in place of its queue's
+         * timeout. It is stored with the task and must be at most the queue's bound
+         * ({@link Policy.Builder#taskMaxTimeout}, {@link Policy#DEFAULT_TASK_MAX_TIMEOUT}
+         * unless the policy given to the client for the queue says otherwise), checked
+         * at submission.
+         *
+         * @throws InvalidInputException if d is shorter than a microsecond, the store's resolution
+         */
+        public Builder timeout(Duration d) {
+            Objects.requireNonNull(d, "timeout");
+            if (d.compareTo(Duration.ofNanos(1000)) < 0) {
+                throw new InvalidInputException("rdq: invalid input: task timeout " + GoDurations.format(d)
+                        + ": use a positive duration of at least 1µs, or leave it unset for the queue's timeout");
+            }
+            this.timeout = Optional.of(d);
             return this;
         }
 

@@ -52,6 +52,9 @@ final class PgStore {
     private final Sql.Stmt heartbeat;
     private final Sql.Stmt finish;
     private final Sql.Stmt release;
+    private final Sql.Stmt snooze;
+    private final Sql.Stmt registerWorker;
+    private final Sql.Stmt deregisterWorker;
     private final Sql.Stmt reclaimExpired;
     private final Sql.Stmt getTask;
     private final Sql.Stmt getAttempts;
@@ -84,6 +87,9 @@ final class PgStore {
         heartbeat = Sql.get("sqlHeartbeat", q);
         finish = Sql.get("sqlFinish", q);
         release = Sql.get("sqlRelease", q);
+        snooze = Sql.get("sqlSnooze", q);
+        registerWorker = Sql.get("sqlRegisterWorker", q);
+        deregisterWorker = Sql.get("sqlDeregisterWorker", q);
         reclaimExpired = Sql.get("sqlReclaimExpired", q);
         getTask = Sql.get("sqlGetTask", q);
         getAttempts = Sql.get("sqlGetAttempts", q);
@@ -158,7 +164,7 @@ final class PgStore {
     /** A task to insert, validated and cleaned. */
     record NewRow(UUID id, String queue, String handler, byte[] payload, String contentType,
             Map<String, String> headers, String idempotencyKey, long delayMicros, Outcome ffOutcome,
-            Failure ff, String ffWorker, long ffDurationMicros) {}
+            Failure ff, String ffWorker, long ffDurationMicros, int maxAttempts, long timeoutMicros) {}
 
     /** One enqueue result: the task, new or the one it duplicates. */
     record Enqueued(Task task, boolean duplicate, boolean purged) {}
@@ -267,8 +273,8 @@ final class PgStore {
         Long[] timeouts = new Long[n];
         for (int k = 0; k < n; k++) {
             NewRow t = tasks.get(idx.get(k));
-            maxAttempts[k] = 0; // the queue's: this SDK submits no per-task budget
-            timeouts[k] = 0L;
+            maxAttempts[k] = t.maxAttempts(); // 0: the queue's
+            timeouts[k] = t.timeoutMicros();
             ids[k] = t.id();
             queues[k] = t.queue();
             handlers[k] = t.handler();
@@ -510,6 +516,54 @@ final class PgStore {
             }
         }
         return ok;
+    }
+
+    /**
+     * Returns the current leases among leases to PENDING, each due after its
+     * delay (µs), without recording or counting an attempt, and counts a snooze
+     * on each, as pgstore's Snooze. Returns which leases were current.
+     */
+    boolean[] snooze(Connection c, List<Lease> leases, long[] delayMicros) throws SQLException {
+        boolean[] ok = new boolean[leases.size()];
+        if (leases.isEmpty()) {
+            return ok;
+        }
+        Long[] delays = new Long[delayMicros.length];
+        for (int i = 0; i < delays.length; i++) {
+            delays[i] = Math.max(delayMicros[i], 0);
+        }
+        try (PreparedStatement ps = snooze.prepare(c, uuidArray(c, leases), tokenArray(c, leases),
+                c.createArrayOf("bigint", delays), null, channel); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                long ord = rs.getLong(1);
+                if (ord >= 1 && ord <= ok.length) {
+                    ok[(int) ord - 1] = true;
+                }
+            }
+        }
+        return ok;
+    }
+
+    /** What a worker registers about itself in the worker registry (pgstore's workers table). */
+    record Registration(String id, String host, int pid, String version, List<String> queues, List<String> handlers,
+            int slots, int inFlight, long staleAfterMicros, long expireAfterMicros) {}
+
+    /** Inserts or refreshes a worker's registry entry and removes expired entries, as pgstore's RegisterWorker. */
+    void registerWorker(Connection c, Registration r) throws SQLException {
+        String[] queues = r.queues().stream().map(PgStore::clean).sorted().distinct().toArray(String[]::new);
+        String[] handlers = r.handlers().stream().map(PgStore::clean).sorted().distinct().toArray(String[]::new);
+        try (PreparedStatement ps = registerWorker.prepare(c, clean(r.id()), clean(r.host()), r.pid(),
+                clean(r.version()), c.createArrayOf("text", queues), c.createArrayOf("text", handlers), r.slots(),
+                r.inFlight(), r.staleAfterMicros(), r.expireAfterMicros(), null)) {
+            ps.execute();
+        }
+    }
+
+    /** Removes a worker's registry entry, as pgstore's DeregisterWorker. */
+    void deregisterWorker(Connection c, String id) throws SQLException {
+        try (PreparedStatement ps = deregisterWorker.prepare(c, clean(id))) {
+            ps.execute();
+        }
     }
 
     List<Task> reclaimExpired(Connection c, List<String> queues, int limit, long leaseMicros, String workerId)

@@ -32,8 +32,6 @@ public final class Policy {
     /** Default jitter fraction. */
     public static final double DEFAULT_JITTER = 0.2;
 
-    private static final Policy DEFAULTS = builder().build();
-
     private final int maxAttempts;
     private final long initialNanos;
     private final double multiplier;
@@ -41,17 +39,31 @@ public final class Policy {
     private final double jitter;
     private final Function<Throwable, ErrorClass> classify;
     private final BiFunction<String, String, String> fingerprint;
+    private final int taskMaxAttempts;
+    private final Duration taskMaxTimeout;
+    private final int maxSnoozes;
 
     /**
-     * The most attempts a task's own budget ({@link Task#maxAttempts()}) gets, as
-     * Go's rdq.DefaultTaskMaxAttempts; a larger one is lowered to it.
+     * The most attempts a task may ask for at submission ({@link NewTask.Builder#maxAttempts})
+     * unless the queue's policy says otherwise ({@link Builder#taskMaxAttempts}), as Go's
+     * rdq.DefaultTaskMaxAttempts.
      */
     public static final int DEFAULT_TASK_MAX_ATTEMPTS = 100;
     /**
-     * The longest a task's own timeout ({@link Task#timeout()}) gets, as Go's
-     * rdq.DefaultTaskMaxTimeout; a longer one is lowered to it.
+     * The longest timeout a task may ask for at submission ({@link NewTask.Builder#timeout})
+     * unless the queue's policy says otherwise ({@link Builder#taskMaxTimeout}), as Go's
+     * rdq.DefaultTaskMaxTimeout.
      */
     public static final Duration DEFAULT_TASK_MAX_TIMEOUT = Duration.ofHours(1);
+    /**
+     * How many times a task may snooze ({@link SnoozeException}) in one life without
+     * spending an attempt, unless the queue's policy says otherwise
+     * ({@link Builder#maxSnoozes}), as Go's rdq.DefaultMaxSnoozes.
+     */
+    public static final int DEFAULT_MAX_SNOOZES = 50;
+
+    // After the defaults above, which the builder reads.
+    private static final Policy DEFAULTS = builder().build();
 
     private Policy(Policy p, int maxAttempts) {
         this.maxAttempts = maxAttempts;
@@ -61,30 +73,86 @@ public final class Policy {
         this.jitter = p.jitter;
         this.classify = p.classify;
         this.fingerprint = p.fingerprint;
+        this.taskMaxAttempts = p.taskMaxAttempts;
+        this.taskMaxTimeout = p.taskMaxTimeout;
+        this.maxSnoozes = p.maxSnoozes;
     }
 
     /**
      * This policy with the task's own attempt budget, if it has one, in place of
-     * maxAttempts, lowered to {@link #DEFAULT_TASK_MAX_ATTEMPTS}.
+     * maxAttempts, lowered to {@link #taskMaxAttempts()}.
      */
     public Policy forTask(Task t) {
         int n = t.maxAttempts();
         if (n == 0) {
             return this;
         }
-        if (n == UNLIMITED || n > DEFAULT_TASK_MAX_ATTEMPTS) {
-            n = DEFAULT_TASK_MAX_ATTEMPTS;
+        if (taskMaxAttempts != UNLIMITED && (n == UNLIMITED || n > taskMaxAttempts)) {
+            n = taskMaxAttempts;
         }
         return new Policy(this, n);
     }
 
-    /** The timeout of one execution of t: its own, at most {@link #DEFAULT_TASK_MAX_TIMEOUT}, else queueTimeout. */
-    public static Duration taskTimeout(Task t, Duration queueTimeout) {
+    /**
+     * The timeout of one execution of t: its own, lowered to {@link #taskMaxTimeout()},
+     * if it has one; else queueTimeout.
+     */
+    public Duration taskTimeout(Task t, Duration queueTimeout) {
         Duration own = t.timeout();
         if (own.isZero() || own.isNegative()) {
             return queueTimeout;
         }
-        return own.compareTo(DEFAULT_TASK_MAX_TIMEOUT) > 0 ? DEFAULT_TASK_MAX_TIMEOUT : own;
+        return own.compareTo(taskMaxTimeout) > 0 ? taskMaxTimeout : own;
+    }
+
+    /**
+     * Checks a task's own attempt budget and timeout against this policy's bounds,
+     * as Go's Policy.CheckTask: a budget from 1 to {@link #taskMaxAttempts()} (or
+     * {@link #UNLIMITED} if that is unlimited), a timeout at most {@link #taskMaxTimeout()}.
+     *
+     * @throws InvalidInputException naming the bound the task exceeds and what to do
+     */
+    void checkTask(java.util.OptionalInt maxAttempts, java.util.Optional<Duration> timeout) {
+        if (maxAttempts.isPresent()) {
+            int n = maxAttempts.getAsInt();
+            int limit = taskMaxAttempts;
+            if (n == UNLIMITED && limit != UNLIMITED) {
+                throw new InvalidInputException("rdq: invalid input: task maxAttempts is Policy.UNLIMITED, but the queue allows a task at most "
+                        + limit + " attempts (Policy.Builder.taskMaxAttempts); ask for at most " + limit
+                        + ", or leave it unset for the queue's budget");
+            }
+            if (limit != UNLIMITED && n > limit) {
+                throw new InvalidInputException("rdq: invalid input: task maxAttempts " + n + " is over the queue's limit of "
+                        + limit + " (Policy.Builder.taskMaxAttempts); ask for at most " + limit
+                        + ", or raise the limit in the queue's policy");
+            }
+        }
+        if (timeout.isPresent() && timeout.get().compareTo(taskMaxTimeout) > 0) {
+            throw new InvalidInputException("rdq: invalid input: task timeout " + GoDurations.format(timeout.get())
+                    + " is over the queue's limit of " + GoDurations.format(taskMaxTimeout)
+                    + " (Policy.Builder.taskMaxTimeout); ask for at most " + GoDurations.format(taskMaxTimeout)
+                    + ", or raise the limit in the queue's policy");
+        }
+    }
+
+    /** Whether a task that snoozed n times in its current life may snooze again without spending an attempt. */
+    public boolean canSnooze(int n) {
+        return n < maxSnoozes;
+    }
+
+    /** The most attempts a task may ask for at submission; {@link #UNLIMITED} for any. */
+    public int taskMaxAttempts() {
+        return taskMaxAttempts;
+    }
+
+    /** The longest timeout a task may ask for at submission. */
+    public Duration taskMaxTimeout() {
+        return taskMaxTimeout;
+    }
+
+    /** How many times a task may snooze in one life without spending an attempt. */
+    public int maxSnoozes() {
+        return maxSnoozes;
     }
 
     private Policy(Builder b) {
@@ -95,6 +163,9 @@ public final class Policy {
         this.jitter = b.jitter;
         this.classify = b.classify;
         this.fingerprint = b.fingerprint;
+        this.taskMaxAttempts = b.taskMaxAttempts;
+        this.taskMaxTimeout = b.taskMaxTimeout;
+        this.maxSnoozes = b.maxSnoozes;
     }
 
     /** The policy with every default. */
@@ -116,8 +187,65 @@ public final class Policy {
         private double jitter;
         private Function<Throwable, ErrorClass> classify;
         private BiFunction<String, String, String> fingerprint;
+        private int taskMaxAttempts = DEFAULT_TASK_MAX_ATTEMPTS;
+        private Duration taskMaxTimeout = DEFAULT_TASK_MAX_TIMEOUT;
+        private int maxSnoozes = DEFAULT_MAX_SNOOZES;
 
         private Builder() {}
+
+        /**
+         * The most attempts a single task may ask for at submission
+         * ({@link NewTask.Builder#maxAttempts}); {@link #UNLIMITED} allows any budget,
+         * unlimited included; {@link #DEFAULT_TASK_MAX_ATTEMPTS} when unset. A client
+         * given this policy ({@link RdqClient.Builder#policy}) refuses a task that asks
+         * for more; a worker lowers a stored budget above it to it.
+         *
+         * @throws InvalidInputException if n is neither positive nor {@link #UNLIMITED}
+         */
+        public Builder taskMaxAttempts(int n) {
+            if (n < 1 && n != UNLIMITED) {
+                throw new InvalidInputException("rdq: invalid input: policy taskMaxAttempts " + n
+                        + ": use a positive number or Policy.UNLIMITED (leave it unset for "
+                        + DEFAULT_TASK_MAX_ATTEMPTS + ")");
+            }
+            this.taskMaxAttempts = n;
+            return this;
+        }
+
+        /**
+         * The longest execution timeout a single task may ask for at submission
+         * ({@link NewTask.Builder#timeout}); {@link #DEFAULT_TASK_MAX_TIMEOUT} when
+         * unset. A client given this policy refuses a longer one; a worker lowers a
+         * stored one to it.
+         *
+         * @throws InvalidInputException if d is not positive
+         */
+        public Builder taskMaxTimeout(Duration d) {
+            Objects.requireNonNull(d, "taskMaxTimeout");
+            if (d.isNegative() || d.isZero()) {
+                throw new InvalidInputException("rdq: invalid input: policy taskMaxTimeout " + GoDurations.format(d)
+                        + " is not positive (leave it unset for " + GoDurations.format(DEFAULT_TASK_MAX_TIMEOUT) + ")");
+            }
+            this.taskMaxTimeout = d;
+            return this;
+        }
+
+        /**
+         * How many times a task may snooze ({@link SnoozeException}) in one life
+         * without spending an attempt; {@link #DEFAULT_MAX_SNOOZES} when unset. Beyond
+         * it a snooze is recorded as a failed attempt of type "snoozed". Zero makes
+         * every snooze such an attempt.
+         *
+         * @throws InvalidInputException if n is negative
+         */
+        public Builder maxSnoozes(int n) {
+            if (n < 0) {
+                throw new InvalidInputException("rdq: invalid input: policy maxSnoozes " + n
+                        + " is negative (leave it unset for " + DEFAULT_MAX_SNOOZES + ")");
+            }
+            this.maxSnoozes = n;
+            return this;
+        }
 
         /** Attempts per life, the first included; {@link #UNLIMITED} for no limit; 0 for the default. */
         public Builder maxAttempts(int n) {

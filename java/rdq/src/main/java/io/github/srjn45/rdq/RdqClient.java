@@ -85,7 +85,10 @@ public final class RdqClient {
         /**
          * The policy of a queue, used to fingerprint first failures submitted to
          * it the way its workers fingerprint theirs (see
-         * {@link Policy.Builder#fingerprint}); the worker's policy, typically.
+         * {@link Policy.Builder#fingerprint}) and to check a task's own budget and
+         * timeout against the queue's bounds ({@link Policy.Builder#taskMaxAttempts},
+         * {@link Policy.Builder#taskMaxTimeout}); the worker's policy, typically. A
+         * queue without one is checked against the defaults.
          */
         public Builder policy(String queue, Policy p) {
             policies.put(Objects.requireNonNull(queue, "queue"), Objects.requireNonNull(p, "policy"));
@@ -252,11 +255,13 @@ public final class RdqClient {
             throw new InvalidInputException("rdq: invalid input: delay " + GoDurations.format(delay) + " is negative");
         }
         Limits.validateTask(t.queue, t.handler, t.payload, t.contentType, t.headers, t.idempotencyKey);
+        Policy policy = policies.getOrDefault(t.queue, Policy.defaults());
+        policy.checkTask(t.maxAttempts, t.timeout);
         Outcome outcome = null;
         Failure f = null;
         if (t.firstFailure != null) {
             outcome = Failures.isPermanent(t.firstFailure) ? Outcome.PERMANENT_FAILURE : Outcome.RETRYABLE_FAILURE;
-            Failure d = policies.getOrDefault(t.queue, Policy.defaults()).describe(t.firstFailure);
+            Failure d = policy.describe(t.firstFailure);
             f = new Failure(PgStore.clean(d.type()), PgStore.clean(d.message()), PgStore.clean(d.stack()),
                     PgStore.clean(d.fingerprint()));
         }
@@ -269,6 +274,7 @@ public final class RdqClient {
             delayMicros = Long.MAX_VALUE / 1000;
         }
         return new PgStore.NewRow(t.id != null ? t.id : Ids.newId(), t.queue, t.handler, t.payload, PgStore.clean(t.contentType), headers,
-                PgStore.clean(t.idempotencyKey), delayMicros, outcome, f, id, 0L);
+                PgStore.clean(t.idempotencyKey), delayMicros, outcome, f, id, 0L, t.maxAttempts.orElse(0),
+                t.timeout.map(d -> d.toNanos() / 1000).orElse(0L));
     }
 }

@@ -52,9 +52,15 @@ import org.slf4j.LoggerFactory;
  * w.stop(Duration.ofSeconds(30)); // stop claiming, let handlers finish, release the rest
  * }</pre>
  *
+ * <p>A worker claims only the tasks of the handlers registered with it: during
+ * a rolling deploy, the tasks of a handler only newer workers have wait, PENDING
+ * with their budget untouched, for a worker that has it. A worker with no handler
+ * refuses to start. It registers itself in the worker registry (pgstore's
+ * workers table, listed by {@code rdq workers} and the console) while it runs.
+ *
  * <p>Connections: the worker holds one connection per queue (claims), one each
- * for heartbeats, finishes, maintenance and notifications, taken from the
- * DataSource and given back at stop. Logs go through SLF4J with the task ID,
+ * for heartbeats, finishes, maintenance, notifications and the registry, taken
+ * from the DataSource and given back at stop. Logs go through SLF4J with the task ID,
  * queue, handler, attempt and worker ID, never payloads.
  */
 public final class Worker implements AutoCloseable {
@@ -74,6 +80,8 @@ public final class Worker implements AutoCloseable {
     public static final Duration DISABLED = Duration.ofNanos(-1);
     /** The actor named in the audit entries of purges. */
     public static final String PURGE_ACTOR = "rdq-worker";
+    /** Default interval between refreshes of the worker's registry entry, as Go's worker.DefaultRegistryInterval. */
+    public static final Duration DEFAULT_REGISTRY_INTERVAL = Duration.ofSeconds(10);
 
     private static final Logger LOG = LoggerFactory.getLogger(Worker.class);
     private static final int RECLAIM_BATCH = 100;
@@ -81,6 +89,10 @@ public final class Worker implements AutoCloseable {
     private static final int MAINTENANCE_ROUNDS = 10;
     private static final long FINISH_RETRY_FOR_MS = 15_000;
     private static final long ABANDON_AFTER_MS = 1_000;
+    /** As Go's worker: an entry is stale after this many missed refreshes... */
+    private static final int REGISTRY_STALE_REFRESHES = 3;
+    /** ...and removed this long after that. */
+    private static final Duration REGISTRY_EXPIRE_AFTER = Duration.ofHours(1);
 
     private final DataSource dataSource;
     private final PgStore store;
@@ -91,6 +103,9 @@ public final class Worker implements AutoCloseable {
     private final Duration succeededTtl;
     private final int finishBatch;
     private final Duration finishInterval;
+    private final Duration registryInterval;
+    private ScheduledExecutorService registryTimer;
+    private Registry registry;
     private final Map<String, QueueRunner> queues = new TreeMap<>();
     private final Map<String, Handler> handlers = new ConcurrentHashMap<>();
     /** The registered handlers' names, sorted; set by start. A claim takes only their tasks. */
@@ -114,7 +129,7 @@ public final class Worker implements AutoCloseable {
     private final AtomicInteger completing = new AtomicInteger();
     private final LinkedBlockingQueue<FinishItem> finishQueue = new LinkedBlockingQueue<>();
     private volatile boolean completerClosed;
-    private final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(9);
+    private final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(10);
     private static final int C_CLAIMED = 0;
     private static final int C_SUCCEEDED = 1;
     private static final int C_RETRIED = 2;
@@ -124,6 +139,7 @@ public final class Worker implements AutoCloseable {
     private static final int C_RECLAIMED = 6;
     private static final int C_FINISH_STMTS = 7;
     private static final int C_HEARTBEAT_STMTS = 8;
+    private static final int C_SNOOZED = 9;
     private volatile boolean heartbeatStop;
 
     private Worker(Builder b) {
@@ -135,6 +151,7 @@ public final class Worker implements AutoCloseable {
         this.purgeInterval = positiveOr("PurgeInterval", b.purgeInterval, DEFAULT_PURGE_INTERVAL, true);
         this.succeededTtl = positiveOr("SucceededTTL", b.succeededTtl, DEFAULT_SUCCEEDED_TTL, false);
         this.finishInterval = positiveOr("FinishInterval", b.finishInterval, DEFAULT_FINISH_INTERVAL, false);
+        this.registryInterval = positiveOr("RegistryInterval", b.registryInterval, DEFAULT_REGISTRY_INTERVAL, true);
         if (b.finishBatch < 0) {
             throw new InvalidInputException("rdq: invalid input: worker: FinishBatchSize " + b.finishBatch + " is negative");
         }
@@ -195,6 +212,7 @@ public final class Worker implements AutoCloseable {
         private int finishBatch;
         private Duration finishInterval = Duration.ZERO;
         private Duration keyRetention = Duration.ZERO;
+        private Duration registryInterval = Duration.ZERO;
 
         private Builder(DataSource ds) {
             this.dataSource = Objects.requireNonNull(ds, "dataSource");
@@ -265,6 +283,16 @@ public final class Worker implements AutoCloseable {
             return this;
         }
 
+        /**
+         * How often the worker refreshes its entry in the worker registry; 10s by
+         * default, {@link Worker#DISABLED} to not register. Its entry is stale after
+         * three missed refreshes.
+         */
+        public Builder registryInterval(Duration d) {
+            this.registryInterval = Objects.requireNonNull(d, "registryInterval");
+            return this;
+        }
+
         /** Most finishes written in one statement; 200 by default. */
         public Builder finishBatchSize(int n) {
             this.finishBatch = n;
@@ -298,7 +326,7 @@ public final class Worker implements AutoCloseable {
     public WorkerStats stats() {
         return new WorkerStats(counts.get(C_CLAIMED), counts.get(C_SUCCEEDED), counts.get(C_RETRIED),
                 counts.get(C_DEAD), counts.get(C_LOST), counts.get(C_RELEASED), counts.get(C_RECLAIMED),
-                counts.get(C_FINISH_STMTS), counts.get(C_HEARTBEAT_STMTS));
+                counts.get(C_FINISH_STMTS), counts.get(C_HEARTBEAT_STMTS), counts.get(C_SNOOZED));
     }
 
     /** The worker's ID, as recorded in leases and attempt history. */
@@ -307,8 +335,9 @@ public final class Worker implements AutoCloseable {
     }
 
     /**
-     * Registers h as the handler of tasks whose handler name is name. Tasks naming
-     * a handler not registered fail permanently ({@link UnknownHandlerException}).
+     * Registers h as the handler of tasks whose handler name is name. The worker
+     * claims only the tasks of its registered handlers: the tasks of others wait,
+     * PENDING with their budget untouched, for a worker that has their handler.
      *
      * @throws InvalidInputException if name is not a valid name
      * @throws IllegalStateException after start, or if name is taken
@@ -365,11 +394,17 @@ public final class Worker implements AutoCloseable {
      * Starts the worker's threads and returns.
      *
      * @throws IllegalStateException if the worker was already started; a worker runs once
+     * @throws InvalidInputException if no handler is registered: the queues it serves
+     *         would have nothing to run
      */
     public void start() {
         synchronized (lock) {
             if (state != State.NEW) {
                 throw new IllegalStateException("rdq: worker: start on a worker already started or stopped; a Worker runs once");
+            }
+            if (handlers.isEmpty()) {
+                throw new InvalidInputException("rdq: invalid input: worker: start: no handler is registered, so its queues ("
+                        + String.join(", ", queues.keySet()) + ") have nothing to run; call handle for each handler their tasks name before start");
             }
             state = State.RUNNING;
             handlerNames = handlers.keySet().stream().sorted().toArray(String[]::new);
@@ -384,6 +419,12 @@ public final class Worker implements AutoCloseable {
         loops.add(thread("rdq-notify", this::notificationLoop));
         if (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED)) {
             loops.add(thread("rdq-maintenance", this::maintenanceLoop));
+        }
+        if (!registryInterval.equals(DISABLED)) {
+            registryTimer = Executors.newSingleThreadScheduledExecutor(daemon("rdq-registry-" + id));
+            Registry r = new Registry();
+            registryTimer.scheduleWithFixedDelay(r::refresh, 0, registryInterval.toNanos(), TimeUnit.NANOSECONDS);
+            registry = r;
         }
         LOG.info("worker started worker_id={} queues={}", id, queues.keySet());
     }
@@ -465,6 +506,15 @@ public final class Worker implements AutoCloseable {
         timers.shutdownNow();
         for (QueueRunner q : queues.values()) {
             q.pool.shutdown();
+        }
+        if (registryTimer != null) {
+            registryTimer.shutdownNow();
+            try {
+                registryTimer.awaitTermination(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            registry.deregister();
         }
         synchronized (lock) {
             state = State.STOPPED;
@@ -608,7 +658,7 @@ public final class Worker implements AutoCloseable {
             Throwable err = null;
             long start = System.nanoTime();
             e.bind(Thread.currentThread());
-            Duration timeout = Policy.taskTimeout(t, q.timeout);
+            Duration timeout = q.policy.taskTimeout(t, q.timeout);
             if (!timeout.isZero()) {
                 e.timeoutTimer = timers.schedule(() -> e.cancel(TaskContext.CancelReason.TIMEOUT),
                         timeout.toNanos(), TimeUnit.NANOSECONDS);
@@ -655,6 +705,22 @@ public final class Worker implements AutoCloseable {
                 completing.incrementAndGet();
             }
             try {
+                Duration snooze = Failures.snoozeOf(err);
+                if (snooze != null) {
+                    if (q.policy.canSnooze(t.snoozes())) {
+                        // Not yet: back to waiting, no attempt spent.
+                        PgStore.Completion c = new PgStore.Completion(e.lease, Status.PENDING,
+                                micros(snooze), null, null, id, durNanos / 1000);
+                        if (completerClosed) {
+                            running.remove(e);
+                            logTask(LOG::error, "worker stopped before the snooze could be written; the lease will expire and the task be reclaimed", e);
+                        } else {
+                            finishQueue.add(new FinishItem(e, c, null, null, durNanos, true));
+                        }
+                        return;
+                    }
+                    err = new RetryAfterException(snooze, new SnoozeSpentException(snooze, t.snoozes()));
+                }
                 Decision d = q.policy.forTask(t).decide(e.attempt, err, ThreadLocalRandom.current().nextDouble());
                 Status status = err == null ? Status.SUCCEEDED : d.dead() ? Status.DEAD : Status.PENDING;
                 Failure f = err == null ? null : q.policy.describe(err);
@@ -665,7 +731,7 @@ public final class Worker implements AutoCloseable {
                     running.remove(e);
                     logTask(LOG::error, "worker stopped before the result could be written; the lease will expire and the task be reclaimed", e);
                 } else {
-                    finishQueue.add(new FinishItem(e, c, d, f, durNanos));
+                    finishQueue.add(new FinishItem(e, c, d, f, durNanos, false));
                 }
             } finally {
                 completing.decrementAndGet();
@@ -677,6 +743,32 @@ public final class Worker implements AutoCloseable {
                 executing.decrementAndGet();
                 executing.notifyAll();
             }
+        }
+    }
+
+    private static long micros(Duration d) {
+        try {
+            return d.toNanos() / 1000;
+        } catch (ArithmeticException x) {
+            return Long.MAX_VALUE / 1000;
+        }
+    }
+
+    /**
+     * A snooze recorded as a failed attempt: the task snoozed as often as its
+     * policy allows in this life. Its type is "snoozed", as Go's.
+     */
+    private static final class SnoozeSpentException extends RuntimeException implements ErrorTyped {
+        private static final long serialVersionUID = 1L;
+
+        SnoozeSpentException(Duration after, int snoozes) {
+            super("snoozed for " + GoDurations.format(after) + ", counted as an attempt: the task already snoozed "
+                    + snoozes + " times in this life (Policy.maxSnoozes)", null, false, false);
+        }
+
+        @Override
+        public String errorType() {
+            return "snoozed";
         }
     }
 
@@ -964,7 +1056,8 @@ public final class Worker implements AutoCloseable {
 
     // --- Completer ----------------------------------------------------------
 
-    private record FinishItem(Execution e, PgStore.Completion c, Decision d, Failure f, long durNanos) {}
+    /** A finished execution to write: a finish, or a snooze (c's status PENDING and retry, no attempt). */
+    private record FinishItem(Execution e, PgStore.Completion c, Decision d, Failure f, long durNanos, boolean snooze) {}
 
     private void completerLoop() {
         try (Conn conn = new Conn()) {
@@ -1006,10 +1099,28 @@ public final class Worker implements AutoCloseable {
         }
     }
 
-    private void flush(Conn conn, List<FinishItem> items) {
+    private void flush(Conn conn, List<FinishItem> all) {
+        List<FinishItem> snoozed = new ArrayList<>();
+        List<FinishItem> finished = new ArrayList<>(all.size());
+        for (FinishItem it : all) {
+            (it.snooze() ? snoozed : finished).add(it);
+        }
+        if (!snoozed.isEmpty()) {
+            write(conn, snoozed, true);
+        }
+        if (!finished.isEmpty()) {
+            write(conn, finished, false);
+        }
+    }
+
+    private void write(Conn conn, List<FinishItem> items, boolean snooze) {
         List<PgStore.Completion> comps = new ArrayList<>(items.size());
-        for (FinishItem it : items) {
-            comps.add(it.c());
+        List<PgStore.Lease> leases = new ArrayList<>(items.size());
+        long[] delays = new long[items.size()];
+        for (int i = 0; i < items.size(); i++) {
+            comps.add(items.get(i).c());
+            leases.add(items.get(i).c().lease());
+            delays[i] = items.get(i).c().retryMicros();
         }
         boolean[] ok = null;
         Exception failure = null;
@@ -1017,8 +1128,12 @@ public final class Worker implements AutoCloseable {
         long wait = 50;
         while (true) {
             try {
-                ok = store.finish(conn.get(), comps);
-                counts.incrementAndGet(C_FINISH_STMTS);
+                if (snooze) {
+                    ok = store.snooze(conn.get(), leases, delays);
+                } else {
+                    ok = store.finish(conn.get(), comps);
+                    counts.incrementAndGet(C_FINISH_STMTS);
+                }
                 break;
             } catch (SQLException | RuntimeException e) {
                 conn.drop();
@@ -1036,11 +1151,11 @@ public final class Worker implements AutoCloseable {
             running.remove(it.e());
             if (ok == null) {
                 logTask(LOG::error, "writing the result failed; the lease will expire and the task be reclaimed", it.e(),
-                        "outcome", it.d().outcome(), "error", String.valueOf(failure));
+                        "outcome", snooze ? "SNOOZED" : it.d().outcome(), "error", String.valueOf(failure));
             } else if (!ok[i]) {
                 counts.incrementAndGet(C_LOST);
                 logTask(LOG::warn, "lease lost before the result was written; result discarded", it.e(), "outcome",
-                        it.d().outcome());
+                        snooze ? "SNOOZED" : it.d().outcome());
             } else {
                 recordFinish(it);
             }
@@ -1067,6 +1182,11 @@ public final class Worker implements AutoCloseable {
     }
 
     private void recordFinish(FinishItem it) {
+        if (it.snooze()) {
+            counts.incrementAndGet(C_SNOOZED);
+            logTask(LOG::info, "task snoozed", it.e(), "retry_in_ms", it.c().retryMicros() / 1000);
+            return;
+        }
         counts.incrementAndGet(switch (it.c().status()) {
             case SUCCEEDED -> C_SUCCEEDED;
             case PENDING -> C_RETRIED;
@@ -1085,6 +1205,61 @@ public final class Worker implements AutoCloseable {
                     it.d().outcome(), "error_type", it.f().type(), "error", it.f().message());
             default -> { }
         }
+    }
+
+    // --- Worker registry ----------------------------------------------------
+
+    /**
+     * The worker's entry in the worker registry, as Go's worker keeps it:
+     * registered at start, refreshed every registry interval with the executions
+     * in flight, stale after three missed refreshes, removed at stop.
+     */
+    private final class Registry {
+        private final Conn conn = new Conn(); // used by the registry thread, then by deregister
+        private final String host = hostName();
+        private final int pid = (int) ProcessHandle.current().pid();
+        private final String version = sdkVersion();
+        private final int slots = queues.values().stream().mapToInt(q -> q.concurrency).sum();
+        private final List<String> handlerList = List.of(handlerNames);
+        private final List<String> queueList = List.copyOf(queues.keySet());
+
+        void refresh() {
+            int inFlight = queues.values().stream().mapToInt(q -> q.busy.get()).sum();
+            long staleAfter = registryInterval.toNanos() / 1000 * REGISTRY_STALE_REFRESHES;
+            try {
+                store.registerWorker(conn.get(), new PgStore.Registration(id, host, pid, version, queueList,
+                        handlerList, slots, inFlight, staleAfter, staleAfter + REGISTRY_EXPIRE_AFTER.toNanos() / 1000));
+            } catch (SQLException | RuntimeException e) {
+                conn.drop();
+                LOG.warn("registering the worker failed; operators may see it as stale until the next refresh worker_id={} error={}",
+                        id, e.toString());
+            }
+        }
+
+        void deregister() {
+            try {
+                store.deregisterWorker(conn.get(), id);
+            } catch (SQLException | RuntimeException e) {
+                LOG.warn("deregistering the worker failed; its entry turns stale, then expires worker_id={} error={}",
+                        id, e.toString());
+            } finally {
+                conn.close();
+            }
+        }
+    }
+
+    private static String hostName() {
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (Exception e) {
+            return "";
+        }
+    }
+
+    /** The version a registry entry shows: the SDK's, marked as Java's. */
+    private static String sdkVersion() {
+        String v = Worker.class.getPackage() == null ? null : Worker.class.getPackage().getImplementationVersion();
+        return "java " + (v == null ? "unknown" : v);
     }
 
     // --- Maintenance --------------------------------------------------------

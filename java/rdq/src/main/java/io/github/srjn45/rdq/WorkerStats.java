@@ -14,6 +14,7 @@ package io.github.srjn45.rdq;
  * @param reclaimed        expired leases this worker reclaimed
  * @param finishStatements statements that wrote finished attempts (each a batch)
  * @param heartbeatStatements statements that extended leases (each a batch)
+ * @param snoozed          tasks snoozed ({@link SnoozeException}) without spending an attempt
  */
 public record WorkerStats(long claimed, long succeeded, long retried, long deadLettered, long leasesLost,
-        long released, long reclaimed, long finishStatements, long heartbeatStatements) {}
+        long released, long reclaimed, long finishStatements, long heartbeatStatements, long snoozed) {}

@@ -42,6 +42,47 @@ class ClientTest extends DbTestBase {
     }
 
     @Test
+    void aTaskCarriesItsOwnBudgetAndTimeoutWithinTheQueuesBounds() throws Exception {
+        RdqClient c = RdqClient.builder(ds).schema(schema)
+                .policy("bounded", Policy.builder().taskMaxAttempts(5).taskMaxTimeout(Duration.ofSeconds(30)).build())
+                .policy("open", Policy.builder().taskMaxAttempts(Policy.UNLIMITED).build())
+                .build();
+        Task t = task(c.submit(NewTask.builder("bounded", "h").maxAttempts(5).timeout(Duration.ofSeconds(30))
+                .build()).task().id());
+        assertEquals(5, t.maxAttempts());
+        assertEquals(Duration.ofSeconds(30), t.timeout());
+        Task plain = task(c.submit(NewTask.builder("bounded", "h").build()).task().id());
+        assertEquals(0, plain.maxAttempts(), "unset: the queue's budget");
+        assertEquals(Duration.ZERO, plain.timeout(), "unset: the queue's timeout");
+        assertEquals(Policy.UNLIMITED, task(c.submit(NewTask.builder("open", "h").maxAttempts(Policy.UNLIMITED)
+                .build()).task().id()).maxAttempts());
+
+        InvalidInputException e = assertThrows(InvalidInputException.class,
+                () -> c.submit(NewTask.builder("bounded", "h").maxAttempts(6).build()));
+        assertTrue(e.getMessage().contains("maxAttempts 6 is over the queue's limit of 5"), e.getMessage());
+        e = assertThrows(InvalidInputException.class,
+                () -> c.submit(NewTask.builder("bounded", "h").timeout(Duration.ofSeconds(31)).build()));
+        assertTrue(e.getMessage().contains("timeout 31s is over the queue's limit of 30s"), e.getMessage());
+        // A queue without a policy given to the client has the default bounds.
+        e = assertThrows(InvalidInputException.class,
+                () -> c.submit(NewTask.builder("other", "h").maxAttempts(Policy.UNLIMITED).build()));
+        assertTrue(e.getMessage().contains("at most " + Policy.DEFAULT_TASK_MAX_ATTEMPTS + " attempts"), e.getMessage());
+        e = assertThrows(InvalidInputException.class,
+                () -> c.submit(NewTask.builder("other", "h").timeout(Duration.ofHours(2)).build()));
+        assertTrue(e.getMessage().contains("limit of 1h0m0s"), e.getMessage());
+        assertEquals(3, scalar("SELECT count(*) FROM {schema}.tasks"), "nothing refused was stored");
+
+        e = assertThrows(InvalidInputException.class, () -> NewTask.builder("q", "h").maxAttempts(0));
+        assertTrue(e.getMessage().contains("leave it unset"), e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> NewTask.builder("q", "h").timeout(Duration.ZERO));
+        assertTrue(e.getMessage().contains("leave it unset"), e.getMessage());
+        assertThrows(InvalidInputException.class, () -> NewTask.builder("q", "h").timeout(Duration.ofMillis(-1)));
+        assertThrows(InvalidInputException.class, () -> Policy.builder().taskMaxAttempts(0));
+        assertThrows(InvalidInputException.class, () -> Policy.builder().taskMaxTimeout(Duration.ZERO));
+        assertThrows(InvalidInputException.class, () -> Policy.builder().maxSnoozes(-1));
+    }
+
+    @Test
     void idempotencyKeyReturnsTheFirstTask() throws Exception {
         RdqClient c = client();
         NewTask t = NewTask.builder("orders", "charge").idempotencyKey("order-7").payload("a").build();

@@ -48,12 +48,10 @@ class WorkerTest extends DbTestBase {
 
     @Test
     void aTasksOwnBudgetAndTimeoutReplaceTheQueues() throws Exception {
-        // Budgets are set by Go producers (client.Task.MaxAttempts, Timeout);
-        // here they are written into the rows before the worker starts.
-        UUID two = client().submit(NewTask.builder("q", "fail").build()).task().id();
-        UUID quick = client().submit(NewTask.builder("q", "hang").build()).task().id();
-        scalar("UPDATE {schema}.tasks SET max_attempts = 2 WHERE id = '" + two + "' RETURNING 1");
-        scalar("UPDATE {schema}.tasks SET max_attempts = 1, timeout_us = 50000 WHERE id = '" + quick + "' RETURNING 1");
+        // The producer says per task: two attempts for one, a 50ms timeout for the other.
+        UUID two = client().submit(NewTask.builder("q", "fail").maxAttempts(2).build()).task().id();
+        UUID quick = client().submit(NewTask.builder("q", "hang").maxAttempts(1).timeout(Duration.ofMillis(50))
+                .build()).task().id();
         started(worker().queue("q", QueueConfig.builder().concurrency(4).timeout(Duration.ofMinutes(1))
                 .policy(Policy.builder().maxAttempts(10).initialBackoff(Duration.ofMillis(10))
                         .maxBackoff(Duration.ofMillis(50)).build()).build())
@@ -63,11 +61,150 @@ class WorkerTest extends DbTestBase {
                 .handle("hang", ctx -> Thread.sleep(60_000)));
         await(WAIT, "dead after its own 2 attempts", statusIs(two, Status.DEAD));
         assertEquals(2, history(two).size());
+        assertEquals(2, task(two).maxAttempts());
         await(WAIT, "dead after its own 50ms timeout", statusIs(quick, Status.DEAD));
         List<Attempt> h = history(quick);
         assertEquals(1, h.size());
         assertEquals("timeout", h.get(0).errorType());
         assertTrue(h.get(0).message().contains("50ms"), h.get(0).message());
+    }
+
+    @Test
+    void aStoredBudgetOrTimeoutAboveTheQueuesBoundIsLoweredToIt() throws Exception {
+        // Written by a producer that did not know the queue's bounds.
+        UUID many = client().submit(NewTask.builder("q", "fail").build()).task().id();
+        UUID slow = client().submit(NewTask.builder("q", "hang").build()).task().id();
+        scalar("UPDATE {schema}.tasks SET max_attempts = 50 WHERE id = '" + many + "' RETURNING 1");
+        scalar("UPDATE {schema}.tasks SET max_attempts = 1, timeout_us = 3600000000 WHERE id = '" + slow + "' RETURNING 1");
+        started(worker().queue("q", QueueConfig.builder().concurrency(4).timeout(Duration.ofMinutes(1))
+                .policy(Policy.builder().maxAttempts(10).initialBackoff(Duration.ofMillis(5))
+                        .maxBackoff(Duration.ofMillis(10)).taskMaxAttempts(3)
+                        .taskMaxTimeout(Duration.ofMillis(50)).build()).build())
+                .handle("fail", ctx -> {
+                    throw new java.io.IOException("down");
+                })
+                .handle("hang", ctx -> Thread.sleep(60_000)));
+        await(WAIT, "dead after the queue's bound of 3 attempts", statusIs(many, Status.DEAD));
+        assertEquals(3, history(many).size());
+        await(WAIT, "dead after the queue's bound of 50ms", statusIs(slow, Status.DEAD));
+        assertTrue(history(slow).get(0).message().contains("50ms"), history(slow).get(0).message());
+    }
+
+    @Test
+    void aSnoozeWaitsWithoutSpendingAnAttempt() throws Exception {
+        AtomicInteger runs = new AtomicInteger();
+        Worker w = started(worker().queue("q", fast(2)).handle("later", ctx -> {
+            if (runs.incrementAndGet() <= 3) {
+                throw new SnoozeException(Duration.ofMillis(20));
+            }
+        }));
+        UUID id = client().submit(NewTask.builder("q", "later").build()).task().id();
+        await(WAIT, "success after three snoozes", statusIs(id, Status.SUCCEEDED));
+        Task t = task(id);
+        assertEquals(3, t.snoozes());
+        assertEquals(1, t.attempts(), "snoozes spend no attempt");
+        List<Attempt> h = history(id);
+        assertEquals(1, h.size(), "snoozes add nothing to the history: " + h);
+        assertEquals(Outcome.SUCCESS, h.get(0).outcome());
+        assertEquals(1, h.get(0).number());
+        assertEquals(4, runs.get());
+        assertEquals(3, w.stats().snoozed());
+    }
+
+    @Test
+    void aSnoozeWaitsForItsDelay() throws Exception {
+        started(worker().queue("q", fast(2)).handle("later", ctx -> {
+            throw new SnoozeException(Duration.ofHours(1));
+        }));
+        UUID id = client().submit(NewTask.builder("q", "later").build()).task().id();
+        await(WAIT, "snoozed", () -> {
+            try {
+                return task(id).snoozes() == 1 && task(id).status() == Status.PENDING;
+            } catch (java.sql.SQLException e) {
+                throw new RuntimeException(e);
+            }
+        });
+        Task t = task(id);
+        assertEquals(0, t.attempts());
+        long due = Duration.between(t.updatedAt(), t.nextAttemptAt()).toMinutes();
+        assertEquals(60, due, "due an hour after the snooze, on the database's clock");
+    }
+
+    @Test
+    void snoozesBeyondThePolicysLimitSpendAttempts() throws Exception {
+        AtomicInteger runs = new AtomicInteger();
+        started(worker().queue("q", QueueConfig.builder().policy(Policy.builder().maxAttempts(2).maxSnoozes(1)
+                .initialBackoff(Duration.ofMillis(10)).build()).build()).handle("forever", ctx -> {
+                    runs.incrementAndGet();
+                    throw new SnoozeException(Duration.ofMillis(10));
+                }));
+        UUID id = client().submit(NewTask.builder("q", "forever").build()).task().id();
+        await(WAIT, "dead: a task that never stops snoozing reaches the dead-letter queue", statusIs(id, Status.DEAD));
+        Task t = task(id);
+        assertEquals(1, t.snoozes());
+        assertEquals(2, t.attempts());
+        assertEquals("snoozed", t.lastErrorType());
+        assertTrue(t.lastErrorMessage().contains("already snoozed 1 times"), t.lastErrorMessage());
+        List<Attempt> h = history(id);
+        assertEquals(2, h.size());
+        assertEquals(Outcome.RETRYABLE_FAILURE, h.get(0).outcome());
+        assertEquals(3, runs.get(), "one snooze, then two attempts");
+    }
+
+    @Test
+    void startWithoutHandlersIsRefused() throws Exception {
+        UUID id = client().submit(NewTask.builder("deploy", "b").build()).task().id();
+        Worker w = worker().queue("deploy").queue("emails").build();
+        workers.add(w);
+        InvalidInputException e = assertThrows(InvalidInputException.class, w::start);
+        assertTrue(e.getMessage().contains("no handler is registered"), e.getMessage());
+        assertTrue(e.getMessage().contains("deploy, emails"), e.getMessage());
+        // It did not start: a handler may still be registered, and then it runs.
+        w.handle("b", ctx -> { });
+        w.start();
+        await(WAIT, "run once a handler is registered", statusIs(id, Status.SUCCEEDED));
+    }
+
+    @Test
+    void aWorkerRegistersWhileItRuns() throws Exception {
+        Worker w = started(worker().id("w-reg").registryInterval(Duration.ofMillis(50))
+                .queue("a", QueueConfig.builder().concurrency(3).build()).queue("b").handle("y", ctx -> { })
+                .handle("x", ctx -> { }));
+        await(WAIT, "registered", () -> registered("w-reg"));
+        try (Connection c = ds.getConnection(); var st = c.createStatement();
+                var rs = st.executeQuery("SELECT queues, handlers, slots, pid, version FROM \"" + schema
+                        + "\".workers WHERE id = 'w-reg'")) {
+            assertTrue(rs.next());
+            assertEquals(List.of("a", "b"), List.of((Object[]) rs.getArray(1).getArray()));
+            assertEquals(List.of("x", "y"), List.of((Object[]) rs.getArray(2).getArray()));
+            assertEquals(3 + QueueConfig.DEFAULT_CONCURRENCY, rs.getInt(3));
+            assertEquals(ProcessHandle.current().pid(), rs.getLong(4));
+            assertTrue(rs.getString(5).startsWith("java "), rs.getString(5));
+        }
+        long seen = scalar("SELECT (extract(epoch FROM last_seen) * 1000000)::bigint FROM {schema}.workers WHERE id = 'w-reg'");
+        await(WAIT, "refreshed", () -> {
+            try {
+                return scalar("SELECT (extract(epoch FROM last_seen) * 1000000)::bigint FROM {schema}.workers WHERE id = 'w-reg'") > seen;
+            } catch (java.sql.SQLException e) {
+                throw new RuntimeException(e);
+            }
+        });
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+        assertFalse(registered("w-reg"), "deregistered at stop");
+
+        Worker off = started(worker().id("w-off").registryInterval(Worker.DISABLED).queue("a").handle("x", ctx -> { }));
+        UUID id = client().submit(NewTask.builder("a", "x").build()).task().id();
+        await(WAIT, "ran", statusIs(id, Status.SUCCEEDED));
+        assertFalse(registered("w-off"), "a worker with the registry disabled does not register");
+        off.stop(Duration.ofSeconds(5));
+    }
+
+    private boolean registered(String workerId) {
+        try {
+            return scalar("SELECT count(*) FROM {schema}.workers WHERE id = '" + workerId + "'") == 1;
+        } catch (java.sql.SQLException e) {
+            throw new RuntimeException(e);
+        }
     }
 
     @Test
