@@ -113,6 +113,7 @@ func TestHotPlansHoldInEveryStatisticsState(t *testing.T) {
 			return pgstore.ClaimHandlersQuery(s, []string{"q1", "q2"}, []string{"h1", "h2"}, 500)
 		}, []string{"Bitmap"}},
 		{"finish", func(s *pgstore.Store) (string, []any) { return pgstore.FinishQuery(s, 200) }, byID},
+		{"retry in place", func(s *pgstore.Store) (string, []any) { return pgstore.RetryInPlaceQuery(s, 200) }, byID},
 		{"heartbeat", func(s *pgstore.Store) (string, []any) { return pgstore.HeartbeatQuery(s, 200) }, byID},
 		{"release", func(s *pgstore.Store) (string, []any) { return pgstore.ReleaseQuery(s, 200) }, byID},
 		{"claim probe", func(s *pgstore.Store) (string, []any) { return pgstore.ClaimProbeQuery(s, []string{"q1"}) }, nil},
