@@ -158,7 +158,7 @@ func sqliteHarness(bug sqliteBug) Harness {
 			return &buggyStore{Store: s, bug: bug}, s.Close, nil
 		},
 		Capabilities: Capabilities{
-			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true, RetryInPlace: true,
 			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
 		},
 	}
