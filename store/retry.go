@@ -28,17 +28,18 @@ type InPlaceRetrier interface {
 	// The first occurrence of a lease in the batch counts. results[i].Err
 	// is nil, ErrLeaseLost (nothing changed), or an error of that item
 	// alone (wrapping rdq.ErrInvalid for an item that is not a retry: a
-	// status other than StatusPending, or no attempt with outcome
-	// RETRYABLE_FAILURE); one bad item never fails the batch. err is set
-	// only if the call failed as a whole.
+	// status other than StatusPending, no attempt with outcome
+	// RETRYABLE_FAILURE, or a negative RetryIn); one bad item never fails
+	// the batch. err is set only if the call failed as a whole, or
+	// p.Lease is not positive (wrapping rdq.ErrInvalid).
 	RetryInPlace(ctx context.Context, p RetryInPlaceParams) (results []RetryInPlaceResult, err error)
 }
 
 // RetryInPlaceParams is the input of InPlaceRetrier.RetryInPlace.
 type RetryInPlaceParams struct {
 	// Retries are the failed executions: each a Completion with
-	// StatusPending, its RetryIn, and an Attempt with outcome
-	// RETRYABLE_FAILURE.
+	// StatusPending, its RetryIn (zero or more), and an Attempt with
+	// outcome RETRYABLE_FAILURE.
 	Retries []Completion
 	// Lease is how long each kept task is held without a heartbeat.
 	Lease time.Duration
