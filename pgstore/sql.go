@@ -39,14 +39,14 @@ import (
 //     enqueue's key check, the probe check) is looked up in a subquery
 //     fenced with OFFSET 0, correlated to one batch element: the planner
 //     can neither flatten it into a join nor hash it, so it runs once per
-//     element as a unique probe of tasks_pkey, and the update reaches the
-//     row by the ctid the probe returned (a TID scan, which no estimate
-//     makes more expensive than a scan). A join of the batch to the tasks
-//     would be planned on the estimates: as a nested loop rescanning the
-//     batch for every task, or as a hash join over the whole table. (A
-//     custom plan of a large batch on a table of a few thousand pages may
-//     still prefer the hash join, rightly; the generic plan, cached after
-//     five runs, probes.)
+//     element as a unique probe of tasks_pkey. The update reaches the
+//     rows by the ctids the probes returned, named twice: as
+//     "t.ctid = ANY (ARRAY(SELECT tid …))", a TID scan of those rows
+//     whatever the table's size and statistics, and as the join condition
+//     that pairs each row with its batch element. A join on the ctids
+//     alone is planned on the estimates: on a table of a few hundred pages
+//     (a small queue, or any new install) as a hash join over the whole
+//     table, for every batch.
 //   - A status test that must not be served by a partial index (the probe
 //     of tasks_pkey is exact; reading tasks_lease_expiry_idx instead costs
 //     every lease in flight, dead entries included) is written
@@ -367,7 +367,7 @@ UPDATE {schema}.tasks AS t
 SET lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
     updated_at = coalesce($4::timestamptz, now())
 FROM found f
-WHERE t.ctid = f.tid AND (t.lease_token = f.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+WHERE t.ctid = ANY (ARRAY(SELECT f.tid FROM found f)) AND t.ctid = f.tid AND (t.lease_token = f.held_token AND t.status = 'IN_FLIGHT') IS TRUE
 RETURNING t.id, t.lease_token`
 
 // leaseProbe is the subquery that finds the current lease of the batch
@@ -454,7 +454,8 @@ finished AS (
             THEN t.last_error_fingerprint ELSE w.fingerprint END,
         updated_at = c.now
     FROM winners w CROSS JOIN clock c
-    WHERE t.ctid = w.tid AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.ctid = w.tid
+      AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
               t.handler, t.last_error_type, t.last_error_fingerprint,
               w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
@@ -515,7 +516,7 @@ released AS (
                        WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = coalesce($3::timestamptz, now())
     FROM found l
-    WHERE t.ctid = l.tid AND (t.lease_token = l.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+    WHERE t.ctid = ANY (ARRAY(SELECT l.tid FROM found l)) AND t.ctid = l.tid AND (t.lease_token = l.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING l.ord, t.queue
 ),
 notified AS (
@@ -622,7 +623,8 @@ retried AS (
         last_error_fingerprint = w.fingerprint,
         updated_at = c.now
     FROM winners w CROSS JOIN clock c
-    WHERE t.ctid = w.tid AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.ctid = w.tid
+      AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING ` + taskColumns + `, w.ord, t.status = 'IN_FLIGHT' AS kept, t.held,
               t.last_attempt_number, w.token AS old_token, w.error_type AS a_error_type,
               w.message AS a_message, w.stack AS a_stack, w.worker_id AS a_worker_id,

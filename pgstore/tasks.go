@@ -341,8 +341,9 @@ func (s *Store) lookupKeys(ctx context.Context, p store.EnqueueParams, idx []int
 func collectTasks(rows pgx.Rows) ([]*rdq.Task, error) {
 	defer rows.Close()
 	var tasks []*rdq.Task
+	var ts taskScanner
 	for rows.Next() {
-		t, err := scanTask(rows)
+		t, err := ts.scan(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -761,12 +762,13 @@ func (s *Store) retryInPlace(ctx context.Context, p store.RetryInPlaceParams, id
 	}
 	defer rows.Close()
 	applied := make([]bool, n)
+	var (
+		ts   taskScanner
+		ord  int64
+		kept bool
+	)
 	for rows.Next() {
-		var (
-			ord  int64
-			kept bool
-		)
-		t, err := scanTask(rows, &ord, &kept)
+		t, err := ts.scan(rows, &ord, &kept)
 		if err != nil {
 			return err
 		}

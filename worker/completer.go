@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,13 +173,17 @@ func (c *completer) run() {
 // that makes the whole call fail (a store bug, a value the store chokes on)
 // then holds back no other result.
 func (c *completer) flushIsolating(buf []finishItem) (retry []finishItem) {
-	var batch []finishItem
-	for _, it := range buf {
-		if it.tries < 2 {
-			batch = append(batch, it)
-			continue
+	batch := buf[:0:0]
+	if !slices.ContainsFunc(buf, func(it finishItem) bool { return it.tries >= 2 }) {
+		batch = buf
+	} else {
+		for _, it := range buf {
+			if it.tries < 2 {
+				batch = append(batch, it)
+				continue
+			}
+			retry = append(retry, c.flush([]finishItem{it})...)
 		}
-		retry = append(retry, c.flush([]finishItem{it})...)
 	}
 	if len(batch) > 0 {
 		retry = append(retry, c.flush(batch)...)
@@ -230,25 +235,52 @@ func (c *completer) giveUp(it finishItem) {
 // individually. A result whose lease was lost is logged and dropped: the
 // task belongs to a newer execution.
 func (c *completer) flush(items []finishItem) (retry []finishItem) {
-	var finished, snoozed, kept []finishItem
-	for _, it := range items {
+	// Items are grouped by kind in place: finishes, then retries kept in
+	// place, then snoozes.
+	kind := func(it *finishItem) int {
 		switch {
 		case it.snooze:
-			snoozed = append(snoozed, it)
+			return 2
 		case it.inPlace != nil:
-			kept = append(kept, it)
-		default:
-			finished = append(finished, it)
+			return 1
+		}
+		return 0
+	}
+	if slices.ContainsFunc(items, func(it finishItem) bool { return kind(&it) > 0 }) {
+		slices.SortStableFunc(items, func(a, b finishItem) int { return kind(&a) - kind(&b) })
+	}
+	from := func(k int) int {
+		if i := slices.IndexFunc(items, func(it finishItem) bool { return kind(&it) >= k }); i >= 0 {
+			return i
+		}
+		return len(items)
+	}
+	i1, i2 := from(1), from(2)
+	finished, kept, snoozed := items[:i1], items[i1:i2], items[i2:]
+	// The kinds are written at once, each on a connection of its own.
+	var snoozes, retries, finishes writeResult
+	var wg sync.WaitGroup
+	write := func(items []finishItem, r *writeResult, f func([]finishItem) writeResult) {
+		if len(items) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				*r = f(items)
+			}()
 		}
 	}
+	write(snoozed, &snoozes, c.writeSnoozes)
+	write(kept, &retries, c.writeRetries)
+	write(finished, &finishes, c.writeFinishes)
+	wg.Wait()
 	if len(snoozed) > 0 {
-		retry = append(retry, c.apply(snoozed, c.writeSnoozes(snoozed))...)
+		retry = append(retry, c.apply(snoozed, snoozes)...)
 	}
 	if len(kept) > 0 {
-		retry = append(retry, c.apply(kept, c.writeRetries(kept))...)
+		retry = append(retry, c.apply(kept, retries)...)
 	}
 	if len(finished) > 0 {
-		retry = append(retry, c.apply(finished, c.writeFinishes(finished))...)
+		retry = append(retry, c.apply(finished, finishes)...)
 	}
 	return retry
 }
