@@ -90,6 +90,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 	finishSQL, finishArgs := pgstore.FinishQuery(s, 200)
 	heartbeatSQL, heartbeatArgs := pgstore.HeartbeatQuery(s, 200)
 	releaseSQL, releaseArgs := pgstore.ReleaseQuery(s, 200)
+	retrySQL, retryArgs := pgstore.RetryInPlaceQuery(s, 200)
 	queries = append(queries,
 		// By ID only. The seed has no task in flight when it is analyzed,
 		// so a plan that may use tasks_lease_expiry_idx believes it tiny
@@ -97,8 +98,10 @@ func TestQueriesUseIndexes(t *testing.T) {
 		// every completion.
 		query{"finish", finishSQL, finishArgs, "tasks_pkey"},
 		query{"heartbeat", heartbeatSQL, heartbeatArgs, "tasks_pkey"},
-		query{"release", releaseSQL, releaseArgs, "tasks_pkey"})
-	byID := map[string]string{"finish": "tasks_lease_expiry_idx", "heartbeat": "tasks_lease_expiry_idx", "release": "tasks_lease_expiry_idx"}
+		query{"release", releaseSQL, releaseArgs, "tasks_pkey"},
+		query{"retry in place", retrySQL, retryArgs, "tasks_pkey"})
+	byID := map[string]string{"finish": "tasks_lease_expiry_idx", "heartbeat": "tasks_lease_expiry_idx",
+		"release": "tasks_lease_expiry_idx", "retry in place": "tasks_lease_expiry_idx"}
 	purgeSQL, purgeArgs := pgstore.PurgeSucceededQuery(s, 1000)
 	queries = append(queries, query{"purge succeeded", purgeSQL, purgeArgs, "tasks_succeeded_idx"})
 	for _, f := range []struct {

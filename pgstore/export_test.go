@@ -80,6 +80,16 @@ func FinishQuery(s *Store, n int) (string, []any) {
 	return s.q.finish, []any{ids, tokens, statuses, retries, text, text, text, text, text, text, durations, nil, s.channel}
 }
 
+// RetryInPlaceQuery returns the RetryInPlace statement with arguments for n
+// retries.
+func RetryInPlaceQuery(s *Store, n int) (string, []any) {
+	ids, tokens := sampleLeases(n)
+	retries := make([]int64, n)
+	text := make([]string, n)
+	durations := make([]int64, n)
+	return s.q.retryInPlace, []any{ids, tokens, retries, text, text, text, text, text, durations, nil, micros(time.Minute), s.channel}
+}
+
 // HeartbeatQuery returns the Heartbeat statement with arguments for n leases.
 func HeartbeatQuery(s *Store, n int) (string, []any) {
 	ids, tokens := sampleLeases(n)

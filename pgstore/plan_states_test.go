@@ -34,6 +34,8 @@ type planState struct {
 //   - preloaded: analyzed with many succeeded and dead tasks (-preload).
 var planStates = []planState{
 	{"fresh", "", drain, false},
+	{"small", "", smallDrain, false},
+	{"small, analyzed", "", smallDrain, true},
 	{"quiet", seedRows("SUCCEEDED", 5000), drain, true},
 	{"busy", seedRows("SUCCEEDED", 10000) + seedRows("PENDING", 8000) + seedRows("IN_FLIGHT", 2000), drain, true},
 	{"preloaded", seedRows("SUCCEEDED", 40000) + seedRows("DEAD", 40000), drain, true},
@@ -44,6 +46,12 @@ var planStates = []planState{
 // table whole, which the estimates rightly say is cheaper there; the
 // generic plan PostgreSQL caches after five runs probes in every state.
 var drain = seedRows("PENDING", 40000) + seedRows("IN_FLIGHT", 2000)
+
+// smallDrain is a drain on a table of a few hundred pages, where reading
+// the table whole costs less, by the planner's estimates, than a probe per
+// task of a batch: a statement that joins a batch to the tasks on their
+// ctids then hashes the whole table.
+var smallDrain = seedRows("PENDING", 20000) + seedRows("IN_FLIGHT", 400)
 
 // seedRows inserts n tasks of status into queue q1 (handler h1), as the
 // store would have written them.
@@ -95,27 +103,31 @@ func TestHotPlansHoldInEveryStatisticsState(t *testing.T) {
 	type hot struct {
 		name string
 		plan func(s *pgstore.Store) (string, []any)
-		// avoid are plan fragments that must not appear.
-		avoid []string
+		// avoid are plan fragments that must not appear; require, those
+		// that must.
+		avoid, require []string
 	}
 	// A batch of leases is found through tasks_pkey alone, one probe per
-	// lease: no partial index, no bitmap over the whole batch, no hash of
+	// lease (no partial index, no bitmap over the whole batch), and the
+	// rows are updated through their ctids: a TID scan, never a hash of
 	// the table.
-	byID := []string{"tasks_lease_expiry_idx", "tasks_claim_idx", "tasks_held_idx", "tasks_succeeded_idx", "Bitmap", "Hash Join"}
+	byID := []string{"tasks_lease_expiry_idx", "tasks_claim_idx", "tasks_held_idx", "tasks_succeeded_idx", "Bitmap"}
+	byTID := []string{"Tid Scan on tasks t"}
 	hots := []hot{
-		{"enqueue", func(s *pgstore.Store) (string, []any) { return pgstore.EnqueueQuery(s, "q1", 500) }, nil},
-		{"claim", func(s *pgstore.Store) (string, []any) { return pgstore.ClaimQuery(s, []string{"q1"}, 500) }, []string{"Bitmap", "Sort"}},
-		{"claim of two queues", func(s *pgstore.Store) (string, []any) { return pgstore.ClaimQuery(s, []string{"q1", "q2"}, 500) }, []string{"Bitmap"}},
+		{"enqueue", func(s *pgstore.Store) (string, []any) { return pgstore.EnqueueQuery(s, "q1", 500) }, nil, nil},
+		{"claim", func(s *pgstore.Store) (string, []any) { return pgstore.ClaimQuery(s, []string{"q1"}, 500) }, []string{"Bitmap", "Sort"}, byTID},
+		{"claim of two queues", func(s *pgstore.Store) (string, []any) { return pgstore.ClaimQuery(s, []string{"q1", "q2"}, 500) }, []string{"Bitmap"}, byTID},
 		{"claim of a worker's handlers", func(s *pgstore.Store) (string, []any) {
 			return pgstore.ClaimHandlersQuery(s, []string{"q1"}, []string{"h1", "h2"}, 500)
-		}, []string{"Bitmap"}},
+		}, []string{"Bitmap"}, byTID},
 		{"claim of two queues and a worker's handlers", func(s *pgstore.Store) (string, []any) {
 			return pgstore.ClaimHandlersQuery(s, []string{"q1", "q2"}, []string{"h1", "h2"}, 500)
-		}, []string{"Bitmap"}},
-		{"finish", func(s *pgstore.Store) (string, []any) { return pgstore.FinishQuery(s, 200) }, byID},
-		{"heartbeat", func(s *pgstore.Store) (string, []any) { return pgstore.HeartbeatQuery(s, 200) }, byID},
-		{"release", func(s *pgstore.Store) (string, []any) { return pgstore.ReleaseQuery(s, 200) }, byID},
-		{"claim probe", func(s *pgstore.Store) (string, []any) { return pgstore.ClaimProbeQuery(s, []string{"q1"}) }, nil},
+		}, []string{"Bitmap"}, byTID},
+		{"finish", func(s *pgstore.Store) (string, []any) { return pgstore.FinishQuery(s, 200) }, byID, byTID},
+		{"retry in place", func(s *pgstore.Store) (string, []any) { return pgstore.RetryInPlaceQuery(s, 200) }, byID, byTID},
+		{"heartbeat", func(s *pgstore.Store) (string, []any) { return pgstore.HeartbeatQuery(s, 200) }, byID, byTID},
+		{"release", func(s *pgstore.Store) (string, []any) { return pgstore.ReleaseQuery(s, 200) }, byID, byTID},
+		{"claim probe", func(s *pgstore.Store) (string, []any) { return pgstore.ClaimProbeQuery(s, []string{"q1"}) }, nil, nil},
 	}
 	// The reclaim reads tasks_lease_expiry_idx's expired range, ordered
 	// or as a bitmap and a sort, as the estimates say: either reads the
@@ -144,6 +156,11 @@ func TestHotPlansHoldInEveryStatisticsState(t *testing.T) {
 				for _, bad := range h.avoid {
 					if strings.Contains(plan, bad) {
 						t.Errorf("%s (%s): plan has %q:\n%s", h.name, where, bad, plan)
+					}
+				}
+				for _, want := range h.require {
+					if !strings.Contains(plan, want) {
+						t.Errorf("%s (%s): plan lacks %q:\n%s", h.name, where, want, plan)
 					}
 				}
 				// A generic plan names parameters where a custom plan

@@ -54,55 +54,72 @@ func timeOf(ts pgtype.Timestamptz) time.Time {
 
 // scanTask reads the taskColumns of one row, then any extra destinations.
 func scanTask(row pgx.Row, extra ...any) (*rdq.Task, error) {
-	var (
-		t                 rdq.Task
-		id                [16]byte
-		key               *string
-		status            string
-		headers           []byte // JSON; decoded only when not empty
-		leaseExpires      pgtype.Timestamptz
-		finished          pgtype.Timestamptz
-		attempts, life    int32
-		maxAttempts       int32
-		timeoutUS         int64
-		snoozes           int32
-		contentType, hdlr string
-	)
-	dest := []any{
-		&id, &t.Queue, &hdlr, &t.Payload, &contentType, &headers,
-		&key, &status, &attempts, &life, &t.NextAttemptAt,
-		&t.LeaseToken, &leaseExpires, &t.LeaseOwner, &t.CreatedAt,
-		&t.UpdatedAt, &finished, &t.LastError.Type, &t.LastError.Message,
-		&t.LastError.Fingerprint, &maxAttempts, &timeoutUS, &snoozes,
+	var ts taskScanner
+	return ts.scan(row, extra...)
+}
+
+// taskScanner reads the taskColumns of rows into tasks. Its destinations
+// are allocated once and reused for every row it scans, which matters for
+// the hot path's statements that return hundreds of tasks.
+type taskScanner struct {
+	t                 rdq.Task
+	id                [16]byte
+	key               *string
+	status            string
+	headers           []byte // JSON; decoded only when not empty
+	leaseExpires      pgtype.Timestamptz
+	finished          pgtype.Timestamptz
+	attempts, life    int32
+	maxAttempts       int32
+	timeoutUS         int64
+	snoozes           int32
+	contentType, hdlr string
+	dest              []any
+}
+
+// scan reads one row, then any extra destinations, into a new task.
+func (s *taskScanner) scan(row pgx.Row, extra ...any) (*rdq.Task, error) {
+	if s.dest == nil {
+		s.dest = append(make([]any, 0, 23+len(extra)),
+			&s.id, &s.t.Queue, &s.hdlr, &s.t.Payload, &s.contentType, &s.headers,
+			&s.key, &s.status, &s.attempts, &s.life, &s.t.NextAttemptAt,
+			&s.t.LeaseToken, &s.leaseExpires, &s.t.LeaseOwner, &s.t.CreatedAt,
+			&s.t.UpdatedAt, &s.finished, &s.t.LastError.Type, &s.t.LastError.Message,
+			&s.t.LastError.Fingerprint, &s.maxAttempts, &s.timeoutUS, &s.snoozes)
+		s.dest = append(s.dest, extra...)
 	}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+	// Every destination is written by Scan; those pgx may keep (byte
+	// slices) are cleared so that rows never share memory.
+	s.t, s.headers, s.key = rdq.Task{}, nil, nil
+	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	t.ID = id
-	t.Handler = hdlr
-	t.ContentType = contentType
-	if len(headers) > 0 && string(headers) != "{}" {
-		if err := json.Unmarshal(headers, &t.Headers); err != nil {
-			return nil, fmt.Errorf("pgstore: task %s has headers that are not a JSON object of strings: %w", rdq.ID(id), err)
+	t := s.t
+	t.ID = s.id
+	t.Handler = s.hdlr
+	t.ContentType = s.contentType
+	if len(s.headers) > 0 && string(s.headers) != "{}" {
+		if err := json.Unmarshal(s.headers, &t.Headers); err != nil {
+			return nil, fmt.Errorf("pgstore: task %s has headers that are not a JSON object of strings: %w", rdq.ID(s.id), err)
 		}
 		if len(t.Headers) == 0 {
 			t.Headers = nil
 		}
 	}
-	if key != nil {
-		t.IdempotencyKey = *key
+	if s.key != nil {
+		t.IdempotencyKey = *s.key
 	}
-	t.Status = rdq.Status(status)
+	t.Status = rdq.Status(s.status)
 	if !t.Status.Valid() {
-		return nil, fmt.Errorf("pgstore: task %s has unknown status %q", t.ID, status)
+		return nil, fmt.Errorf("pgstore: task %s has unknown status %q", t.ID, s.status)
 	}
-	t.Attempts = int(attempts)
-	t.Life = int(life)
-	t.MaxAttempts = int(maxAttempts)
-	t.Timeout = time.Duration(timeoutUS) * time.Microsecond
-	t.Snoozes = int(snoozes)
-	t.LeaseExpiresAt = timeOf(leaseExpires)
-	t.FinishedAt = timeOf(finished)
+	t.Attempts = int(s.attempts)
+	t.Life = int(s.life)
+	t.MaxAttempts = int(s.maxAttempts)
+	t.Timeout = time.Duration(s.timeoutUS) * time.Microsecond
+	t.Snoozes = int(s.snoozes)
+	t.LeaseExpiresAt = timeOf(s.leaseExpires)
+	t.FinishedAt = timeOf(s.finished)
 	return &t, nil
 }
 

@@ -39,14 +39,14 @@ import (
 //     enqueue's key check, the probe check) is looked up in a subquery
 //     fenced with OFFSET 0, correlated to one batch element: the planner
 //     can neither flatten it into a join nor hash it, so it runs once per
-//     element as a unique probe of tasks_pkey, and the update reaches the
-//     row by the ctid the probe returned (a TID scan, which no estimate
-//     makes more expensive than a scan). A join of the batch to the tasks
-//     would be planned on the estimates: as a nested loop rescanning the
-//     batch for every task, or as a hash join over the whole table. (A
-//     custom plan of a large batch on a table of a few thousand pages may
-//     still prefer the hash join, rightly; the generic plan, cached after
-//     five runs, probes.)
+//     element as a unique probe of tasks_pkey. The update reaches the
+//     rows by the ctids the probes returned, named twice: as
+//     "t.ctid = ANY (ARRAY(SELECT tid …))", a TID scan of those rows
+//     whatever the table's size and statistics, and as the join condition
+//     that pairs each row with its batch element. A join on the ctids
+//     alone is planned on the estimates: on a table of a few hundred pages
+//     (a small queue, or any new install) as a hash join over the whole
+//     table, for every batch.
 //   - A status test that must not be served by a partial index (the probe
 //     of tasks_pkey is exact; reading tasks_lease_expiry_idx instead costs
 //     every lease in flight, dead entries included) is written
@@ -367,7 +367,7 @@ UPDATE {schema}.tasks AS t
 SET lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
     updated_at = coalesce($4::timestamptz, now())
 FROM found f
-WHERE t.ctid = f.tid AND (t.lease_token = f.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+WHERE t.ctid = ANY (ARRAY(SELECT f.tid FROM found f)) AND t.ctid = f.tid AND (t.lease_token = f.held_token AND t.status = 'IN_FLIGHT') IS TRUE
 RETURNING t.id, t.lease_token`
 
 // leaseProbe is the subquery that finds the current lease of the batch
@@ -454,7 +454,8 @@ finished AS (
             THEN t.last_error_fingerprint ELSE w.fingerprint END,
         updated_at = c.now
     FROM winners w CROSS JOIN clock c
-    WHERE t.ctid = w.tid AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.ctid = w.tid
+      AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
               t.handler, t.last_error_type, t.last_error_fingerprint,
               w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
@@ -515,7 +516,7 @@ released AS (
                        WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = coalesce($3::timestamptz, now())
     FROM found l
-    WHERE t.ctid = l.tid AND (t.lease_token = l.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+    WHERE t.ctid = ANY (ARRAY(SELECT l.tid FROM found l)) AND t.ctid = l.tid AND (t.lease_token = l.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING l.ord, t.queue
 ),
 notified AS (
@@ -557,6 +558,92 @@ notified AS (
     FROM (SELECT DISTINCT s.queue FROM snoozed s WHERE s.delay_us <= 0) q
 )
 SELECT s.ord FROM snoozed s CROSS JOIN notified`
+
+// sqlRetryInPlace ends a batch of failed executions whose leases are
+// current and keeps their tasks leased to the same worker for the next
+// attempt (store.InPlaceRetrier): the first occurrence of each (id, token)
+// counts. Each attempt is recorded, numbered and counted as sqlFinish
+// records a retry; then a task whose queue and handler are not paused stays
+// IN_FLIGHT with a new token (previous + 1) and a lease of $11 µs owned by
+// the attempt's worker, and one whose queue or handler is paused goes back
+// to PENDING due after its retry delay (held, for a paused handler), as
+// sqlFinish leaves a retry. Returns the tasks with their batch position
+// (1-based) and whether each was kept; notifies the queues of the tasks
+// left PENDING and due now.
+//
+// Indexes: tasks_pkey (one lookup per item, as for sqlFinish; the update
+// reaches the row by its ctid), paused_queues_pkey and paused_handlers_pkey
+// (one probe each per item), attempts_pkey (insert).
+//
+// $1..$9 parallel arrays, one element per item: id, token, retry in (µs),
+// error type, message, stack, fingerprint, worker id, duration (µs).
+// $10 Now override, $11 lease (µs), $12 notification channel.
+const sqlRetryInPlace = `
+WITH input AS (
+    SELECT *
+    FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+                $7::text[], $8::text[], $9::bigint[])
+         WITH ORDINALITY
+         AS i(id, token, retry_us, error_type, message, stack, fingerprint, worker_id, duration_us, ord)
+),
+clock AS (
+    SELECT coalesce($10::timestamptz, now()) AS now
+),
+firsts AS (
+    SELECT DISTINCT ON (i.id, i.token) i.*
+    FROM input i
+    ORDER BY i.id, i.token, i.ord
+),
+winners AS (
+    SELECT l.*, x.tid, x.held_token,
+           EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
+                   WHERE h.queue = x.queue AND h.handler = x.handler FOR KEY SHARE) AS handler_paused,
+           EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = x.queue) AS queue_paused
+    FROM firsts l CROSS JOIN LATERAL (
+        SELECT x.ctid AS tid, x.lease_token AS held_token, x.queue, x.handler
+        FROM {schema}.tasks AS x
+        WHERE x.id = l.id AND x.lease_token = l.token
+          AND (x.status = 'IN_FLIGHT') IS TRUE
+        OFFSET 0) AS x
+),
+retried AS (
+    UPDATE {schema}.tasks AS t
+    SET status = CASE WHEN w.handler_paused OR w.queue_paused THEN 'PENDING' ELSE 'IN_FLIGHT' END,
+        attempts = t.attempts + 1,
+        last_attempt_number = t.last_attempt_number + 1,
+        lease_token = t.lease_token + CASE WHEN w.handler_paused OR w.queue_paused THEN 0 ELSE 1 END,
+        lease_expires_at = CASE WHEN w.handler_paused OR w.queue_paused THEN NULL
+            ELSE c.now + $11::bigint * interval '1 microsecond' END,
+        lease_owner = CASE WHEN w.handler_paused OR w.queue_paused THEN t.lease_owner ELSE w.worker_id END,
+        claimed_at = CASE WHEN w.handler_paused OR w.queue_paused THEN t.claimed_at ELSE c.now END,
+        next_attempt_at = c.now + w.retry_us * interval '1 microsecond',
+        held = w.handler_paused,
+        last_error_type = w.error_type,
+        last_error_message = w.message,
+        last_error_fingerprint = w.fingerprint,
+        updated_at = c.now
+    FROM winners w CROSS JOIN clock c
+    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.ctid = w.tid
+      AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+    RETURNING ` + taskColumns + `, w.ord, t.status = 'IN_FLIGHT' AS kept, t.held,
+              t.last_attempt_number, w.token AS old_token, w.error_type AS a_error_type,
+              w.message AS a_message, w.stack AS a_stack, w.worker_id AS a_worker_id,
+              w.duration_us AS a_duration_us
+),
+recorded AS (
+    INSERT INTO {schema}.attempts (
+        task_id, number, life, outcome, error_type, message, stack, worker_id,
+        lease_token, started_at, finished_at)
+    SELECT r.id, r.last_attempt_number, r.life, 'RETRYABLE_FAILURE', r.a_error_type, r.a_message,
+           r.a_stack, r.a_worker_id, r.old_token, c.now - r.a_duration_us * interval '1 microsecond', c.now
+    FROM retried r CROSS JOIN clock c
+),
+notified AS (
+    SELECT count(pg_notify($12, q.queue)) AS n
+    FROM (SELECT DISTINCT r.queue FROM retried r CROSS JOIN clock c
+          WHERE NOT r.kept AND NOT r.held AND r.next_attempt_at <= c.now) q
+)
+SELECT ` + taskColumns + `, t.ord, t.kept FROM retried t CROSS JOIN notified`
 
 // sqlReclaimExpired takes over up to $2 IN_FLIGHT tasks whose lease expired,
 // in the queues $1 (every queue when empty), oldest expiry first, skipping
@@ -1732,6 +1819,7 @@ type queries struct {
 	finish             string
 	release            string
 	snooze             string
+	retryInPlace       string
 	reclaimExpired     string
 	getTask            string
 	getAttempts        string
@@ -1818,6 +1906,7 @@ func buildQueries(quotedSchema, quotedChannel string) queries {
 		finish:                r.Replace(sqlFinish),
 		release:               r.Replace(sqlRelease),
 		snooze:                r.Replace(sqlSnooze),
+		retryInPlace:          r.Replace(sqlRetryInPlace),
 		reclaimExpired:        r.Replace(sqlReclaimExpired),
 		getTask:               r.Replace(sqlGetTask),
 		getAttempts:           r.Replace(sqlGetAttempts),

@@ -341,8 +341,9 @@ func (s *Store) lookupKeys(ctx context.Context, p store.EnqueueParams, idx []int
 func collectTasks(rows pgx.Rows) ([]*rdq.Task, error) {
 	defer rows.Close()
 	var tasks []*rdq.Task
+	var ts taskScanner
 	for rows.Next() {
-		t, err := scanTask(rows)
+		t, err := ts.scan(rows)
 		if err != nil {
 			return nil, err
 		}
@@ -670,6 +671,124 @@ func (s *Store) Snooze(ctx context.Context, p store.SnoozeParams) ([]error, erro
 		return nil, fmt.Errorf("pgstore: snooze: %w", err)
 	}
 	return leaseErrors(applied), nil
+}
+
+// RetryInPlace records failed attempts and keeps their tasks leased to the
+// same worker, in one statement; see store.InPlaceRetrier. An item the
+// database refuses is retried alone, as Finish does, so it fails only
+// itself.
+func (s *Store) RetryInPlace(ctx context.Context, p store.RetryInPlaceParams) ([]store.RetryInPlaceResult, error) {
+	if p.Lease <= 0 {
+		return nil, errInvalid("retry in place: lease %s, want a positive duration", p.Lease)
+	}
+	results := make([]store.RetryInPlaceResult, len(p.Retries))
+	valid := make([]int, 0, len(p.Retries))
+	for i := range p.Retries {
+		if err := validRetry(&p.Retries[i]); err != nil {
+			results[i].Err = fmt.Errorf("pgstore: retry in place: item %d: %w", i, err)
+			continue
+		}
+		valid = append(valid, i)
+	}
+	if len(valid) == 0 {
+		return results, nil
+	}
+	err := s.retryInPlace(ctx, p, valid, results)
+	if isDataError(err) && len(valid) > 1 {
+		// Find the items the database refuses; apply the rest.
+		for _, i := range valid {
+			results[i] = store.RetryInPlaceResult{}
+		}
+		for _, i := range valid {
+			switch err := s.retryInPlace(ctx, p, []int{i}, results); {
+			case isDataError(err):
+				results[i] = store.RetryInPlaceResult{Err: fmt.Errorf("pgstore: retry in place: item %d (task %s): %w", i, p.Retries[i].ID, err)}
+			case err != nil:
+				return nil, fmt.Errorf("pgstore: retry in place: %w", err)
+			}
+		}
+		return results, nil
+	}
+	if err != nil {
+		if isDataError(err) {
+			results[valid[0]] = store.RetryInPlaceResult{Err: fmt.Errorf("pgstore: retry in place: item %d (task %s): %w", valid[0], p.Retries[valid[0]].ID, err)}
+			return results, nil
+		}
+		return nil, fmt.Errorf("pgstore: retry in place: %w", err)
+	}
+	return results, nil
+}
+
+// validRetry checks that c is a retry: StatusPending, not due in the past,
+// with a retryable failed attempt.
+func validRetry(c *store.Completion) error {
+	switch {
+	case c.Status != rdq.StatusPending:
+		return errInvalid("status %q, want PENDING: only a retry is kept in place", c.Status)
+	case c.Attempt == nil || c.Attempt.Outcome != rdq.OutcomeRetryableFailure:
+		return errInvalid("a retry in place needs an attempt with outcome %s", rdq.OutcomeRetryableFailure)
+	case c.RetryIn < 0:
+		return errInvalid("retry in %s, want zero or more", c.RetryIn)
+	}
+	return nil
+}
+
+// retryInPlace runs sqlRetryInPlace for p.Retries[idx] and sets the
+// results of those items: the kept task, nil, or ErrLeaseLost.
+func (s *Store) retryInPlace(ctx context.Context, p store.RetryInPlaceParams, idx []int, results []store.RetryInPlaceResult) error {
+	n := len(idx)
+	var (
+		ids          = make([][16]byte, n)
+		tokens       = make([]int64, n)
+		retries      = make([]int64, n)
+		errTypes     = make([]string, n)
+		messages     = make([]string, n)
+		stacks       = make([]string, n)
+		fingerprints = make([]string, n)
+		workers      = make([]string, n)
+		durations    = make([]int64, n)
+	)
+	for k, i := range idx {
+		c := &p.Retries[i]
+		f := cleanFailure(c.Attempt.Failure)
+		ids[k], tokens[k], retries[k] = c.ID, c.Token, micros(c.RetryIn)
+		errTypes[k], messages[k], stacks[k], fingerprints[k] = f.Type, f.Message, f.Stack, f.Fingerprint
+		workers[k], durations[k] = clean(c.Attempt.WorkerID), micros(c.Attempt.Duration)
+	}
+	rows, err := s.pool.Query(ctx, s.q.retryInPlace, ids, tokens, retries, errTypes, messages, stacks,
+		fingerprints, workers, durations, p.Now, micros(p.Lease), s.channel)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	applied := make([]bool, n)
+	var (
+		ts   taskScanner
+		ord  int64
+		kept bool
+	)
+	for rows.Next() {
+		t, err := ts.scan(rows, &ord, &kept)
+		if err != nil {
+			return err
+		}
+		if ord < 1 || ord > int64(n) {
+			return fmt.Errorf("batch position %d out of range", ord)
+		}
+		applied[ord-1] = true
+		if kept {
+			results[idx[ord-1]].Task = t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for k, ok := range applied {
+		if !ok {
+			results[idx[k]].Err = store.ErrLeaseLost
+		}
+	}
+	return nil
 }
 
 // ReclaimExpired takes over up to p.Limit IN_FLIGHT tasks of p.Queues (every

@@ -29,6 +29,7 @@ func PlanCases() []PlanCase {
 		{"purge succeeded", sqlPurgeSucceeded, []any{0, 10}, "rdq_tasks_succeeded", true},
 		{"attempt number", sqlInsertAttempt, []any{id[:], "SUCCESS", "", "", "", "", 0, 0, 0}, "sqlite_autoindex_rdq_attempts_1", true},
 		{"history", sqlGetAttempts, []any{id[:]}, "sqlite_autoindex_rdq_attempts_1", true},
+		{"retry in place", sqlRetryInPlace, []any{0, 0, "w", 0, "", "", "", id[:], 1}, "pk", true},
 	}
 	dead := []struct {
 		name  string

@@ -79,9 +79,9 @@ WHERE rowid IN (SELECT value FROM json_each(?5)) AND status = 'PENDING'
 RETURNING ` + taskColumns
 )
 
-// Leases: heartbeat, finish, release. All by primary key, fenced by status
-// and token. A task made PENDING is held when its handler is paused (the
-// primary key of rdq_paused_handlers).
+// Leases: heartbeat, finish, release, snooze, retry in place. All by
+// primary key, fenced by status and token. A task made PENDING is held when
+// its handler is paused (the primary key of rdq_paused_handlers).
 const (
 	sqlHeartbeat = `UPDATE rdq_tasks SET lease_expires_at = ?, updated_at = ?
 WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
@@ -109,6 +109,21 @@ WHERE id = ? AND status = 'IN_FLIGHT' AND lease_token = ?`
 SET status = 'PENDING', next_attempt_at = ?1, lease_expires_at = NULL, updated_at = ?2, snoozes = snoozes + 1,
 	held = EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
 WHERE id = ?3 AND status = 'IN_FLIGHT' AND lease_token = ?4`
+
+	// A retry in place that keeps the task: the failed attempt counted as
+	// sqlFinish counts a retry's, and a new lease set as sqlClaimTasks sets
+	// one. A task of a paused queue or handler (the primary keys of
+	// rdq_paused_queues and rdq_paused_handlers) is not matched: the caller
+	// finishes it with sqlFinish instead. ?1 next attempt time, ?2 lease
+	// expiry, ?3 lease owner, ?4 now, ?5-?7 the failure, ?8 id, ?9 token.
+	sqlRetryInPlace = `UPDATE rdq_tasks
+SET attempts = attempts + 1, next_attempt_at = ?1,
+	lease_token = lease_token + 1, lease_expires_at = ?2, lease_owner = ?3, claimed_at = ?4, updated_at = ?4,
+	last_error_type = ?5, last_error_message = ?6, last_error_fingerprint = ?7
+WHERE id = ?8 AND status = 'IN_FLIGHT' AND lease_token = ?9
+  AND NOT EXISTS (SELECT 1 FROM rdq_paused_queues AS q WHERE q.queue = rdq_tasks.queue)
+  AND NOT EXISTS (SELECT 1 FROM rdq_paused_handlers AS h WHERE h.queue = rdq_tasks.queue AND h.handler = rdq_tasks.handler)
+RETURNING ` + taskColumns
 )
 
 // Reclaim.

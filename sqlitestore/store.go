@@ -473,7 +473,7 @@ func isBusy(err error) bool {
 var hotStatements = []string{
 	sqlFindByKey, sqlInsertTask, sqlInsertAttempt,
 	sqlClaimCandidates, sqlClaimTasks,
-	sqlHeartbeat, sqlFinish, sqlRelease, sqlSnooze,
+	sqlHeartbeat, sqlFinish, sqlRelease, sqlSnooze, sqlRetryInPlace,
 	sqlReclaimCandidates, sqlReclaimTask,
 	sqlRedriveLookup, sqlRedriveTask,
 	sqlPurgeSucceeded, sqlInsertAudit,

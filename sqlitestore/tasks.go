@@ -477,12 +477,8 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, c *store.Completion, 
 	if rec != nil {
 		inc = 1
 		if rec.Outcome != rdq.OutcomeSuccess {
+			rec = cutFailure(rec)
 			failed, failure = true, rec.Failure
-			failure.Type = rdq.Truncate(failure.Type, rdq.MaxErrorTypeLength)
-			failure.Fingerprint = rdq.Truncate(failure.Fingerprint, rdq.MaxErrorTypeLength)
-			r := *rec
-			r.Failure = failure
-			rec = &r
 		}
 	}
 	if c.Status != rdq.StatusPending {
@@ -502,6 +498,15 @@ func (s *Store) finishOne(ctx context.Context, tx *sql.Tx, c *store.Completion, 
 		return s.insertAttempt(ctx, tx, c.ID, rec, c.Token, now)
 	}
 	return nil
+}
+
+// cutFailure returns rec with its error type and fingerprint cut to
+// rdq.MaxErrorTypeLength.
+func cutFailure(rec *store.AttemptRecord) *store.AttemptRecord {
+	r := *rec
+	r.Failure.Type = rdq.Truncate(r.Failure.Type, rdq.MaxErrorTypeLength)
+	r.Failure.Fingerprint = rdq.Truncate(r.Failure.Fingerprint, rdq.MaxErrorTypeLength)
+	return &r
 }
 
 // itemError is one completion of a batch that the database refused.
@@ -561,6 +566,97 @@ func (s *Store) Snooze(ctx context.Context, p store.SnoozeParams) ([]error, erro
 		return nil, fmt.Errorf("sqlitestore: snooze: %w", err)
 	}
 	return errs, nil
+}
+
+var _ store.InPlaceRetrier = (*Store)(nil)
+
+// RetryInPlace implements store.InPlaceRetrier in one write transaction.
+// A task whose queue and handler are not paused is leased again by one
+// fenced update (sqlRetryInPlace) and its attempt recorded; an item that
+// update does not match (a stale lease, a paused queue or handler) is
+// finished as Finish finishes a retry, which reports the stale lease or
+// leaves the task waiting. As in Finish, an invalid item, or one the
+// database refuses for its data, is results[i].Err while the rest are
+// applied.
+func (s *Store) RetryInPlace(ctx context.Context, p store.RetryInPlaceParams) ([]store.RetryInPlaceResult, error) {
+	if p.Lease <= 0 {
+		return nil, fmt.Errorf("sqlitestore: retry in place: %w: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
+	}
+	refused := make([]error, len(p.Retries))
+	for i, c := range p.Retries {
+		if err := validateRetry(c); err != nil {
+			refused[i] = fmt.Errorf("sqlitestore: retry in place item %d: %w", i, err)
+		}
+	}
+	if len(p.Retries) == 0 {
+		return []store.RetryInPlaceResult{}, nil
+	}
+	var results []store.RetryInPlaceResult
+	for {
+		var bad *itemError
+		err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
+			results = make([]store.RetryInPlaceResult, len(p.Retries))
+			for i := range p.Retries {
+				if refused[i] != nil {
+					results[i].Err = refused[i]
+					continue
+				}
+				if err := s.retryOne(ctx, tx, &p.Retries[i], now+micros(p.Lease), now, &results[i]); err != nil {
+					if isDataError(err) {
+						bad = &itemError{i: i, err: err}
+						return bad
+					}
+					return err
+				}
+			}
+			return nil
+		})
+		if bad != nil && errors.As(err, &bad) {
+			// Leave the refused item out and apply the rest.
+			refused[bad.i] = fmt.Errorf("sqlitestore: retry in place item %d (task %s): %w", bad.i, p.Retries[bad.i].ID, bad.err)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: retry in place: %w", err)
+		}
+		return results, nil
+	}
+}
+
+// validateRetry refuses an item of RetryInPlace that is not a retry.
+func validateRetry(c store.Completion) error {
+	switch {
+	case c.Status != rdq.StatusPending:
+		return fmt.Errorf("%w: status %q, want PENDING", rdq.ErrInvalid, c.Status)
+	case c.Attempt == nil:
+		return fmt.Errorf("%w: no attempt to record", rdq.ErrInvalid)
+	case c.Attempt.Outcome != rdq.OutcomeRetryableFailure:
+		return fmt.Errorf("%w: attempt outcome %q, want %s", rdq.ErrInvalid, c.Attempt.Outcome, rdq.OutcomeRetryableFailure)
+	case c.RetryIn < 0:
+		return fmt.Errorf("%w: negative retry delay %s", rdq.ErrInvalid, c.RetryIn)
+	}
+	return nil
+}
+
+// retryOne applies one valid item of RetryInPlace in tx: the task leased
+// again until expires, or finished as a retry.
+func (s *Store) retryOne(ctx context.Context, tx *sql.Tx, c *store.Completion, expires, now int64, r *store.RetryInPlaceResult) error {
+	rec := cutFailure(c.Attempt)
+	f := rec.Failure
+	rows, err := s.query(ctx, tx, sqlRetryInPlace, now+micros(c.RetryIn), expires, rec.WorkerID, now,
+		f.Type, f.Message, f.Fingerprint, idArg(c.ID), c.Token)
+	if err != nil {
+		return fmt.Errorf("retrying task %s in place: %w", c.ID, err)
+	}
+	ts, err := scanTasks(rows)
+	if err != nil {
+		return fmt.Errorf("retrying task %s in place: %w", c.ID, err)
+	}
+	if len(ts) == 0 {
+		return s.finishOne(ctx, tx, c, now, &r.Err)
+	}
+	r.Task = ts[0]
+	return s.insertAttempt(ctx, tx, c.ID, rec, c.Token, now)
 }
 
 // ReclaimExpired implements store.Store.

@@ -72,6 +72,10 @@ func RegistryOf(s Store) (WorkerRegistry, bool) { return capability[WorkerRegist
 // Snoozer.
 func SnoozerOf(s Store) (Snoozer, bool) { return capability[Snoozer](s) }
 
+// InPlaceRetrierOf returns s's retries in place, if s (or a store it
+// wraps) implements InPlaceRetrier.
+func InPlaceRetrierOf(s Store) (InPlaceRetrier, bool) { return capability[InPlaceRetrier](s) }
+
 // NotDueCounterOf returns s's count of tasks not due, if s (or a store it
 // wraps) implements NotDueCounter.
 func NotDueCounterOf(s Store) (NotDueCounter, bool) { return capability[NotDueCounter](s) }

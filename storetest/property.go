@@ -30,7 +30,7 @@ func runProperty(t *testing.T, h Harness) {
 			keys:  map[string]rdq.ID{},
 			dirty: map[rdq.ID]bool{},
 		}
-		rt.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"enqueue":   m.enqueue,
 			"claim":     m.claim,
 			"heartbeat": m.heartbeat,
@@ -40,7 +40,11 @@ func runProperty(t *testing.T, h Harness) {
 			"redrive":   m.redrive,
 			"advance":   m.advance,
 			"":          m.check,
-		})
+		}
+		if h.Capabilities.RetryInPlace {
+			actions["retryInPlace"] = m.retryInPlace
+		}
+		rt.Repeat(actions)
 		for _, mt := range m.tasks {
 			m.dirty[mt.id] = true
 		}
@@ -297,6 +301,68 @@ func (m *model) finish(t *rapid.T) {
 		} else {
 			mt.finishedAt = m.now()
 		}
+	}
+}
+
+// retryInPlace retries up to two leases in place (the first sometimes
+// twice in the batch, the repeat stale): a current one records the
+// failure and keeps its task in flight under a new lease.
+func (m *model) retryInPlace(t *rapid.T) {
+	r, ok := store.InPlaceRetrierOf(m.e.s)
+	if !ok {
+		t.Fatalf("store %T declares RetryInPlace but is no store.InPlaceRetrier", m.e.s)
+	}
+	leases := m.pickLeases(t, 2)
+	if rapid.IntRange(0, 3).Draw(t, "repeat") == 0 {
+		leases = append(leases, leases[0])
+	}
+	leaseFor := rapid.SampledFrom([]time.Duration{time.Second, 3 * time.Second, 10 * time.Second}).Draw(t, "lease")
+	cs := make([]store.Completion, len(leases))
+	for i, l := range leases {
+		cs[i] = store.Completion{
+			Lease:   l,
+			Status:  rdq.StatusPending,
+			RetryIn: rapid.SampledFrom([]time.Duration{0, time.Second, 4 * time.Second}).Draw(t, "retryIn"),
+			Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeRetryableFailure, Failure: failure(fmt.Sprintf("in place %d", i)), WorkerID: "in-place", Duration: 2 * time.Millisecond},
+		}
+	}
+	res, err := r.RetryInPlace(m.e.ctx, store.RetryInPlaceParams{Retries: cs, Lease: leaseFor, Now: m.e.at()})
+	if err != nil {
+		t.Fatalf("RetryInPlace: %v", err)
+	}
+	if len(res) != len(cs) {
+		t.Fatalf("RetryInPlace of %d items returned %d results", len(cs), len(res))
+	}
+	for i, c := range cs {
+		if !m.current(c.Lease) {
+			if !errors.Is(res[i].Err, store.ErrLeaseLost) || res[i].Task != nil {
+				t.Fatalf("RetryInPlace of stale lease %s/%d (current %d): error %v, task %v; want ErrLeaseLost", c.ID, c.Token, m.byID[c.ID].token, res[i].Err, res[i].Task)
+			}
+			continue
+		}
+		tk := res[i].Task
+		if res[i].Err != nil || tk == nil {
+			t.Fatalf("RetryInPlace of current lease %s/%d: error %v, task %v; want the task kept", c.ID, c.Token, res[i].Err, tk)
+		}
+		mt := m.byID[c.ID]
+		if tk.LeaseToken <= mt.token {
+			t.Fatalf("RetryInPlace of %s: token %d, want > %d", c.ID, tk.LeaseToken, mt.token)
+		}
+		a := c.Attempt
+		mt.attempts++
+		mt.rows++
+		mt.lastRow = rdq.Attempt{Number: mt.rows, Life: mt.life, Outcome: a.Outcome, WorkerID: a.WorkerID, LeaseToken: c.Token, ErrorType: a.Failure.Type}
+		mt.lastErr = summaryOf(a.Failure)
+		mt.nextAt = m.now().Add(c.RetryIn)
+		mt.token = tk.LeaseToken
+		mt.tokens = append(mt.tokens, tk.LeaseToken)
+		mt.leaseExp = m.now().Add(leaseFor)
+		mt.owner = a.WorkerID
+		mt.claimedAt = m.now()
+		eq(t, "kept Status", tk.Status, rdq.StatusInFlight)
+		eq(t, "kept Attempts", tk.Attempts, mt.attempts)
+		eqTime(t, "kept LeaseExpiresAt", tk.LeaseExpiresAt, mt.leaseExp)
+		eq(t, "kept LeaseOwner", tk.LeaseOwner, mt.owner)
 	}
 }
 

@@ -53,6 +53,12 @@ var sqliteBugParts = map[sqliteBug]string{
 	bugUndeclaredNotDue:    "Capabilities",
 	bugUndeclaredHistogram: "Capabilities",
 	bugUndeclaredGroupKeys: "Capabilities",
+
+	bugInPlaceTokenKept:           "RetryInPlace",
+	bugInPlaceNotCounted:          "RetryInPlace",
+	bugInPlaceIgnoresHandlerPause: "RetryInPlace",
+	bugInPlaceAcceptsStale:        "RetryInPlace",
+	bugUndeclaredInPlace:          "Capabilities",
 }
 
 type buggyStore struct {
@@ -158,7 +164,7 @@ func sqliteHarness(bug sqliteBug) Harness {
 			return &buggyStore{Store: s, bug: bug}, s.Close, nil
 		},
 		Capabilities: Capabilities{
-			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true, RetryInPlace: true,
 			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
 		},
 	}
@@ -169,6 +175,8 @@ func sqliteHarness(bug sqliteBug) Harness {
 		h.Capabilities.DeadHistogram = false
 	case bugUndeclaredGroupKeys:
 		h.Capabilities.DeadGroupKeys = false
+	case bugUndeclaredInPlace:
+		h.Capabilities.RetryInPlace = false
 	}
 	return h
 }
@@ -198,6 +206,8 @@ func runSQLitePart(t *testing.T, h Harness, part string) {
 		t.Run(part, func(t *testing.T) { testDeadHistogram(t, h) })
 	case "DeadGroupKeys":
 		t.Run(part, func(t *testing.T) { testDeadGroupKeys(t, h) })
+	case "RetryInPlace":
+		t.Run(part, func(t *testing.T) { runRetryInPlace(t, h) })
 	default:
 		t.Fatalf("no part %q", part)
 	}

@@ -32,20 +32,22 @@
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
 //   - Admin, Notifications, Pause, Live, PauseHandlers, Registry, Snooze,
-//     NotDueCounts, DeadHistogram and DeadGroupKeys, when the Capabilities
-//     say the backend has them: every dead-letter filter against a
-//     brute-force scan, keyset paging, groups, bulk redrive and purge, the
-//     audit log and statistics; push notifications; pausing and resuming
-//     queues; listing, retrying now and cancelling live tasks; pausing one
-//     handler, probing it after a cool-off and resuming it; the registry of
-//     running workers and the tasks none of them serves; snoozing a leased
-//     task without counting an attempt; the console's reads: the tasks not
-//     due per queue, dead tasks counted by time bucket, and the queues and
-//     handlers of each failure group.
+//     RetryInPlace, NotDueCounts, DeadHistogram and DeadGroupKeys, when the
+//     Capabilities say the backend has them: every dead-letter filter
+//     against a brute-force scan, keyset paging, groups, bulk redrive and
+//     purge, the audit log and statistics; push notifications; pausing and
+//     resuming queues; listing, retrying now and cancelling live tasks;
+//     pausing one handler, probing it after a cool-off and resuming it; the
+//     registry of running workers and the tasks none of them serves;
+//     snoozing a leased task without counting an attempt; recording a
+//     failed attempt and leasing its task again in one step; the console's
+//     reads: the tasks not due per queue, dead tasks counted by time
+//     bucket, and the queues and handlers of each failure group.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
-//     reclaim, redrive and time travel, and compares the store with a
-//     simple in-memory model after every step.
+//     reclaim, redrive, retry in place (with RetryInPlace) and time travel,
+//     and compares the store with a simple in-memory model after every
+//     step.
 //   - Chaos: real worker processes (the test binary, re-executed by Main,
 //     each running a worker.Worker on a store from Harness.Open) claim and
 //     execute tasks while the test kills them with SIGKILL mid-task and
@@ -109,6 +111,9 @@ type Capabilities struct {
 	// Snooze: the store implements store.Snoozer (putting a leased task
 	// back to wait without counting an attempt).
 	Snooze bool
+	// RetryInPlace: the store implements store.InPlaceRetrier (recording a
+	// failed attempt and leasing its task again to the same worker).
+	RetryInPlace bool
 	// NotDueCounts: the store implements store.NotDueCounter (counting,
 	// per queue, the waiting tasks not due yet).
 	NotDueCounts bool
@@ -245,6 +250,9 @@ func Run(t *testing.T, h Harness) {
 			testSnooze(t, h)
 		})
 	}
+	if h.Capabilities.RetryInPlace {
+		t.Run("RetryInPlace", func(t *testing.T) { runRetryInPlace(t, h) })
+	}
 	if h.Capabilities.NotDueCounts {
 		t.Run("NotDueCounts", func(t *testing.T) {
 			t.Parallel()
@@ -296,6 +304,7 @@ func checkCapabilities(t *testing.T, h Harness) {
 		{"Pause", h.Capabilities.Pause, "store.Pauser", has(store.PauserOf(s))},
 		{"Live", h.Capabilities.Live, "store.LiveTasks", has(store.LiveTasksOf(s))},
 		{"Snooze", h.Capabilities.Snooze, "store.Snoozer", has(store.SnoozerOf(s))},
+		{"RetryInPlace", h.Capabilities.RetryInPlace, "store.InPlaceRetrier", has(store.InPlaceRetrierOf(s))},
 		{"PauseHandlers", h.Capabilities.PauseHandlers, "store.HandlerPauser", has(store.HandlerPauserOf(s))},
 		{"Registry", h.Capabilities.Registry, "store.WorkerRegistry", has(store.RegistryOf(s))},
 		{"NotDueCounts", h.Capabilities.NotDueCounts, "store.NotDueCounter", has(store.NotDueCounterOf(s))},

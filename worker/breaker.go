@@ -239,6 +239,17 @@ func (b *breakerState) holdBack(tasks []*rdq.Task) (run, held []*rdq.Task) {
 	return run, held
 }
 
+// isTripping reports whether b is tripping handler's breaker right now:
+// its pause is being written. A nil b trips nothing.
+func (b *breakerState) isTripping(handler string) bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tripping[handler]
+}
+
 // tripped ends a trip: the evidence is cleared as of at.
 func (b *breakerState) tripped(handler string, at time.Time) {
 	b.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,12 +33,34 @@ type finishItem struct {
 	// snooze: c (StatusPending, RetryIn, no attempt) is written with
 	// store.Snoozer instead of Finish.
 	snooze bool
+	// inPlace, when set, makes c a retry kept in place: it is written
+	// with store.InPlaceRetrier instead of Finish, and the store's answer
+	// is sent on inPlace (buffered) once the result is written or given
+	// up.
+	inPlace chan<- inPlaceReply
 
 	tries int       // failed writes so far
 	next  time.Time // when to try again, after a failed write
+	// sent is when the first failed write of a retry kept in place was
+	// sent: if it was applied, its lease started no earlier.
+	sent time.Time
 	// replaced is set once the attempt's failure was replaced by a plain
 	// description because the store refused it as invalid.
 	replaced bool
+}
+
+// inPlaceReply is the answer to a retry kept in place: the task leased
+// again for its next attempt, or nil when the task was left waiting (its
+// queue or handler paused, the worker stopping) or the result could not be
+// written.
+type inPlaceReply struct {
+	task *rdq.Task
+	// sent is when the write that kept the task was sent: the earliest
+	// moment its new lease can have started.
+	sent time.Time
+	// retryIn is the retry's delay, which the worker waits out before
+	// running it.
+	retryIn time.Duration
 }
 
 // completer batches the results of executions into Finish calls: it writes
@@ -150,13 +173,17 @@ func (c *completer) run() {
 // that makes the whole call fail (a store bug, a value the store chokes on)
 // then holds back no other result.
 func (c *completer) flushIsolating(buf []finishItem) (retry []finishItem) {
-	var batch []finishItem
-	for _, it := range buf {
-		if it.tries < 2 {
-			batch = append(batch, it)
-			continue
+	batch := buf[:0:0]
+	if !slices.ContainsFunc(buf, func(it finishItem) bool { return it.tries >= 2 }) {
+		batch = buf
+	} else {
+		for _, it := range buf {
+			if it.tries < 2 {
+				batch = append(batch, it)
+				continue
+			}
+			retry = append(retry, c.flush([]finishItem{it})...)
 		}
-		retry = append(retry, c.flush([]finishItem{it})...)
 	}
 	if len(batch) > 0 {
 		retry = append(retry, c.flush(batch)...)
@@ -196,36 +223,71 @@ func earliest(items []finishItem) time.Time {
 func (c *completer) giveUp(it finishItem) {
 	w := c.w
 	w.leases.remove(it.e)
+	it.answer(nil, time.Time{})
 	w.metrics.resultsDropped.WithLabelValues(it.e.q.name).Inc()
 	w.logTask(slog.LevelError, "gave up writing the result: the lease expired first; the task will be reclaimed and run again", it.e,
 		slog.String("outcome", string(it.d.Outcome)), slog.Int("tries", it.tries))
 }
 
-// flush writes items in one Finish call and logs each task's transition. It
-// returns the items to try again: all of them if the call failed as a
-// whole, else those the store failed individually. A result whose lease was
-// lost is logged and dropped: the task belongs to a newer execution.
+// flush writes items, each kind in one call (Finish, Snooze, RetryInPlace),
+// and logs each task's transition. It returns the items to try again: all
+// of a call's items if it failed as a whole, else those the store failed
+// individually. A result whose lease was lost is logged and dropped: the
+// task belongs to a newer execution.
 func (c *completer) flush(items []finishItem) (retry []finishItem) {
-	w := c.w
-	var snoozed []finishItem
-	for _, it := range items {
-		if it.snooze {
-			snoozed = append(snoozed, it)
+	// Items are grouped by kind in place: finishes, then retries kept in
+	// place, then snoozes.
+	kind := func(it *finishItem) int {
+		switch {
+		case it.snooze:
+			return 2
+		case it.inPlace != nil:
+			return 1
+		}
+		return 0
+	}
+	if slices.ContainsFunc(items, func(it finishItem) bool { return kind(&it) > 0 }) {
+		slices.SortStableFunc(items, func(a, b finishItem) int { return kind(&a) - kind(&b) })
+	}
+	from := func(k int) int {
+		if i := slices.IndexFunc(items, func(it finishItem) bool { return kind(&it) >= k }); i >= 0 {
+			return i
+		}
+		return len(items)
+	}
+	i1, i2 := from(1), from(2)
+	finished, kept, snoozed := items[:i1], items[i1:i2], items[i2:]
+	// The kinds are written at once, each on a connection of its own.
+	var snoozes, retries, finishes writeResult
+	var wg sync.WaitGroup
+	write := func(items []finishItem, r *writeResult, f func([]finishItem) writeResult) {
+		if len(items) > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				*r = f(items)
+			}()
 		}
 	}
+	write(snoozed, &snoozes, c.writeSnoozes)
+	write(kept, &retries, c.writeRetries)
+	write(finished, &finishes, c.writeFinishes)
+	wg.Wait()
 	if len(snoozed) > 0 {
-		finished := make([]finishItem, 0, len(items)-len(snoozed))
-		for _, it := range items {
-			if !it.snooze {
-				finished = append(finished, it)
-			}
-		}
-		retry = c.apply(snoozed, c.writeSnoozes(snoozed))
-		if len(finished) == 0 {
-			return retry
-		}
-		items = finished
+		retry = append(retry, c.apply(snoozed, snoozes)...)
 	}
+	if len(kept) > 0 {
+		retry = append(retry, c.apply(kept, retries)...)
+	}
+	if len(finished) > 0 {
+		retry = append(retry, c.apply(finished, finishes)...)
+	}
+	return retry
+}
+
+// writeFinishes writes items in one Finish call.
+func (c *completer) writeFinishes(items []finishItem) writeResult {
+	w := c.w
 	comps := make([]store.Completion, len(items))
 	for i, it := range items {
 		comps[i] = it.c
@@ -239,14 +301,53 @@ func (c *completer) flush(items []finishItem) (retry []finishItem) {
 	if err != nil {
 		w.log.Warn("finish failed; retrying while the leases last", slog.Int("tasks", len(comps)), slog.Any("error", err))
 	}
-	return append(retry, c.apply(items, writeResult{errs: errs, err: err})...)
+	return writeResult{errs: errs, err: err}
+}
+
+// writeRetries writes retries kept in place with RetryInPlace: one call per
+// lease duration among their queues (usually one).
+func (c *completer) writeRetries(items []finishItem) writeResult {
+	w := c.w
+	r := writeResult{errs: make([]error, len(items)), tasks: make([]*rdq.Task, len(items)), sent: time.Now()}
+	byLease := map[time.Duration][]int{}
+	var leases []time.Duration
+	for i, it := range items {
+		if _, ok := byLease[it.e.q.lease]; !ok {
+			leases = append(leases, it.e.q.lease)
+		}
+		byLease[it.e.q.lease] = append(byLease[it.e.q.lease], i)
+	}
+	for _, lease := range leases {
+		idx := byLease[lease]
+		comps := make([]store.Completion, len(idx))
+		for k, i := range idx {
+			comps[k] = items[i].c
+		}
+		ctx, cancel := context.WithTimeout(w.baseCtx, storeCallTimeout)
+		results, err := w.retrier.RetryInPlace(ctx, store.RetryInPlaceParams{Retries: comps, Lease: lease})
+		cancel()
+		if err == nil && len(results) != len(comps) {
+			err = fmt.Errorf("worker: store returned %d results retrying %d tasks in place", len(results), len(comps))
+		}
+		if err != nil {
+			w.log.Warn("retry in place failed; retrying while the leases last", slog.Int("tasks", len(comps)), slog.Any("error", err))
+			return writeResult{err: err}
+		}
+		for k, i := range idx {
+			r.errs[i], r.tasks[i] = results[k].Err, results[k].Task
+		}
+	}
+	return r
 }
 
 // writeResult is what the store said to a write of items: err for the
-// call as a whole, else errs per item.
+// call as a whole, else errs per item; for retries kept in place, the
+// tasks kept (nil for those left waiting) and when the write was sent.
 type writeResult struct {
-	errs []error
-	err  error
+	errs  []error
+	err   error
+	tasks []*rdq.Task
+	sent  time.Time
 }
 
 // writeSnoozes writes snoozed items in one Snooze call.
@@ -279,22 +380,32 @@ func (c *completer) apply(items []finishItem, r writeResult) (retry []finishItem
 		if err == nil {
 			itemErr = errs[i]
 		}
+		var written bool
+		var keptTask *rdq.Task
+		if err == nil && errors.Is(itemErr, store.ErrLeaseLost) && it.tries > 0 {
+			written, keptTask = c.writtenBefore(it)
+		}
 		switch {
 		case itemErr == nil:
 			w.leases.remove(it.e)
-			w.recordFinish(it)
-		case errors.Is(itemErr, store.ErrLeaseLost) && it.tries > 0 && c.writtenBefore(it):
+			var task *rdq.Task
+			if r.tasks != nil {
+				task = r.tasks[i]
+			}
+			c.recorded(it, task, r.sent)
+		case written:
 			// An earlier try was written but its reply was lost: the
 			// lease is gone because this very result ended it.
 			w.leases.remove(it.e)
 			w.logTask(slog.LevelInfo, "the result had been written by an earlier try whose reply was lost", it.e,
 				slog.Int("tries", it.tries))
-			w.recordFinish(it)
+			c.recorded(it, keptTask, it.sent)
 		case errors.Is(itemErr, store.ErrLeaseLost):
 			w.leases.remove(it.e)
 			w.metrics.leaseLost.WithLabelValues(it.e.q.name).Inc()
 			w.logTask(slog.LevelWarn, "lease lost before the result was written; result discarded", it.e,
 				slog.String("outcome", string(it.d.Outcome)))
+			it.answer(nil, time.Time{})
 		case err == nil && errors.Is(itemErr, rdq.ErrInvalid) && it.c.Attempt != nil && !it.replaced:
 			// The store refused this item's record: record a plain
 			// description of the refusal instead, at once.
@@ -315,6 +426,9 @@ func (c *completer) apply(items []finishItem, r writeResult) (retry []finishItem
 				w.logTask(slog.LevelWarn, "writing the result failed; retrying while the lease lasts", it.e,
 					slog.String("outcome", string(it.d.Outcome)), slog.Any("error", itemErr))
 			}
+			if it.tries == 0 {
+				it.sent = r.sent
+			}
 			it.tries++
 			it.next = now.Add(min(finishRetryMin<<min(it.tries-1, 10), finishRetryMax))
 			retry = append(retry, it)
@@ -332,6 +446,40 @@ func (e *unstorableError) Error() string {
 
 // ErrorType implements the error-type contract: "result_unstorable".
 func (e *unstorableError) ErrorType() string { return "result_unstorable" }
+
+// answer sends the answer to a retry kept in place, if it is one.
+func (it finishItem) answer(task *rdq.Task, sent time.Time) {
+	if it.inPlace != nil {
+		it.inPlace <- inPlaceReply{task: task, sent: sent, retryIn: it.c.RetryIn}
+	}
+}
+
+// recorded logs and counts a result the store accepted and, for a retry
+// kept in place, answers it with task, the task leased again (nil when it
+// was left waiting) by a write sent at sent. A stopping worker starts no
+// new attempt: it gives a kept task back, due at once, with no attempt
+// counted.
+func (c *completer) recorded(it finishItem, task *rdq.Task, sent time.Time) {
+	w := c.w
+	if it.inPlace == nil || task == nil {
+		w.recordFinish(it)
+		it.answer(nil, time.Time{})
+		return
+	}
+	w.metrics.attempt(it.e.q, it.d.Outcome).Inc()
+	w.metrics.retriedInPlace.WithLabelValues(it.e.q.name).Inc()
+	w.logTask(slog.LevelWarn, "attempt failed; retry scheduled", it.e,
+		slog.String("outcome", string(it.d.Outcome)),
+		slog.Duration("retry_in", it.c.RetryIn),
+		slog.Bool("in_place", true),
+		slog.String("error_type", it.failure.Type),
+		slog.String("error", it.failure.Message))
+	if w.stopped() {
+		w.releaseUnstarted(it.e.q, []*rdq.Task{task}, "releasing a task kept for its retry while stopping")
+		task = nil
+	}
+	it.answer(task, sent)
+}
 
 // recordFinish logs and counts a result the store accepted.
 func (w *Worker) recordFinish(it finishItem) {
@@ -369,26 +517,34 @@ func (w *Worker) recordFinish(it finishItem) {
 }
 
 // writtenBefore reports whether the store already holds the result of it,
-// written by an earlier Finish that committed but whose reply was lost. A
-// result with an attempt left that attempt in the history, under the
-// lease's token and with its outcome (only this execution held the token,
-// and a reclaim records LEASE_EXPIRED); one without an attempt left the
-// task in its status, still under that token. A read that fails answers
-// no, and the result is reported lost as before.
-func (c *completer) writtenBefore(it finishItem) bool {
+// written by an earlier write that committed but whose reply was lost, and,
+// for a retry kept in place, returns the task as that write kept it (nil
+// if it left the task waiting, or the kept lease has ended since). A result
+// with an attempt left that attempt in the history, under the lease's
+// token and with its outcome (only this execution held the token, and a
+// reclaim records LEASE_EXPIRED); one without an attempt left the task in
+// its status, still under that token. A kept task is IN_FLIGHT under the
+// next token, owned by this worker: any later claim or reclaim takes a
+// greater one. A read that fails answers no, and the result is reported
+// lost as before.
+func (c *completer) writtenBefore(it finishItem) (bool, *rdq.Task) {
 	ctx, cancel := context.WithTimeout(c.w.baseCtx, storeCallTimeout)
 	defer cancel()
 	task, history, err := c.w.store.Get(ctx, it.c.ID)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	if it.c.Attempt == nil {
-		return task.LeaseToken == it.c.Token && task.Status == it.c.Status
+		return task.LeaseToken == it.c.Token && task.Status == it.c.Status, nil
 	}
 	for _, a := range history {
 		if a.LeaseToken == it.c.Token && a.Outcome == it.c.Attempt.Outcome {
-			return true
+			if it.inPlace != nil && task.Status == rdq.StatusInFlight &&
+				task.LeaseToken == it.c.Token+1 && task.LeaseOwner == c.w.id {
+				return true, task
+			}
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }

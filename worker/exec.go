@@ -132,6 +132,18 @@ func (s *leaseSet) remove(e *execution) {
 	s.mu.Unlock()
 }
 
+// take removes e, if it is still registered under its lease and was not
+// taken for release at shutdown, and reports whether it did.
+func (s *leaseSet) take(e *execution) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[e.lease] != e || e.abandoned {
+		return false
+	}
+	delete(s.m, e.lease)
+	return true
+}
+
 // leaseValid reports whether e's lease is still certainly current in the
 // store at now (as far as this worker knows: it may have been taken over
 // if it was lost).
@@ -205,20 +217,27 @@ func (s *leaseSet) takeForRelease() []*execution {
 	return out
 }
 
+// beating is an execution whose lease a heartbeat extends, with the lease
+// as it was when the heartbeat was sent.
+type beating struct {
+	e     *execution
+	lease store.Lease
+}
+
 // due returns the executions whose heartbeat is due at now, grouped by the
 // lease duration to extend them by.
-func (s *leaseSet) due(now time.Time) map[time.Duration][]*execution {
+func (s *leaseSet) due(now time.Time) map[time.Duration][]beating {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var groups map[time.Duration][]*execution
-	for _, e := range s.m {
+	var groups map[time.Duration][]beating
+	for l, e := range s.m {
 		if e.nextBeat.After(now) {
 			continue
 		}
 		if groups == nil {
-			groups = make(map[time.Duration][]*execution)
+			groups = make(map[time.Duration][]beating)
 		}
-		groups[e.q.lease] = append(groups[e.q.lease], e)
+		groups[e.q.lease] = append(groups[e.q.lease], beating{e: e, lease: l})
 	}
 	return groups
 }
@@ -226,11 +245,12 @@ func (s *leaseSet) due(now time.Time) map[time.Duration][]*execution {
 // afterBeat applies the results of a heartbeat sent at now. It returns the
 // executions whose lease was found lost while their handler was running;
 // their context must be cancelled.
-func (s *leaseSet) afterBeat(execs []*execution, errs []error, now time.Time) (lost []*execution) {
+func (s *leaseSet) afterBeat(beats []beating, errs []error, now time.Time) (lost []*execution) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, e := range execs {
-		if s.m[e.lease] != e {
+	for i, b := range beats {
+		e := b.e
+		if s.m[b.lease] != e {
 			continue // finished, released or abandoned meanwhile
 		}
 		if errs[i] == nil {
@@ -243,7 +263,7 @@ func (s *leaseSet) afterBeat(execs []*execution, errs []error, now time.Time) (l
 		}
 		if errors.Is(errs[i], store.ErrLeaseLost) {
 			e.lost = true
-			delete(s.m, e.lease)
+			delete(s.m, b.lease)
 			if !e.returned {
 				lost = append(lost, e)
 			}
@@ -262,9 +282,20 @@ func (w *Worker) startExecution(q *queue, t *rdq.Task, claimed time.Time) {
 // startExecutionProbe is startExecution; probe is set when t is a circuit
 // breaker's probe.
 func (w *Worker) startExecutionProbe(q *queue, t *rdq.Task, claimed time.Time, probe *store.HandlerPause) {
+	ctx, e := w.newExecution(q, t, claimed, probe)
+	q.running.Add(1)
+	w.execs.Add(1)
+	w.executors.run(&w.execs, func() { w.execute(ctx, e, t) })
+}
+
+// newExecution registers an execution of t under the lease its claim (or
+// retry in place) returned; leased is when that call was sent, the earliest
+// moment the store can have started the lease. It returns the execution's
+// context.
+func (w *Worker) newExecution(q *queue, t *rdq.Task, leased time.Time, probe *store.HandlerPause) (context.Context, *execution) {
 	e := &execution{
 		probe:      probe,
-		started:    claimed,
+		started:    leased,
 		q:          q,
 		lease:      store.Lease{ID: t.ID, Token: t.LeaseToken},
 		handler:    t.Handler,
@@ -272,7 +303,7 @@ func (w *Worker) startExecutionProbe(q *queue, t *rdq.Task, claimed time.Time, p
 		policy:     q.policy.ForTask(t),
 		snoozes:    t.Snoozes,
 		nextBeat:   time.Now().Add(q.heartbeat),
-		leaseUntil: claimed.Add(q.lease),
+		leaseUntil: leased.Add(q.lease),
 	}
 	ctx, cancel := context.WithCancelCause(w.handlerCtx)
 	e.cancel = cancel
@@ -282,11 +313,9 @@ func (w *Worker) startExecutionProbe(q *queue, t *rdq.Task, claimed time.Time, p
 	})
 	w.leases.mu.Unlock()
 	w.leases.add(e)
-	q.running.Add(1)
 	w.metrics.inFlight(q).Inc()
-	w.execs.Add(1)
 	w.logTask(slog.LevelDebug, "task claimed", e, slog.Int("life", t.Life))
-	w.executors.run(&w.execs, func() { w.execute(ctx, e, t) })
+	return ctx, e
 }
 
 // leaseExpiring cancels e's handler when its lease, not renewed, is about to
@@ -305,9 +334,10 @@ func (w *Worker) leaseExpiring(e *execution) {
 	e.cancel(&LeaseExpiringError{Margin: e.q.leaseMargin})
 }
 
-// execute runs the handler of e and hands its result to the completer. The
-// handler runs on this goroutine; whatever way it ends (return, panic or
-// runtime.Goexit), the deferred finish records it.
+// execute runs the handler of e and hands its result to the completer; when
+// the result is a retry kept in place (see finishExecution), it runs the
+// task's next attempt in the same slot, under the new lease, once the store
+// has kept it.
 //
 // The caller (executors.run) marks the execution done in w.execs once it
 // returns.
@@ -319,6 +349,57 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		q.running.Add(-1)
 		signal(q.slotFreed)
 	}()
+	for {
+		kept := w.executeOnce(ctx, e, t)
+		if kept == nil {
+			return
+		}
+		r := <-kept
+		if r.task == nil {
+			return
+		}
+		t = r.task
+		ctx, e = w.newExecution(q, t, r.sent, nil)
+		if !w.awaitRetry(ctx, e, r.retryIn) {
+			return
+		}
+	}
+}
+
+// awaitRetry waits out the delay d of a retry kept in place under e, and
+// reports whether to run it. A worker that begins to stop meanwhile (or an
+// execution whose lease is being lost) runs nothing more: the task is given
+// back, due at once, with no attempt counted.
+func (w *Worker) awaitRetry(ctx context.Context, e *execution, d time.Duration) bool {
+	if d > 0 {
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-w.stopClaiming:
+		case <-ctx.Done():
+		}
+		timer.Stop()
+	}
+	if !w.stopped() && ctx.Err() == nil {
+		return true
+	}
+	w.leases.stopExpiry(e)
+	w.metrics.inFlight(e.q).Dec()
+	e.cancel(nil)
+	if w.leases.take(e) {
+		if err := w.release([]*execution{e}); err != nil {
+			w.logTask(slog.LevelError, "releasing a task kept for its retry failed", e, slog.Any("error", err))
+		}
+	}
+	return false
+}
+
+// executeOnce runs one attempt of e and hands its result to the completer.
+// The handler runs on this goroutine; whatever way it ends (return, panic or
+// runtime.Goexit), the deferred finish records it. It returns the channel
+// of the store's answer when the result is a retry kept in place, else nil.
+func (w *Worker) executeOnce(ctx context.Context, e *execution, t *rdq.Task) (kept <-chan inPlaceReply) {
+	q := e.q
 	defer e.cancel(nil)
 
 	ctx = w.propagator.Extract(ctx, propagation.MapCarrier(t.Headers))
@@ -342,14 +423,14 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		w.leases.stopExpiry(e)
 		w.metrics.inFlight(q).Dec()
 		if w.leases.afterReturn(e, false) != verdictFinish {
-			return
+			return nil
 		}
 		defer w.leases.completing.Done()
 		span.SetStatus(codes.Error, "attempts exhausted before this execution")
 		d := rdq.Decision{Outcome: rdq.OutcomeRetryableFailure, Dead: true}
 		c := store.Completion{Lease: e.lease, Status: rdq.StatusDead}
 		w.handOff(e, finishItem{e: e, c: c, d: d, failure: rdq.Failure{Type: t.LastError.Type, Message: t.LastError.Message}})
-		return
+		return nil
 	}
 
 	// start is taken before the deadline is set, so a handler stopped by
@@ -370,15 +451,18 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		} else if !returned {
 			err = &GoexitError{Stack: debug.Stack()}
 		}
-		w.finishExecution(hctx, span, e, err, time.Since(start))
+		kept = w.finishExecution(ctx, hctx, span, e, err, time.Since(start))
 	}()
 	err = w.run(hctx, q, t)
 	returned = true
+	return nil
 }
 
 // finishExecution records the result err of e's handler, which ran for dur
-// in hctx.
-func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execution, err error, dur time.Duration) {
+// in hctx, a context of the execution's ctx. A retry due before the next
+// poll is kept in place when it may be (see mayRetryInPlace): the channel
+// returned then receives the store's answer.
+func (w *Worker) finishExecution(ctx, hctx context.Context, span trace.Span, e *execution, err error, dur time.Duration) <-chan inPlaceReply {
 	q := e.q
 	w.leases.stopExpiry(e)
 	cause := context.Cause(hctx) // the worker's own errors, never the handler's
@@ -405,15 +489,15 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 	case verdictAbandoned:
 		span.SetStatus(codes.Error, "abandoned at shutdown; task released")
 		w.logTask(slog.LevelWarn, "handler returned after its task was released at shutdown; result discarded", e)
-		return
+		return nil
 	case verdictLost:
 		span.SetStatus(codes.Error, "lease lost")
 		w.logTask(slog.LevelWarn, "handler returned after its lease was lost; result discarded (the task belongs to a newer execution)", e)
-		return
+		return nil
 	case verdictInterrupted:
 		span.SetStatus(codes.Error, "interrupted at shutdown; task released")
 		w.logTask(slog.LevelDebug, "handler interrupted at shutdown; the task will be released", e)
-		return
+		return nil
 	}
 	defer w.leases.completing.Done()
 
@@ -424,7 +508,7 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 			span.SetAttributes(attribute.String("rdq.outcome", "SNOOZED"))
 			c := store.Completion{Lease: e.lease, Status: rdq.StatusPending, RetryIn: delay}
 			w.handOff(e, finishItem{e: e, c: c, snooze: true, dur: dur})
-			return
+			return nil
 		}
 		err = rdq.RetryAfter(delay, &snoozeSpentError{after: delay, snoozes: e.snoozes, store: w.snoozer != nil})
 	}
@@ -461,7 +545,33 @@ func (w *Worker) finishExecution(hctx context.Context, span trace.Span, e *execu
 	}
 	span.SetAttributes(attribute.String("rdq.outcome", string(d.Outcome)))
 	w.breakerAfter(e, err, d, failure)
+	if c.Status == rdq.StatusPending && w.mayRetryInPlace(ctx, e, err, c.RetryIn) {
+		span.SetAttributes(attribute.Bool("rdq.retry_in_place", true))
+		kept := make(chan inPlaceReply, 1)
+		w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur, inPlace: kept})
+		return kept
+	}
 	w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur})
+	return nil
+}
+
+// mayRetryInPlace reports whether the retry of e's failed attempt (err),
+// due in retryIn, runs again at once in this worker under a lease kept from
+// this one (store.InPlaceRetrier) rather than going back to the queue: the
+// store can keep it, the retry is due before the next poll would find it,
+// the execution was not cancelled (lease lost or expiring, the worker's
+// grace period over) and its goroutine lives on (not runtime.Goexit), the
+// worker is not stopping, the task is no breaker's probe (a probe's answer
+// decides the pause), and this worker's breaker is not tripping its
+// handler. The store checks the queue's and the handler's pauses.
+func (w *Worker) mayRetryInPlace(ctx context.Context, e *execution, err error, retryIn time.Duration) bool {
+	if w.retrier == nil || e.probe != nil || retryIn >= w.pollInterval || ctx.Err() != nil || w.stopped() {
+		return false
+	}
+	if _, goexit := err.(*GoexitError); goexit {
+		return false
+	}
+	return !e.q.breaker.isTripping(e.handler)
 }
 
 // snoozeOf is rdq.SnoozeOf, with a panic in one of err's methods taken for
@@ -502,6 +612,9 @@ func (w *Worker) handOff(e *execution, it finishItem) {
 	if !w.completer.add(it) {
 		w.leases.remove(e)
 		w.logTask(slog.LevelError, "worker stopped before the result could be written; the lease will expire and the task be reclaimed", e)
+		if it.inPlace != nil {
+			it.inPlace <- inPlaceReply{}
+		}
 	}
 }
 

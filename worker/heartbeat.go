@@ -49,10 +49,10 @@ func (w *Worker) beat() {
 	}
 	sort.Slice(extends, func(i, j int) bool { return extends[i] < extends[j] })
 	for _, extend := range extends {
-		execs := groups[extend]
-		leases := make([]store.Lease, len(execs))
-		for i, e := range execs {
-			leases[i] = e.lease
+		beats := groups[extend]
+		leases := make([]store.Lease, len(beats))
+		for i, b := range beats {
+			leases[i] = b.lease
 		}
 		ctx, cancel := context.WithTimeout(w.baseCtx, extend)
 		errs, err := w.store.Heartbeat(ctx, store.HeartbeatParams{Leases: leases, Extend: extend})
@@ -64,12 +64,12 @@ func (w *Worker) beat() {
 			w.log.Warn("heartbeat failed; retrying", slog.Int("leases", len(leases)), slog.Any("error", err))
 			continue
 		}
-		for i, e := range execs {
+		for i, b := range beats {
 			if errs[i] != nil && !isLeaseLost(errs[i]) {
-				w.logTask(slog.LevelWarn, "heartbeat failed for task", e, slog.Any("error", errs[i]))
+				w.logTask(slog.LevelWarn, "heartbeat failed for task", b.e, slog.Any("error", errs[i]))
 			}
 		}
-		for _, e := range w.leases.afterBeat(execs, errs, now) {
+		for _, e := range w.leases.afterBeat(beats, errs, now) {
 			w.metrics.leaseLost.WithLabelValues(e.q.name).Inc()
 			w.logTask(slog.LevelWarn, "lease lost; cancelling the handler", e)
 			e.cancel(store.ErrLeaseLost)

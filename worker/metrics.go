@@ -21,6 +21,7 @@ type metrics struct {
 	leaseLost       *prometheus.CounterVec   // queue
 	released        *prometheus.CounterVec   // queue
 	snoozed         *prometheus.CounterVec   // queue
+	retriedInPlace  *prometheus.CounterVec   // queue
 	resultsDropped  *prometheus.CounterVec   // queue
 	inFlightVec     *prometheus.GaugeVec     // queue
 	purged          prometheus.Counter
@@ -65,6 +66,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "rdq", Subsystem: "worker", Name: "snoozed_total",
 			Help: "Tasks whose handler snoozed them (rdq.Snooze) back to waiting without spending an attempt, by queue.",
 		}, []string{"queue"}),
+		retriedInPlace: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rdq", Subsystem: "worker", Name: "retried_in_place_total",
+			Help: "Failed attempts whose retry this worker ran at once under a lease kept from the failed one (store.InPlaceRetrier), by queue.",
+		}, []string{"queue"}),
 		resultsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rdq", Subsystem: "worker", Name: "results_dropped_total",
 			Help: "Results this worker gave up writing because the task's lease expired first (the task is reclaimed and retried), by queue.",
@@ -97,6 +102,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.snoozed, err = register(reg, m.snoozed); err != nil {
+		return nil, err
+	}
+	if m.retriedInPlace, err = register(reg, m.retriedInPlace); err != nil {
 		return nil, err
 	}
 	if m.handlerDuration, err = register(reg, m.handlerDuration); err != nil {

@@ -332,8 +332,11 @@ type Worker struct {
 	registry         *registry
 	unservedGauge    *prometheus.GaugeVec
 	snoozer          store.Snoozer // nil when the store cannot snooze
-	hbStop           chan struct{}
-	stopDone         chan struct{} // closed when Stop has finished
+	// retrier keeps retries due before the next poll in place; nil when
+	// the store cannot.
+	retrier  store.InPlaceRetrier
+	hbStop   chan struct{}
+	stopDone chan struct{} // closed when Stop has finished
 }
 
 // New validates cfg and returns a Worker. Invalid configuration is reported
@@ -404,6 +407,7 @@ func New(cfg Config) (*Worker, error) {
 		}
 	}
 	w.snoozer, _ = store.SnoozerOf(cfg.Store)
+	w.retrier, _ = store.InPlaceRetrierOf(cfg.Store)
 	sort.Slice(w.queues, func(i, j int) bool { return w.queues[i].name < w.queues[j].name })
 	for _, q := range w.queues {
 		w.queueNames = append(w.queueNames, q.name)

@@ -33,7 +33,7 @@ func harness() storetest.Harness {
 		LockTask:  lockTask,
 		FailAudit: failAudit,
 		Capabilities: storetest.Capabilities{
-			Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true,
+			Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true, RetryInPlace: true,
 			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
 		},
 	}
