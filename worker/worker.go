@@ -7,7 +7,10 @@
 // extends the leases of all running executions in one batched call; one
 // completer batches the finishes. A handler that returns an error, panics or
 // outlives its timeout makes a failed attempt; the queue's rdq.Policy decides
-// between a retry after a backoff and the dead-letter queue.
+// between a retry after a backoff and the dead-letter queue. A retry due
+// before the next poll runs again in the same slot, under a lease the store
+// keeps for it when it implements store.InPlaceRetrier, with no claim in
+// between; the rest go back to the queue.
 //
 // Maintenance runs on every worker, with no leader: expired leases (of
 // workers that crashed or hung) are reclaimed and their tasks retried or
