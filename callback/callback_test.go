@@ -863,3 +863,56 @@ func TestVerifyTimestampIsStrict(t *testing.T) {
 		t.Errorf("canonical timestamp %q: %v", ts, err)
 	}
 }
+
+// A signature is the whole MAC: a prefix of the right one (which an
+// attacker guesses in 256 tries for one byte) is refused, and so is a
+// signature made with an empty key, which anyone can make, however the
+// receiver's secret came to be empty. The timestamp window is exactly
+// maxSkew either side of now.
+func TestVerifyRefusesPartialSignaturesEmptyKeysAndEdgesOfTheWindow(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	id := rdq.NewID().String()
+	body, err := marshalMessage(&rdq.Task{ID: rdq.MustParseID(id), Queue: "q", Handler: "h"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(ts int64, sig string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		r.Header.Set(HeaderID, id)
+		r.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+		r.Header.Set(HeaderSignature, sig)
+		return r
+	}
+	full, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(Sign(secret, id, now.Unix(), body), "v1,"))
+	if err != nil || len(full) != 32 {
+		t.Fatalf("Sign: %d bytes, %v", len(full), err)
+	}
+	for _, n := range []int{1, 16, 31} {
+		sig := "v1," + base64.StdEncoding.EncodeToString(full[:n])
+		if _, err := verifyAt(mk(now.Unix(), sig), secret, time.Minute, now); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("the first %d bytes of the right signature: err = %v, want ErrBadSignature", n, err)
+		}
+	}
+	sig := "v1," + base64.StdEncoding.EncodeToString(append(full, 0))
+	if _, err := verifyAt(mk(now.Unix(), sig), secret, time.Minute, now); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("the right signature with a byte more: err = %v, want ErrBadSignature", err)
+	}
+
+	emptyMAC := "v1," + base64.StdEncoding.EncodeToString(mac(nil, id, now.Unix(), body))
+	for _, empty := range [][]byte{nil, {}, []byte(SecretPrefix)} {
+		if _, err := verifyAt(mk(now.Unix(), emptyMAC), empty, time.Minute, now); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("verifying with secret %q a request signed with the empty key: err = %v, want ErrBadSignature", empty, err)
+		}
+	}
+
+	const skew = time.Minute
+	for _, c := range []struct {
+		offset time.Duration
+		want   error
+	}{{-skew, nil}, {skew, nil}, {-skew - time.Second, ErrStale}, {skew + time.Second, ErrStale}} {
+		ts := now.Add(c.offset).Unix()
+		if _, err := verifyAt(mk(ts, Sign(secret, id, ts, body)), secret, skew, now); !errors.Is(err, c.want) {
+			t.Errorf("timestamp %s from now, window %s: err = %v, want %v", c.offset, skew, err, c.want)
+		}
+	}
+}

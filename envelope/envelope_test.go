@@ -446,6 +446,25 @@ func TestMarshalEnvelopeRules(t *testing.T) {
 			t.Fatalf("encoded %s", b)
 		}
 	})
+	t.Run("a document of MaxBytes is written, one byte more is refused", func(t *testing.T) {
+		withStack := func(n int) Envelope {
+			e := valid()
+			e.History = []rdq.Attempt{{Number: 1, Outcome: rdq.OutcomeRetryableFailure, ErrorType: "t", Stack: strings.Repeat("x", n)}}
+			return e
+		}
+		b, err := Marshal(withStack(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 1 + MaxBytes - len(b)
+		if b, err = Marshal(withStack(n)); err != nil || len(b) != MaxBytes {
+			t.Fatalf("Marshal of a document of MaxBytes: %d bytes, %v", len(b), err)
+		}
+		if _, err := Marshal(withStack(n + 1)); !errors.Is(err, rdq.ErrInvalid) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("is %d bytes; the limit is %d", MaxBytes+1, MaxBytes)) {
+			t.Fatalf("Marshal of a document one byte over MaxBytes: %v, want ErrInvalid naming its size", err)
+		}
+	})
 	t.Run("MarshalJSON embeds", func(t *testing.T) {
 		b, err := json.Marshal(map[string]any{"task": valid()})
 		if err != nil {

@@ -109,6 +109,7 @@ func TestClockSkew(t *testing.T) {
 	s := skewedStore(t)
 	t.Run("Store", func(t *testing.T) { testStoreClockUnderSkew(t, s) })
 	t.Run("Worker", func(t *testing.T) { testWorkerUnderSkew(t, s) })
+	t.Run("WorkerLeases", func(t *testing.T) { testWorkerLeasesUnderSkew(t, s) })
 }
 
 // Due times, leases and their expiry follow the store's clock: on a
@@ -249,5 +250,150 @@ func testWorkerUnderSkew(t *testing.T, s *pgstore.Store) {
 			t.Fatalf("task %s is %s 30s after its last attempt ran, want SUCCEEDED", tk.ID, tk.Status)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A worker on a database an hour ahead of it extends the leases of running
+// tasks to the store's clock plus the lease (not to its own clock, which
+// the store would see as an hour expired), reclaims a lease that expired on
+// the store's clock (not an hour later), and snoozes a task until the
+// store's clock plus the snooze.
+func testWorkerLeasesUnderSkew(t *testing.T, s *pgstore.Store) {
+	ctx := t.Context()
+	const lease = 2 * time.Second
+	release := make(chan struct{})
+	ran := make(chan rdq.ID, 10)
+	w, err := worker.New(worker.Config{
+		Store: s,
+		Queues: map[string]worker.QueueConfig{
+			"beat":   {Lease: lease, HeartbeatInterval: 50 * time.Millisecond},
+			"lost":   {Policy: rdq.Policy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond, Jitter: rdq.NoJitter}},
+			"snooze": {},
+		},
+		PollInterval:    20 * time.Millisecond,
+		ReclaimInterval: 50 * time.Millisecond,
+		Logger:          slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("beat", func(ctx context.Context, tk *rdq.Task) error {
+		ran <- tk.ID
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("lost", func(ctx context.Context, tk *rdq.Task) error {
+		ran <- tk.ID
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("snooze", func(ctx context.Context, tk *rdq.Task) error {
+		ran <- tk.ID
+		return rdq.Snooze(30 * time.Minute)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A task leased for 100ms to a worker that is gone, before this worker
+	// starts: only a reclaim on the store's clock frees it.
+	res, err := s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{
+		{ID: rdq.NewID(), Queue: "lost", Handler: "lost", Payload: []byte(`{}`)},
+		{ID: rdq.NewID(), Queue: "beat", Handler: "beat", Payload: []byte(`{}`)},
+		{ID: rdq.NewID(), Queue: "snooze", Handler: "snooze", Payload: []byte(`{}`)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, beat, snoozed := res[0].Task.ID, res[1].Task.ID, res[2].Task.ID
+	if got, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"lost"}, Limit: 1, Lease: 100 * time.Millisecond, WorkerID: "gone"}); err != nil || len(got) != 1 {
+		t.Fatalf("Claim of the task whose worker goes away: %d tasks, %v", len(got), err)
+	}
+
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		close(release)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+
+	want := map[rdq.ID]string{lost: "the task whose lease expired", beat: "the long task", snoozed: "the snoozing task"}
+	for len(want) > 0 {
+		select {
+		case id := <-ran:
+			if _, ok := want[id]; !ok {
+				t.Fatalf("task %s ran twice", id)
+			}
+			delete(want, id)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%v had not run 30s after the worker started", want)
+		}
+	}
+
+	// The long task's lease, once a heartbeat has extended it, ends a lease
+	// after the store's clock.
+	first := waitTask(t, s, beat, "claimed", func(tk *rdq.Task) bool { return tk.Status == rdq.StatusInFlight })
+	beaten := waitTask(t, s, beat, "extended by a heartbeat", func(tk *rdq.Task) bool {
+		return tk.Status == rdq.StatusInFlight && tk.LeaseToken == first.LeaseToken && !tk.LeaseExpiresAt.Equal(first.LeaseExpiresAt)
+	})
+	nearSkewed(t, "LeaseExpiresAt after a heartbeat", beaten.LeaseExpiresAt, lease)
+
+	snoozedTask := waitTask(t, s, snoozed, "snoozed", func(tk *rdq.Task) bool { return tk.Status == rdq.StatusPending })
+	nearSkewed(t, "NextAttemptAt of a task snoozed for 30m", snoozedTask.NextAttemptAt, 30*time.Minute)
+
+	stop()
+	for id, what := range map[rdq.ID]string{lost: "the reclaimed task", beat: "the long task"} {
+		tk, atts, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.Status != rdq.StatusSucceeded {
+			t.Errorf("%s is %s, want SUCCEEDED", what, tk.Status)
+		}
+		if id == lost {
+			if len(atts) != 2 || atts[0].Outcome != rdq.OutcomeLeaseExpired || atts[0].WorkerID != "gone" {
+				t.Errorf("history of %s: %+v, want the expired lease of worker gone, then a success", what, atts)
+			}
+			continue
+		}
+		if len(atts) != 1 {
+			t.Errorf("history of %s: %+v, want one attempt (a lease kept by heartbeats is never reclaimed)", what, atts)
+		}
+	}
+}
+
+// waitTask polls task id of s until ok holds, for up to 30s.
+func waitTask(t *testing.T, s *pgstore.Store, id rdq.ID, what string, ok func(*rdq.Task) bool) *rdq.Task {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tk, _, err := s.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(tk) {
+			return tk
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s not %s within 30s (%s, lease until %s)", id, what, tk.Status, tk.LeaseExpiresAt)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

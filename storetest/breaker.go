@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -347,6 +348,87 @@ func testHandlerPause(t *testing.T, h Harness) {
 	eq(t, "reopen audit trips", entries[len(entries)-2].Details["trips"], "2")
 	if !containsFold(first.Filter, `"handler":"down"`) || !containsFold(first.Filter, `"queue":"storm"`) {
 		t.Errorf("trip audit filter = %s, want the queue and handler", first.Filter)
+	}
+	testProbeChoice(t, h)
+}
+
+// testProbeChoice checks which task becomes the probe and how many: of a
+// paused handler's waiting tasks the one with the fewest attempts, even
+// when one that spent an attempt is due earlier; and exactly one per
+// handler however many callers race, over many paused handlers at once.
+func testProbeChoice(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	hp, _ := store.HandlerPauserOf(e.s)
+	// A race shows only when the callers overlap: several rounds, each in
+	// a queue of its own.
+	const rounds, handlers, perHandler, callers = 5, 16, 3, 8
+	for r := range rounds {
+		q := fmt.Sprintf("q%d", r)
+		// Each handler's oldest task has failed once and is due at once;
+		// the others, enqueued later, have their budgets intact.
+		var spent []rdq.ID
+		for i := range handlers {
+			first := task(q)
+			first.Handler = fmt.Sprintf("h%d", i)
+			e.enqueue(first)
+			spent = append(spent, first.ID)
+		}
+		claimed := e.claimIDs(q, time.Minute, "w", spent...)
+		for _, id := range spent {
+			e.mustFinish(retry(claimed[id], 0, failure("down"), "w", time.Millisecond))
+		}
+		e.advance(time.Second)
+		for i := range handlers {
+			handler := fmt.Sprintf("h%d", i)
+			for range perHandler - 1 {
+				nt := task(q)
+				nt.Handler = handler
+				e.enqueue(nt)
+			}
+			if _, err := hp.PauseHandler(e.ctx, store.PauseHandlerParams{Queue: q, Handler: handler, CoolOff: time.Minute,
+				Actor: "breaker", Reason: "r", Fingerprint: "fp", Ratio: 1, Now: e.at()}); err != nil {
+				t.Fatalf("PauseHandler(%s, %s): %v", q, handler, err)
+			}
+		}
+		e.advance(2 * time.Minute)
+
+		var (
+			mu     sync.Mutex
+			probes []store.Probe
+			wg     sync.WaitGroup
+		)
+		start := make(chan struct{})
+		for c := range callers {
+			wg.Go(func() {
+				<-start
+				got, err := hp.ClaimProbe(e.ctx, store.ProbeParams{Queues: []string{q}, Lease: time.Minute, WorkerID: fmt.Sprintf("racer-%d", c), Now: e.at()})
+				if err != nil {
+					t.Errorf("concurrent ClaimProbe: %v", err)
+					return
+				}
+				mu.Lock()
+				probes = append(probes, got...)
+				mu.Unlock()
+			})
+		}
+		close(start)
+		wg.Wait()
+		per := map[string]int{}
+		for _, p := range probes {
+			per[p.Task.Handler]++
+			if slices.Contains(spent, p.Task.ID) || p.Task.Attempts != 0 {
+				t.Errorf("probe of %s in %s is task %s with %d attempts; want one of the tasks with the fewest attempts (0), not the one due earliest",
+					p.Task.Handler, q, p.Task.ID, p.Task.Attempts)
+			}
+		}
+		for i := range handlers {
+			if n := per[fmt.Sprintf("h%d", i)]; n != 1 {
+				t.Errorf("%d concurrent ClaimProbe calls leased %d probes of handler h%d in %s, want exactly 1", callers, n, i, q)
+			}
+		}
+		if t.Failed() {
+			return
+		}
 	}
 }
 

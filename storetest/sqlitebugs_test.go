@@ -14,7 +14,7 @@ import (
 )
 
 // The kit's parts beyond the reference store (live tasks, handler pauses,
-// the console's reads, chaos) are checked for sensitivity on the SQLite store with a defect laid
+// snoozes, the console's reads, chaos) are checked for sensitivity on the SQLite store with a defect laid
 // over it: buggyStore keeps every interface of the store and breaks one
 // rule, named by sqliteBug.
 type sqliteBug string
@@ -35,6 +35,8 @@ const (
 	bugHistogramEarly sqliteBug = "histogram-early"
 	// DeadGroupKeys reports one (queue, handler) pair per fingerprint.
 	bugGroupKeysFirstOnly sqliteBug = "group-keys-first-only"
+	// Snooze is a retry: it spends an attempt and records it.
+	bugSnoozeSpendsAttempt sqliteBug = "snooze-spends-attempt"
 	// A correct store whose harness leaves out one of its capabilities.
 	bugUndeclaredNotDue    sqliteBug = "undeclared-not-due-counts"
 	bugUndeclaredHistogram sqliteBug = "undeclared-dead-histogram"
@@ -50,6 +52,7 @@ var sqliteBugParts = map[sqliteBug]string{
 	bugNotDueRealClock:     "NotDueCounts",
 	bugHistogramEarly:      "DeadHistogram",
 	bugGroupKeysFirstOnly:  "DeadGroupKeys",
+	bugSnoozeSpendsAttempt: "Snooze",
 	bugUndeclaredNotDue:    "Capabilities",
 	bugUndeclaredHistogram: "Capabilities",
 	bugUndeclaredGroupKeys: "Capabilities",
@@ -110,6 +113,36 @@ func (b *buggyStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Tas
 		p.WorkerID = "worker"
 	}
 	return b.Store.Claim(ctx, p)
+}
+
+func (b *buggyStore) Snooze(ctx context.Context, p store.SnoozeParams) ([]error, error) {
+	if b.bug != bugSnoozeSpendsAttempt {
+		return b.Store.Snooze(ctx, p)
+	}
+	seen := map[store.Lease]bool{}
+	var (
+		comps []store.Completion
+		at    []int
+	)
+	errs := make([]error, len(p.Snoozes))
+	for i, sn := range p.Snoozes {
+		if seen[sn.Lease] {
+			errs[i] = store.ErrLeaseLost
+			continue
+		}
+		seen[sn.Lease] = true
+		comps = append(comps, store.Completion{Lease: sn.Lease, Status: rdq.StatusPending, RetryIn: max(sn.Delay, 0),
+			Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeRetryableFailure, Failure: failure("snoozed"), WorkerID: "worker"}})
+		at = append(at, i)
+	}
+	ferrs, err := b.Finish(ctx, store.FinishParams{Completions: comps, Now: p.Now})
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		errs[i] = ferrs[j]
+	}
+	return errs, nil
 }
 
 func (b *buggyStore) NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error) {
@@ -208,6 +241,8 @@ func runSQLitePart(t *testing.T, h Harness, part string) {
 		t.Run(part, func(t *testing.T) { testDeadGroupKeys(t, h) })
 	case "RetryInPlace":
 		t.Run(part, func(t *testing.T) { runRetryInPlace(t, h) })
+	case "Snooze":
+		t.Run(part, func(t *testing.T) { testSnooze(t, h) })
 	default:
 		t.Fatalf("no part %q", part)
 	}

@@ -207,6 +207,50 @@ func TestBreakerDominantCauseOnly(t *testing.T) {
 	}
 }
 
+// TestBreakerMinorCauseNeverTrips: a cause with MinFailedTasks distinct
+// tasks but fewer than another cause of the window does not trip the
+// breaker when its failure brings the ratio to qualify; the dominant
+// cause's next failure does, and names it. Two causes with as many tasks
+// each are both dominant.
+func TestBreakerMinorCauseNeverTrips(t *testing.T) {
+	p, err := Breaker{Window: 20 * time.Second, MinFailedTasks: 3, FailureRatio: 0.5}.withDefaults("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1700000000, 0)
+	see := func(b *breakerState, n int, failed bool, fp string) {
+		t.Helper()
+		for range n {
+			if tr, ok := b.see(now, "h", rdq.NewID(), failed, fp); ok {
+				t.Fatalf("tripped while the window was being filled: %+v", tr)
+			}
+		}
+	}
+
+	b := newBreakerState(p)
+	see(b, 10, false, "")
+	see(b, 6, true, "down")
+	see(b, 3, true, "conflict") // 9 of 19 failed
+	// The fourth conflict task: 10 of 20 failed, 4 tasks of conflict
+	// (above MinFailedTasks), but 6 of down.
+	if tr, ok := b.see(now, "h", rdq.NewID(), true, "conflict"); ok {
+		t.Fatalf("a failure of a cause with fewer tasks than another tripped the breaker: %+v", tr)
+	}
+	tr, ok := b.see(now, "h", rdq.NewID(), true, "down")
+	if !ok || tr.fingerprint != "down" || tr.tasks != 7 || tr.failed != 11 || tr.total != 21 {
+		t.Fatalf("a failure of the dominant cause: trip %+v, %v; want a trip on down, 7 tasks, 11 of 21 failed", tr, ok)
+	}
+
+	b = newBreakerState(p)
+	see(b, 8, false, "")
+	see(b, 4, true, "down")
+	see(b, 3, true, "conflict") // 7 of 15 failed
+	tr, ok = b.see(now, "h", rdq.NewID(), true, "conflict")
+	if !ok || tr.fingerprint != "conflict" || tr.tasks != 4 {
+		t.Fatalf("a failure of a cause with as many tasks as any other, at the ratio: trip %+v, %v; want a trip on conflict, 4 tasks", tr, ok)
+	}
+}
+
 // TestBreakerClearsEvidenceOnPauseAndResume: a worker forgets the attempts
 // it saw before a pause or resume it notices in the store, and before a
 // resume or trip of its own, including attempts that started before and

@@ -213,6 +213,63 @@ func TestBreakerProbeJudgedByTrippingCause(t *testing.T) {
 	}
 }
 
+// TestBreakerProbeNeverSnoozes: a probe must be answered, so a probe that
+// snoozes spends an attempt (of type "snoozed", another cause than the
+// outage's) and the handler resumes at once, instead of the pause waiting
+// for the probe's lease to expire.
+func TestBreakerProbeNeverSnoozes(t *testing.T) {
+	e := newEnv(t)
+	down := errors.New("dial tcp 10.0.0.7:443: connect: connection refused")
+	var ids []rdq.ID
+	for range 20 {
+		ids = append(ids, e.submit(client.Task{Queue: "q", Handler: "call", Payload: []byte(`{}`)}))
+	}
+	var probe atomic.Pointer[rdq.ID]
+	e.newWorker(worker.Config{PollInterval: 20 * time.Millisecond, Queues: map[string]worker.QueueConfig{"q": {
+		Policy:  rdq.Policy{MaxAttempts: 100, InitialBackoff: 5 * time.Millisecond, Multiplier: 1, MaxBackoff: 5 * time.Millisecond, Jitter: rdq.NoJitter},
+		Lease:   30 * time.Second,
+		Breaker: &worker.Breaker{MinFailedTasks: 5, FailureRatio: 0.5, CoolOff: 100 * time.Millisecond, MaxCoolOff: time.Second},
+	}}}, map[string]worker.Handler{"call": func(ctx context.Context, task *rdq.Task) error {
+		if probe.Load() != nil {
+			return nil
+		}
+		ps, err := e.st.PausedHandlers(ctx, "q")
+		if err != nil {
+			return err
+		}
+		if len(ps) == 1 && ps[0].Probe.ID == task.ID {
+			probe.Store(&task.ID)
+			return rdq.Snooze(time.Hour)
+		}
+		return down
+	}})
+
+	waitFor(t, 30*time.Second, func() error {
+		if probe.Load() == nil {
+			return errors.New("no probe has run")
+		}
+		return nil
+	})
+	// Well within the probe's 30 s lease.
+	waitFor(t, 10*time.Second, func() error {
+		ps, err := e.st.PausedHandlers(t.Context(), "q")
+		if err != nil || len(ps) != 0 {
+			return fmt.Errorf("paused handlers %+v, %v after the probe snoozed; want the handler resumed", ps, err)
+		}
+		return nil
+	})
+	id := *probe.Load()
+	task, history := e.waitStatus(id, rdq.StatusPending, 10*time.Second)
+	if task.Snoozes != 0 || task.Status != rdq.StatusPending || len(history) == 0 || history[len(history)-1].ErrorType != "snoozed" {
+		t.Fatalf("the probe that snoozed: %s, %d snoozes, history %+v; want PENDING, no snooze, its last attempt of type snoozed", task.Status, task.Snoozes, history)
+	}
+	for _, other := range ids {
+		if other != id {
+			e.waitStatus(other, rdq.StatusSucceeded, 30*time.Second)
+		}
+	}
+}
+
 // TestBreakerTripsOnLettersOnlyIDs: an outage whose messages carry ids made
 // only of letters ("order ordqwxyzabc: ...") groups under one fingerprint
 // and trips the breaker before the tasks' budgets are spent; once the

@@ -3,12 +3,14 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/worker"
 )
 
@@ -34,6 +36,48 @@ func TestTaskMaxAttemptsReplacesThePolicys(t *testing.T) {
 	_, history = e.waitStatus(many, rdq.StatusDead, 10*time.Second)
 	if len(history) != 3 {
 		t.Fatalf("task asking for 50 attempts on a queue allowing 3: dead after %d attempts, want 3", len(history))
+	}
+}
+
+// A task's own MaxAttempts bounds its lost executions too: a task that
+// asked for 2 attempts, on a queue whose budget is 10, is dead once the
+// worker reclaims its second expired lease.
+func TestTaskMaxAttemptsBoundsLostExecutions(t *testing.T) {
+	e := newEnv(t)
+	// The worker reclaims the queue's expired leases but has no handler
+	// for the task, so only the test claims it.
+	e.newWorker(worker.Config{
+		Queues:          map[string]worker.QueueConfig{"q": {Policy: fastPolicy(10)}},
+		ReclaimInterval: 20 * time.Millisecond,
+	}, map[string]worker.Handler{"other": func(ctx context.Context, t *rdq.Task) error { return nil }})
+	id := e.submit(client.Task{Queue: "q", Handler: "lost", MaxAttempts: 2})
+	for lost := 1; lost <= 2; lost++ {
+		var claimed []*rdq.Task
+		waitFor(t, 10*time.Second, func() error {
+			var err error
+			claimed, err = e.st.Claim(context.Background(), store.ClaimParams{
+				Queues: []string{"q"}, Handlers: []string{"lost"}, Limit: 1, Lease: 10 * time.Millisecond, WorkerID: "gone"})
+			if err == nil && len(claimed) == 0 {
+				tk, _ := e.get(id)
+				err = fmt.Errorf("task not claimable: %s, %d attempts", tk.Status, tk.Attempts)
+			}
+			return err
+		})
+		waitFor(t, 10*time.Second, func() error {
+			if tk, _ := e.get(id); tk.Status == rdq.StatusInFlight {
+				return fmt.Errorf("execution %d lost, not reclaimed yet", lost)
+			}
+			return nil
+		})
+	}
+	task, history := e.get(id)
+	if task.Status != rdq.StatusDead || len(history) != 2 {
+		t.Fatalf("task with MaxAttempts 2 after two lost executions: %s with %d attempts, want DEAD with 2", task.Status, len(history))
+	}
+	for _, a := range history {
+		if a.Outcome != rdq.OutcomeLeaseExpired || a.WorkerID != "gone" {
+			t.Errorf("attempt %+v, want a LEASE_EXPIRED of worker gone", a)
+		}
 	}
 }
 
