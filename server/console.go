@@ -332,28 +332,47 @@ func (sc *consoleSessions) signInPage(w http.ResponseWriter, r *http.Request) {
 	sc.renderSignIn(w, http.StatusOK, "")
 }
 
+// maxSignInBytes bounds a sign-in's form: a token, with room to spare.
+const maxSignInBytes = 8 << 10
+
 // signIn signs a person in with their token. Failed attempts are
 // throttled per client and sign-ins per principal; every refusal is
 // logged (without the token) and counted.
 func (sc *consoleSessions) signIn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	client := sc.clientAddr(r)
-	if ok, wait := sc.failures.allow(client, sc.now(), false); !ok {
+	// Every attempt takes one of its client's places before its form is
+	// read, so that attempts in flight at once (slow bodies, many
+	// connections) count as well; a valid token gives it back.
+	if ok, wait := sc.failures.allow(client, sc.now(), true); !ok {
 		sc.refuse(w, r, client, "", signInThrottled, wait)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBytes)
+	if err := r.ParseForm(); err != nil {
+		status, result := http.StatusBadRequest, signInInvalid
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		sc.m.signIn(result)
+		sc.log.WarnContext(ctx, "rdq console: sign-in refused", "client", client, "result", result, "reason", "unreadable form")
+		sc.renderSignIn(w, status, "The sign-in form could not be read; send the token alone.")
 		return
 	}
 	p, err := sc.auth.Authenticate(ctx, strings.TrimSpace(r.PostFormValue("token")))
 	if err != nil {
-		sc.failures.allow(client, sc.now(), true)
 		if errors.Is(err, ErrUnauthenticated) {
 			sc.refuse(w, r, client, "", signInInvalid, 0)
 			return
 		}
+		sc.failures.give(client, sc.now())
 		sc.log.ErrorContext(ctx, "rdq console: sign-in failed", "client", client, "error", err)
 		sc.m.signIn(signInError)
 		sc.renderSignIn(w, http.StatusInternalServerError, "Signing in failed; try again.")
 		return
 	}
+	sc.failures.give(client, sc.now())
 	if ok, wait := sc.signIns.allow(p.Name, sc.now(), true); !ok {
 		sc.refuse(w, r, client, p.Name, signInThrottled, wait)
 		return

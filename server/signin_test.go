@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -276,5 +277,93 @@ func TestThrottleBoundsItsKeys(t *testing.T) {
 	th.allow("f", now, true)
 	if len(th.buckets) != 1 || th.buckets["f"] == nil {
 		t.Errorf("buckets after refill: %v", th.buckets)
+	}
+}
+
+// heldBody is a request body that signals its first read and then waits
+// for release: a sign-in whose form is still arriving.
+type heldBody struct {
+	once    sync.Once
+	started chan<- struct{}
+	release <-chan struct{}
+	r       io.Reader
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	b.once.Do(func() {
+		b.started <- struct{}{}
+		<-b.release
+	})
+	return b.r.Read(p)
+}
+
+// Sign-ins in flight at once count against their client's throttle: 30
+// wrong tokens whose forms all arrive together (slow bodies on 30
+// connections) get 10 answers of 401 and 20 of 429, as 30 in a row do.
+// (The throttle used to be checked before the form was read and charged
+// after, so every attempt in flight was tried.)
+func TestConsoleSignInThrottleCountsAttemptsInFlight(t *testing.T) {
+	e := newSignInEnv(t, ConsoleConfig{})
+	const n = 3 * signInFailureBurst
+	started := make(chan struct{}, n)
+	release := make(chan struct{})
+	codes := make(chan int, n)
+	form := url.Values{"token": {"wrong-token-Zx8Qp2Lm5Rt9Vb3Nc7Hd1Jf4Gk6Sa0We"}}.Encode()
+	for range n {
+		go func() {
+			r := httptest.NewRequest(http.MethodPost, "https://rdq.example/console/signin",
+				&heldBody{started: started, release: release, r: strings.NewReader(form)})
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.RemoteAddr = "10.9.9.9:40000"
+			w := httptest.NewRecorder()
+			e.h.ServeHTTP(w, r)
+			codes <- w.Code
+		}()
+	}
+	// Wait until every attempt either reads its form or is answered.
+	var got []int
+	reading := 0
+	deadline := time.After(30 * time.Second)
+	for reading+len(got) < n {
+		select {
+		case <-started:
+			reading++
+		case c := <-codes:
+			got = append(got, c)
+		case <-deadline:
+			t.Fatalf("%d attempts reading, %d answered, of %d", reading, len(got), n)
+		}
+	}
+	close(release)
+	for len(got) < n {
+		got = append(got, <-codes)
+	}
+	count := map[int]int{}
+	for _, c := range got {
+		count[c]++
+	}
+	if count[http.StatusUnauthorized] != signInFailureBurst || count[http.StatusTooManyRequests] != n-signInFailureBurst {
+		t.Errorf("%d wrong tokens at once from one client: %v; want %d tried (401) and the rest throttled (429)", n, count, signInFailureBurst)
+	}
+}
+
+// A sign-in's form is read up to a few KiB: a larger one is refused before
+// it is parsed, and counts as a failed attempt.
+func TestConsoleSignInFormIsBounded(t *testing.T) {
+	e := newSignInEnv(t, ConsoleConfig{})
+	big := url.Values{"token": {strings.Repeat("x", 1<<20)}}.Encode()
+	r := httptest.NewRequest(http.MethodPost, "https://rdq.example/console/signin", strings.NewReader(big))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = "10.0.0.7:40000"
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	if w.Code != http.StatusRequestEntityTooLarge || strings.Contains(w.Body.String(), "xxxx") {
+		t.Errorf("a 1 MiB sign-in form: %d %s", w.Code, w.Body)
+	}
+	if got := e.signIns(signInInvalid); got != 1 {
+		t.Errorf("rdq_server_console_signins_total{result=invalid} = %v, want 1", got)
+	}
+	if w := e.signIn("10.0.0.7", signInAdminToken); w.Code != http.StatusSeeOther {
+		t.Errorf("a valid sign-in after it: %d", w.Code)
 	}
 }
