@@ -113,8 +113,9 @@ type Config struct {
 	// rdq_queue_oldest_due_age_seconds{queue}; see StatsCollector).
 	Metrics prometheus.Registerer
 	// Gatherer, if set, is served at /metrics by Handler and OpsHandler,
-	// gathered at most once per MetricsCacheTTL whatever the number of
-	// scrapers, with at most 4 responses encoded at once (more get 503).
+	// gathered, and encoded in each exposition format, at most once per
+	// MetricsCacheTTL whatever the number of scrapers: a scrape within it
+	// is a copy of bytes.
 	Gatherer prometheus.Gatherer
 	// MetricsToken, if set, is the bearer token /metrics requires
 	// ("Authorization: Bearer <MetricsToken>"; Prometheus'
