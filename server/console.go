@@ -215,12 +215,73 @@ func remoteHost(r *http.Request) string {
 	if err != nil {
 		return r.RemoteAddr
 	}
-	if a, err := netip.ParseAddr(h); err == nil && a.Is6() && !a.Is4In6() {
+	return clientOf(h)
+}
+
+// clientOf names the client at address host: itself, or the /64 prefix of
+// an IPv6 address.
+func clientOf(host string) string {
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() && !a.Is4In6() {
 		if p, err := a.Prefix(64); err == nil {
 			return p.String()
 		}
 	}
-	return h
+	return host
+}
+
+// ProxyClientAddr returns a ConsoleConfig.ClientAddr for a console behind
+// reverse proxies: a request whose remote address is in trusted (IP
+// addresses or CIDR prefixes, "10.0.0.0/8") comes from the client the last
+// entry of its header names: the address the proxy appends to
+// X-Forwarded-For, or the one it writes in X-Real-IP. Any other request,
+// or one whose last entry is not an IP address, comes from its remote
+// address. Entries before the last are the client's own words and are
+// never read. It fails with an error wrapping rdq.ErrInvalid for an empty
+// header, no trusted proxy, or one that is not an address or prefix.
+func ProxyClientAddr(header string, trusted []string) (func(r *http.Request) string, error) {
+	if header == "" || strings.ContainsAny(header, " :\r\n") {
+		return nil, fmt.Errorf("%w: server: client header %q: name the header your proxy writes the client's address in, such as X-Forwarded-For", rdq.ErrInvalid, header)
+	}
+	if len(trusted) == 0 {
+		return nil, fmt.Errorf("%w: server: no trusted proxy: list the addresses your proxies connect from, or the header %s is a client's to forge", rdq.ErrInvalid, header)
+	}
+	var proxies []netip.Prefix
+	for _, t := range trusted {
+		p, err := netip.ParsePrefix(t)
+		if err != nil {
+			a, aerr := netip.ParseAddr(t)
+			if aerr != nil {
+				return nil, fmt.Errorf("%w: server: trusted proxy %q is neither an IP address nor a CIDR prefix (such as 10.0.0.0/8)", rdq.ErrInvalid, t)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		proxies = append(proxies, p.Masked())
+	}
+	header = http.CanonicalHeaderKey(header)
+	return func(r *http.Request) string {
+		h, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		remote, err := netip.ParseAddr(h)
+		if err != nil || !slices.ContainsFunc(proxies, func(p netip.Prefix) bool { return p.Contains(remote.Unmap()) || p.Contains(remote) }) {
+			return clientOf(h)
+		}
+		values := r.Header.Values(header)
+		if len(values) == 0 {
+			return clientOf(h)
+		}
+		entries := strings.Split(values[len(values)-1], ",")
+		last := strings.TrimSpace(entries[len(entries)-1])
+		if host, _, err := net.SplitHostPort(last); err == nil {
+			last = host
+		}
+		client, err := netip.ParseAddr(strings.Trim(last, "[]"))
+		if err != nil {
+			return clientOf(h)
+		}
+		return clientOf(client.Unmap().String())
+	}, nil
 }
 
 func (sc *consoleSessions) cookie(value string, expires time.Time) *http.Cookie {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/sqlitestore"
 )
 
@@ -365,5 +367,81 @@ func TestConsoleSignInFormIsBounded(t *testing.T) {
 	}
 	if w := e.signIn("10.0.0.7", signInAdminToken); w.Code != http.StatusSeeOther {
 		t.Errorf("a valid sign-in after it: %d", w.Code)
+	}
+}
+
+// Behind proxies, a request from a trusted proxy comes from the client the
+// last entry of the header names; any other request, or one whose last
+// entry is not an address, from its remote address.
+func TestProxyClientAddr(t *testing.T) {
+	addr, err := ProxyClientAddr("x-forwarded-for", []string{"10.0.0.0/8", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		remote string
+		xff    []string
+		want   string
+	}{
+		{"10.1.2.3:5000", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"10.1.2.3:5000", []string{"203.0.113.9, 198.51.100.7"}, "198.51.100.7"}, // the first entry is the client's to write
+		{"10.1.2.3:5000", []string{"203.0.113.9", "198.51.100.8"}, "198.51.100.8"},
+		{"10.1.2.3:5000", []string{"198.51.100.7:4444"}, "198.51.100.7"},
+		{"10.1.2.3:5000", []string{"2001:db8:1:2::9"}, "2001:db8:1:2::/64"},
+		{"10.1.2.3:5000", []string{"[2001:db8:1:2::9]:443"}, "2001:db8:1:2::/64"},
+		{"10.1.2.3:5000", nil, "10.1.2.3"},
+		{"10.1.2.3:5000", []string{"198.51.100.7, not-an-address"}, "10.1.2.3"},
+		{"[::1]:5000", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"[::ffff:10.0.0.1]:5000", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"192.0.2.1:5000", []string{"198.51.100.7"}, "192.0.2.1"}, // not a proxy: the header is the client's own
+		{"[2001:db8:9:9::1]:5000", []string{"198.51.100.7"}, "2001:db8:9:9::/64"},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/console/signin", nil)
+		r.RemoteAddr = tc.remote
+		for _, v := range tc.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := addr(r); got != tc.want {
+			t.Errorf("from %s with X-Forwarded-For %q: %q, want %q", tc.remote, tc.xff, got, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		header  string
+		trusted []string
+	}{{"", []string{"10.0.0.1"}}, {"X-Forwarded-For", nil}, {"X-Forwarded-For", []string{"proxy.internal"}}, {"X Real IP", []string{"10.0.0.1"}}} {
+		if _, err := ProxyClientAddr(bad.header, bad.trusted); !errors.Is(err, rdq.ErrInvalid) {
+			t.Errorf("ProxyClientAddr(%q, %q): %v, want invalid", bad.header, bad.trusted, err)
+		}
+	}
+}
+
+// Behind a proxy, a client failing sign-ins is throttled alone: another
+// client through the same proxy still signs in.
+func TestConsoleSignInThrottledPerClientBehindAProxy(t *testing.T) {
+	addr, err := ProxyClientAddr("X-Forwarded-For", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newSignInEnv(t, ConsoleConfig{ClientAddr: addr})
+	viaProxy := func(client, token string) int {
+		r := httptest.NewRequest(http.MethodPost, "https://rdq.example/console/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("X-Forwarded-For", client)
+		r.RemoteAddr = "127.0.0.1:40000"
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range signInFailureBurst {
+		viaProxy("198.51.100.66", "wrong-token-Zx8Qp2Lm5Rt9Vb3Nc7Hd1Jf4Gk6Sa0We")
+	}
+	if code := viaProxy("198.51.100.66", "wrong-token-Zx8Qp2Lm5Rt9Vb3Nc7Hd1Jf4Gk6Sa0We"); code != http.StatusTooManyRequests {
+		t.Errorf("the failing client: %d, want 429", code)
+	}
+	if code := viaProxy("198.51.100.7", signInAdminToken); code != http.StatusSeeOther {
+		t.Errorf("another client through the same proxy: %d, want a sign-in", code)
+	}
+	if !strings.Contains(e.log.String(), "client=198.51.100.66") {
+		t.Errorf("the log does not name the client:\n%s", e.log.String())
 	}
 }
