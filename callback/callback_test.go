@@ -846,13 +846,24 @@ func TestVerifyTimestampIsStrict(t *testing.T) {
 	}
 	sig := Sign(secret, id, now.Unix(), body)
 	ts := strconv.FormatInt(now.Unix(), 10)
-	for _, v := range []string{"+" + ts, "0" + ts, "000" + ts, " " + ts, ts + " ", "-0", "00", "1e9", ts + ".0", "0x" + ts} {
+	for _, v := range []string{"+" + ts, "0" + ts, "000" + ts, " " + ts, ts + " ", "\t" + ts, "-0", "00", "1e9", ts + ".0", "0x" + ts,
+		"-" + ts, "-1", "99999999999999999999", "9223372036854775808", "1_700_000_000", "１７００００００００", ts + "\x00"} {
 		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 		r.Header.Set(HeaderID, id)
 		r.Header.Set(HeaderTimestamp, v)
 		r.Header.Set(HeaderSignature, sig)
 		if _, err := verifyAt(r, secret, time.Minute, now); !errors.Is(err, ErrBadSignature) {
 			t.Errorf("timestamp %q: err = %v, want ErrBadSignature", v, err)
+		}
+	}
+	// The largest Unix time is well formed, and far from now.
+	for v, want := range map[string]error{"9223372036854775807": ErrStale, "0": ErrStale, "": ErrUnsigned} {
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		r.Header.Set(HeaderID, id)
+		r.Header.Set(HeaderTimestamp, v)
+		r.Header.Set(HeaderSignature, sig)
+		if _, err := verifyAt(r, secret, time.Minute, now); !errors.Is(err, want) {
+			t.Errorf("timestamp %q: err = %v, want %v", v, err, want)
 		}
 	}
 	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))

@@ -3,6 +3,9 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,12 +18,27 @@ func TestForeignTaskLooksMissing(t *testing.T) {
 	e := newEnv(t, "")
 	foreign := e.dead(deadSpec{queue: "emails", handler: "send", errType: "timeout", msg: "relay down"})
 	missing := rdq.NewID()
-	for _, req := range []struct{ method, path string }{
+	routes := []struct{ method, path string }{
 		{"GET", "/tasks/%s"},
 		{"POST", "/tasks/%s/redrive"},
 		{"POST", "/tasks/%s/purge"},
 		{"POST", "/tasks/%s/edit"},
-	} {
+		{"POST", "/tasks/%s/edit/confirm"},
+		{"POST", "/tasks/%s/retry-now"},
+		{"POST", "/tasks/%s/cancel"},
+	}
+	// Every route of the console that names a task is in the table.
+	src, err := os.ReadFile("console.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`HandleFunc\("(GET|POST) (/tasks/\{id\}[^"]*)"`).FindAllStringSubmatch(string(src), -1) {
+		route := struct{ method, path string }{m[1], strings.Replace(m[2], "{id}", "%s", 1)}
+		if !slices.Contains(routes, route) {
+			t.Errorf("route %s %s names a task and is not checked here", m[1], m[2])
+		}
+	}
+	for _, req := range routes {
 		at := func(id rdq.ID) response {
 			var form url.Values
 			if req.method == "POST" {

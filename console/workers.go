@@ -11,10 +11,14 @@ import (
 )
 
 // workerRow is one registered worker as a person may see it: only the
-// queues they may read.
+// queues they may read, and its in-flight count only when it counts no
+// other queue.
 type workerRow struct {
 	store.WorkerInfo
 	Visible []string
+	// Partial is set when the worker also runs queues the person may not
+	// read: its in-flight count, over all its queues, is not shown.
+	Partial bool
 }
 
 type workersData struct {
@@ -52,6 +56,9 @@ func (c *Console) visibleWorkers(r *http.Request, queue string) ([]workerRow, []
 			}
 		}
 		if len(row.Visible) > 0 {
+			if row.Partial = len(row.Visible) < len(w.Queues); row.Partial {
+				row.InFlight = 0
+			}
 			rows = append(rows, row)
 		}
 	}

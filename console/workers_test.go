@@ -93,3 +93,19 @@ func rowOf(t *testing.T, body, queue string) string {
 	j := strings.Index(body[i:], "</tr>")
 	return body[i : i+j]
 }
+
+// A worker's in-flight count is over all its queues: a person who may not
+// read every one of them does not see it.
+func TestWorkersInFlightScoped(t *testing.T) {
+	e := newEnv(t, "")
+	now := time.Now()
+	info := store.WorkerInfo{ID: "w-both", Host: "h", PID: 3, Version: "v1", Queues: []string{"emails", "other"}, Handlers: []string{"send"}, Slots: 9, InFlight: 7}
+	if err := e.s.RegisterWorker(context.Background(), store.RegisterWorkerParams{Worker: info, StaleAfter: time.Minute, ExpireAfter: time.Hour, Now: &now}); err != nil {
+		t.Fatal(err)
+	}
+	cell := `<td class="n">7</td>`
+	mustContain(t, e.get(userAdmin, "/workers").body, "w-both", cell)
+	r := e.get(userOperator, "/workers")
+	mustContain(t, r.body, "w-both", `href="/workers?queue=emails"`, "it counts queues you may not read")
+	mustNotContain(t, r.body, cell, "queue=other")
+}

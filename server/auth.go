@@ -170,7 +170,9 @@ const StrongTokenHint = "use at least 32 random characters, such as the output o
 
 // ValidateToken reports whether tok is strong enough to be a configured
 // secret (a bearer token, a metrics token): at least MinTokenLength bytes
-// that look random, not a repetition, run or sequence of a few characters.
+// that look random, not a repetition, run or sequence (of any stride) of a
+// few characters. It cannot tell every guessable token (words, keyboard
+// walks): generate tokens, never make them up.
 // Its error wraps rdq.ErrInvalid, says what is wrong and what a strong
 // token is, and never holds the token.
 func ValidateToken(tok string) error {
@@ -192,9 +194,12 @@ func ValidateToken(tok string) error {
 	if entropy < 2.75 {
 		return fmt.Errorf("%w: the token repeats a few characters (%.1f bits of entropy per character): %s", rdq.ErrInvalid, entropy, StrongTokenHint)
 	}
-	steps := 0 // neighbours equal or one apart, as in "aaaa" or "abcd"
+	// steps counts neighbours equal or one apart, as in "aaaa" or "abcd",
+	// or as far apart as the two before them, as in "acegik" or "adgj".
+	steps := 0
 	for i := 1; i < n; i++ {
-		if d := int(tok[i]) - int(tok[i-1]); d >= -1 && d <= 1 {
+		d := int(tok[i]) - int(tok[i-1])
+		if (d >= -1 && d <= 1) || (i >= 2 && d == int(tok[i-1])-int(tok[i-2])) {
 			steps++
 		}
 	}

@@ -110,6 +110,8 @@ func TestTokensRefuseWeakTokens(t *testing.T) {
 		"aabbccddeeffgghhiijjkkllmmnnoopp",
 		strings.Repeat("k3P9xQ2m", 5),
 		"dev-token-too-short",
+		"acegikmoqsuwy02468acegikmoqsuwy02",   // a sequence of stride 2
+		"adgjmpsvybehknqtwzcfilorux147036925", // of stride 3
 	}
 	for _, tok := range weak {
 		_, err := NewTokens(map[string]*Principal{tok: p})

@@ -215,12 +215,73 @@ func remoteHost(r *http.Request) string {
 	if err != nil {
 		return r.RemoteAddr
 	}
-	if a, err := netip.ParseAddr(h); err == nil && a.Is6() && !a.Is4In6() {
+	return clientOf(h)
+}
+
+// clientOf names the client at address host: itself, or the /64 prefix of
+// an IPv6 address.
+func clientOf(host string) string {
+	if a, err := netip.ParseAddr(host); err == nil && a.Is6() && !a.Is4In6() {
 		if p, err := a.Prefix(64); err == nil {
 			return p.String()
 		}
 	}
-	return h
+	return host
+}
+
+// ProxyClientAddr returns a ConsoleConfig.ClientAddr for a console behind
+// reverse proxies: a request whose remote address is in trusted (IP
+// addresses or CIDR prefixes, "10.0.0.0/8") comes from the client the last
+// entry of its header names: the address the proxy appends to
+// X-Forwarded-For, or the one it writes in X-Real-IP. Any other request,
+// or one whose last entry is not an IP address, comes from its remote
+// address. Entries before the last are the client's own words and are
+// never read. It fails with an error wrapping rdq.ErrInvalid for an empty
+// header, no trusted proxy, or one that is not an address or prefix.
+func ProxyClientAddr(header string, trusted []string) (func(r *http.Request) string, error) {
+	if header == "" || strings.ContainsAny(header, " :\r\n") {
+		return nil, fmt.Errorf("%w: server: client header %q: name the header your proxy writes the client's address in, such as X-Forwarded-For", rdq.ErrInvalid, header)
+	}
+	if len(trusted) == 0 {
+		return nil, fmt.Errorf("%w: server: no trusted proxy: list the addresses your proxies connect from, or the header %s is a client's to forge", rdq.ErrInvalid, header)
+	}
+	var proxies []netip.Prefix
+	for _, t := range trusted {
+		p, err := netip.ParsePrefix(t)
+		if err != nil {
+			a, aerr := netip.ParseAddr(t)
+			if aerr != nil {
+				return nil, fmt.Errorf("%w: server: trusted proxy %q is neither an IP address nor a CIDR prefix (such as 10.0.0.0/8)", rdq.ErrInvalid, t)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		proxies = append(proxies, p.Masked())
+	}
+	header = http.CanonicalHeaderKey(header)
+	return func(r *http.Request) string {
+		h, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		remote, err := netip.ParseAddr(h)
+		if err != nil || !slices.ContainsFunc(proxies, func(p netip.Prefix) bool { return p.Contains(remote.Unmap()) || p.Contains(remote) }) {
+			return clientOf(h)
+		}
+		values := r.Header.Values(header)
+		if len(values) == 0 {
+			return clientOf(h)
+		}
+		entries := strings.Split(values[len(values)-1], ",")
+		last := strings.TrimSpace(entries[len(entries)-1])
+		if host, _, err := net.SplitHostPort(last); err == nil {
+			last = host
+		}
+		client, err := netip.ParseAddr(strings.Trim(last, "[]"))
+		if err != nil {
+			return clientOf(h)
+		}
+		return clientOf(client.Unmap().String())
+	}, nil
 }
 
 func (sc *consoleSessions) cookie(value string, expires time.Time) *http.Cookie {
@@ -332,28 +393,47 @@ func (sc *consoleSessions) signInPage(w http.ResponseWriter, r *http.Request) {
 	sc.renderSignIn(w, http.StatusOK, "")
 }
 
+// maxSignInBytes bounds a sign-in's form: a token, with room to spare.
+const maxSignInBytes = 8 << 10
+
 // signIn signs a person in with their token. Failed attempts are
 // throttled per client and sign-ins per principal; every refusal is
 // logged (without the token) and counted.
 func (sc *consoleSessions) signIn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	client := sc.clientAddr(r)
-	if ok, wait := sc.failures.allow(client, sc.now(), false); !ok {
+	// Every attempt takes one of its client's places before its form is
+	// read, so that attempts in flight at once (slow bodies, many
+	// connections) count as well; a valid token gives it back.
+	if ok, wait := sc.failures.allow(client, sc.now(), true); !ok {
 		sc.refuse(w, r, client, "", signInThrottled, wait)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBytes)
+	if err := r.ParseForm(); err != nil {
+		status, result := http.StatusBadRequest, signInInvalid
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		sc.m.signIn(result)
+		sc.log.WarnContext(ctx, "rdq console: sign-in refused", "client", client, "result", result, "reason", "unreadable form")
+		sc.renderSignIn(w, status, "The sign-in form could not be read; send the token alone.")
 		return
 	}
 	p, err := sc.auth.Authenticate(ctx, strings.TrimSpace(r.PostFormValue("token")))
 	if err != nil {
-		sc.failures.allow(client, sc.now(), true)
 		if errors.Is(err, ErrUnauthenticated) {
 			sc.refuse(w, r, client, "", signInInvalid, 0)
 			return
 		}
+		sc.failures.give(client, sc.now())
 		sc.log.ErrorContext(ctx, "rdq console: sign-in failed", "client", client, "error", err)
 		sc.m.signIn(signInError)
 		sc.renderSignIn(w, http.StatusInternalServerError, "Signing in failed; try again.")
 		return
 	}
+	sc.failures.give(client, sc.now())
 	if ok, wait := sc.signIns.allow(p.Name, sc.now(), true); !ok {
 		sc.refuse(w, r, client, p.Name, signInThrottled, wait)
 		return

@@ -721,11 +721,27 @@ func TestEndToEnd(t *testing.T) {
 			t.Errorf("404 detail %q names the queue or the store", p.Detail)
 		}
 		wantProblem(t, e.do("GET", "/v1/dlq/tasks/"+id, tokOrdersOps, nil, nil), 404, "not_found")
-		wantProblem(t, e.do("POST", "/v1/dlq:redrive", tokOrdersOps, map[string]any{"ids": []string{id}, "reason": "r"}, nil), 404, "not_found")
-		wantProblem(t, e.do("POST", "/v1/dlq:purge", tokOrdersOps, map[string]any{"ids": []string{id}, "reason": "r"}, nil), 404, "not_found")
 		_, err := e.grpc.GetTask(e.grpcCtx(tokOrdersOps), &rdqv1.GetTaskRequest{Id: id})
 		wantGRPCCode(t, err, codes.NotFound, server.CodeNotFound)
 		missing := rdq.NewID().String()
+		// A request naming tasks by IDs answers for it as for a task that
+		// does not exist, and leaves it alone.
+		answer := func(path, taskID string) string {
+			resp := e.do("POST", path, tokOrdersOps, map[string]any{"ids": []string{taskID}, "reason": "r"}, nil)
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Status + " " + strings.ReplaceAll(string(raw), taskID, "ID")
+		}
+		for _, path := range []string{"/v1/dlq:redrive", "/v1/dlq:purge", "/v1/tasks:retry", "/v1/tasks:cancel"} {
+			if foreign, unknown := answer(path, id), answer(path, missing); foreign != unknown || !strings.HasPrefix(foreign, "200 ") {
+				t.Errorf("POST %s naming a task outside the caller's grants: %s; naming no task: %s", path, foreign, unknown)
+			}
+		}
+		if task, _, err := e.st.Get(context.Background(), rdq.MustParseID(id)); err != nil || task.Status != rdq.StatusSucceeded {
+			t.Errorf("the task after requests outside the caller's grants: %v %v", task, err)
+		}
 		if p := wantProblem(t, e.do("GET", "/v1/tasks/"+missing, tokSubmitter, nil, nil), 404, "not_found"); strings.Contains(p.Detail, "store") {
 			t.Errorf("404 detail %q names the store", p.Detail)
 		}

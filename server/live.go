@@ -96,10 +96,11 @@ func (s *Service) changeTasks(ctx context.Context, c *call, req *rdqv1.ChangeTas
 			return nil, fmt.Errorf("ids[%d]: %w", i, err)
 		}
 	}
-	if err := c.tasks(ctx, ids); err != nil {
+	n, err := c.tasks(ctx, ids)
+	if err != nil {
 		return nil, err
 	}
-	errs, err := change(ctx, ids, tasks.Change{Actor: c.p.Name, Reason: req.GetReason()})
+	errs, err := change(ctx, n.act, tasks.Change{Actor: c.p.Name, Reason: req.GetReason()})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func (s *Service) changeTasks(ctx context.Context, c *call, req *rdqv1.ChangeTas
 			out.Changed++
 			continue
 		}
-		out.Results[i].Error = errorProto(errs[i])
+		out.Results[i].Error = n.item(i, errs[i])
 	}
 	return out, nil
 }

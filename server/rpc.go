@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/proto/rdqv1"
 	"github.com/srjn45/rdq/store"
 )
 
@@ -59,7 +61,9 @@ const (
 	scopeTask
 	// scopeTasks: in the queue of each task the request names by ID that
 	// exists, as for scopeTask, or in the queue of its filter (every
-	// queue, when the filter names none).
+	// queue, when the filter names none). A named task of a queue where
+	// the caller holds no role is answered exactly as a named ID of no
+	// task is (a per-item not_found, say), never by failing the request.
 	scopeTasks
 	// scopeQueue: in the queue the request names, which it must name.
 	scopeQueue
@@ -234,17 +238,48 @@ func (c *call) task(ctx context.Context, rawID string) (*rdq.Task, []rdq.Attempt
 	return t, attempts, nil
 }
 
+// named is the tasks a request names by ID (scopeTasks), as the RPC acts
+// on them: each task of a queue where the caller holds no role stands in
+// as an ID that names no task, so that the request goes on exactly as for
+// an ID that names no task, and every answer about it (status, per-item
+// result, message, count) is the one a missing task gets.
+type named struct {
+	ids []rdq.ID // as the request names them
+	act []rdq.ID // what the RPC acts on: ids, with the foreign ones replaced
+}
+
+// item is the per-item error of ids[i] for err, the error of act[i]: with a
+// stand-in's ID written as the ID it replaces.
+func (n named) item(i int, err error) *rdqv1.Error {
+	e := errorProto(err)
+	if n.act[i] != n.ids[i] {
+		e.Message = strings.ReplaceAll(e.Message, n.act[i].String(), n.ids[i].String())
+	}
+	return e
+}
+
 // tasks checks the caller's role over the tasks ids names that exist
-// (scopeTasks): any one outside its grants fails the whole request as not
-// found. Those of a dead-letter RPC are looked up a page of dead tasks at
-// a time, the others (and the named tasks that are not dead) one by one.
-func (c *call) tasks(ctx context.Context, ids []rdq.ID) error {
+// (scopeTasks), and returns them as the RPC acts on them (named). A task
+// of a queue where the caller holds a lesser role fails the request as
+// denied; one of a queue where it holds none is answered as missing. Those
+// of a dead-letter RPC are looked up a page of dead tasks at a time, the
+// others (and the named tasks that are not dead) one by one.
+func (c *call) tasks(ctx context.Context, ids []rdq.ID) (named, error) {
+	n := named{ids: ids, act: ids}
 	if c.policy.scope != scopeTasks {
-		return c.misuse("task IDs")
+		return n, c.misuse("task IDs")
 	}
 	role := c.policy.role
 	if c.p.CanAll(role) {
-		return nil
+		return n, nil
+	}
+	foreign := map[rdq.ID]bool{}
+	check := func(t *rdq.Task) error {
+		if !c.p.Can(RoleSubmitter, t.Queue) {
+			foreign[t.ID] = true
+			return nil
+		}
+		return authzTask(c.p, role, t)
 	}
 	seen := make(map[rdq.ID]bool, len(ids))
 	if c.policy.needs == needsDLQ {
@@ -252,11 +287,11 @@ func (c *call) tasks(ctx context.Context, ids []rdq.ID) error {
 		page, err := c.s.dlq.List(ctx, f, dlq.ListOptions{PageSize: dlq.MaxPageSize})
 		for {
 			if err != nil {
-				return err
+				return n, err
 			}
 			for _, t := range page.Tasks {
-				if err := authzTask(c.p, role, t); err != nil {
-					return err
+				if err := check(t); err != nil {
+					return n, err
 				}
 				seen[t.ID] = true
 			}
@@ -272,18 +307,38 @@ func (c *call) tasks(ctx context.Context, ids []rdq.ID) error {
 		if seen[id] {
 			continue
 		}
+		seen[id] = true
 		t, _, err := c.s.store.Get(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
-			return err
+			return n, err
 		default:
-			if err := authzTask(c.p, role, t); err != nil {
-				return err
+			if err := check(t); err != nil {
+				return n, err
 			}
 		}
 	}
-	return nil
+	if len(foreign) == 0 {
+		return n, nil
+	}
+	standIn := make(map[rdq.ID]rdq.ID, len(foreign))
+	n.act = make([]rdq.ID, len(ids))
+	for i, id := range ids {
+		n.act[i] = id
+		if !foreign[id] {
+			continue
+		}
+		sub, ok := standIn[id]
+		if !ok {
+			sub = rdq.NewID()
+			standIn[id] = sub
+			c.s.log.InfoContext(ctx, "rdq api: a task of a queue outside the caller's grants, answered as missing",
+				"method", c.method, "principal", c.p.Name, "task", id.String())
+		}
+		n.act[i] = sub
+	}
+	return n, nil
 }
 
 func denied(p *Principal, role Role, queue string) *Error {

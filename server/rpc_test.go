@@ -98,7 +98,9 @@ func TestEveryRPCHasAPolicyAndARoute(t *testing.T) {
 type rpcSample struct {
 	req proto.Message
 	// stranger is the code for a caller without any role in orders:
-	// not_found where the request names a task by ID, permission_denied
+	// not_found where the request names one task by ID, "" where it names
+	// tasks by IDs (each answered as missing, as for an ID that names no
+	// task: a per-item not_found, or none purged), permission_denied
 	// elsewhere.
 	stranger Code
 }
@@ -158,16 +160,16 @@ func TestEveryRPCRefusesCallersOutsideItsScope(t *testing.T) {
 		"ListDead":     {&rdqv1.ListDeadRequest{Filter: &rdqv1.DeadFilter{Queue: "orders"}}, CodePermissionDenied},
 		"DeadGroups":   {&rdqv1.DeadGroupsRequest{Filter: &rdqv1.DeadFilter{Queue: "orders"}}, CodePermissionDenied},
 		"ShowDead":     {&rdqv1.ShowDeadRequest{Id: dead.String()}, CodeNotFound},
-		"Redrive":      {&rdqv1.RedriveRequest{Ids: []string{dead.String()}, Reason: "fixed"}, CodeNotFound},
-		"Purge":        {&rdqv1.PurgeRequest{Ids: []string{dead.String()}, Reason: "obsolete"}, CodeNotFound},
+		"Redrive":      {&rdqv1.RedriveRequest{Ids: []string{dead.String()}, Reason: "fixed"}, ""},
+		"Purge":        {&rdqv1.PurgeRequest{Ids: []string{dead.String()}, Reason: "obsolete"}, ""},
 		"ListAudit":    {&rdqv1.ListAuditRequest{}, CodePermissionDenied},
 		"QueueStats":   {&rdqv1.QueueStatsRequest{}, CodePermissionDenied},
 		"PauseQueue":   {&rdqv1.PauseQueueRequest{Queue: "orders", Reason: "maintenance"}, CodePermissionDenied},
 		"ResumeQueue":  {&rdqv1.ResumeQueueRequest{Queue: "orders", Reason: "done"}, CodePermissionDenied},
 		"ListTasks":    {&rdqv1.ListTasksRequest{State: "pending", Filter: orders}, CodePermissionDenied},
 		"TaskByKey":    {&rdqv1.TaskByKeyRequest{Queue: "orders", Key: "k1"}, CodePermissionDenied},
-		"RetryTasks":   {&rdqv1.ChangeTasksRequest{Ids: []string{live}, Reason: "now"}, CodeNotFound},
-		"CancelTasks":  {&rdqv1.ChangeTasksRequest{Ids: []string{live}, Reason: "unwanted"}, CodeNotFound},
+		"RetryTasks":   {&rdqv1.ChangeTasksRequest{Ids: []string{live}, Reason: "now"}, ""},
+		"CancelTasks":  {&rdqv1.ChangeTasksRequest{Ids: []string{live}, Reason: "unwanted"}, ""},
 		"ListBreakers": {&rdqv1.ListBreakersRequest{Queue: "orders"}, CodePermissionDenied},
 		"SetBreaker":   {&rdqv1.SetBreakerRequest{Queue: "orders", Handler: "call", State: "open", Reason: "outage"}, CodePermissionDenied},
 		"ListWorkers":  {&rdqv1.ListWorkersRequest{Queue: "orders"}, CodePermissionDenied},
@@ -220,6 +222,9 @@ func TestEveryRPCRefusesCallersOutsideItsScope(t *testing.T) {
 			}
 		} else if got != samples[name].stranger {
 			t.Errorf("%s by an admin of another queue: %q, want %q", name, got, samples[name].stranger)
+		} else if policy.scope == scopeTasks && (strings.Contains(text, "orders") || strings.Contains(text, "changed:") ||
+			strings.Contains(text, "redriven:") || strings.Contains(text, "purged:") || (name != "Purge" && !strings.Contains(text, "not_found"))) {
+			t.Errorf("%s by an admin of another queue: the task is not answered as missing:\n%s", name, text)
 		}
 		// A caller with a lesser role in the queue is denied.
 		for _, p := range []*Principal{submitter, operator} {
@@ -247,8 +252,8 @@ func TestCallCheckOutsideItsScopeIsInternal(t *testing.T) {
 	if code := classify(c.queue("orders")).Code; code != CodeInternal {
 		t.Errorf("queue check of a task RPC: %s, want internal", code)
 	}
-	if code := classify(c.tasks(context.Background(), []rdq.ID{rdq.NewID()})).Code; code != CodeInternal {
-		t.Errorf("IDs check of a task RPC: %s, want internal", code)
+	if _, err := c.tasks(context.Background(), []rdq.ID{rdq.NewID()}); classify(err).Code != CodeInternal {
+		t.Errorf("IDs check of a task RPC: %v, want internal", err)
 	}
 	c.policy = rpcPolicies["ListDead"]
 	if _, _, err := c.task(context.Background(), rdq.NewID().String()); classify(err).Code != CodeInternal {

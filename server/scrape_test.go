@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
 )
 
 // countingGatherer counts its gatherings.
@@ -92,6 +97,97 @@ func TestMetricsGatheredOncePerTTL(t *testing.T) {
 	}
 	if n := g.n.Load(); n != 2 {
 		t.Errorf("a scrape after the TTL: %d gatherings in all, want 2", n)
+	}
+}
+
+// fixedGatherer serves the same families every time: a test changes them
+// to see whether a scrape encodes them again.
+type fixedGatherer struct{ mfs []*dto.MetricFamily }
+
+func (g fixedGatherer) Gather() ([]*dto.MetricFamily, error) { return g.mfs, nil }
+
+// Within MetricsCacheTTL a scrape is a copy of bytes: each format (and
+// compression) is encoded once per gathering, however many scrapers ask,
+// and a gzipped or protobuf scrape carries what the plain one does.
+func TestMetricsEncodedOncePerTTL(t *testing.T) {
+	counter := &dto.MetricFamily{Name: proto.String("rdq_test_total"), Help: proto.String("A test counter."), Type: dto.MetricType_COUNTER.Enum(),
+		Metric: []*dto.Metric{{Counter: &dto.Counter{Value: proto.Float64(1)}}}}
+	tokens, err := NewTokens(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Store: stubStore{}, Auth: tokens, Gatherer: fixedGatherer{[]*dto.MetricFamily{counter}}, MetricsCacheTTL: time.Minute,
+		Logger: slog.New(slog.DiscardHandler), Ready: func(context.Context) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var mu sync.Mutex
+	s.scrape.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	h := s.OpsHandler()
+	scrape := func(accept, encoding string) (string, http.Header) {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		r.Header.Set("Accept", accept)
+		r.Header.Set("Accept-Encoding", encoding)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("scrape: %d %s", w.Code, w.Body)
+		}
+		body := w.Body.Bytes()
+		if w.Header().Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return string(body), w.Header()
+	}
+	const prometheusAccept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+	const protoAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+	plain, hdr := scrape(prometheusAccept, "")
+	if !strings.Contains(plain, "rdq_test_total 1") || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("plain scrape: %s %q", plain, hdr.Get("Content-Type"))
+	}
+	if zipped, hdr := scrape(prometheusAccept, "gzip"); zipped != plain || hdr.Get("Content-Encoding") != "gzip" {
+		t.Errorf("gzipped scrape: %q %q, want the plain one gzipped", zipped, hdr.Get("Content-Encoding"))
+	}
+	if _, hdr := scrape(prometheusAccept, "gzip;q=0, identity"); hdr.Get("Content-Encoding") != "" {
+		t.Errorf("a scraper refusing gzip got %q", hdr.Get("Content-Encoding"))
+	}
+	pb, hdr := scrape(protoAccept, "")
+	if !strings.Contains(hdr.Get("Content-Type"), "encoding=delimited") {
+		t.Errorf("protobuf scrape: Content-Type %q", hdr.Get("Content-Type"))
+	}
+	dec := expfmt.NewDecoder(strings.NewReader(pb), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	var got dto.MetricFamily
+	if err := dec.Decode(&got); err != nil || got.GetName() != "rdq_test_total" || got.GetMetric()[0].GetCounter().GetValue() != 1 {
+		t.Errorf("protobuf scrape decodes to %v, %v", &got, err)
+	}
+
+	// The families change; scrapes within the TTL, of every format, still
+	// serve the encodings made for the first scrapes.
+	counter.Metric[0].Counter.Value = proto.Float64(42)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			for _, enc := range []string{"", "gzip"} {
+				if body, _ := scrape(prometheusAccept, enc); body != plain {
+					t.Errorf("a scrape within the TTL encoded the families again:\n%s", body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if body, _ := scrape(prometheusAccept, "gzip"); !strings.Contains(body, "rdq_test_total 42") {
+		t.Errorf("a scrape after the TTL: %s", body)
 	}
 }
 

@@ -113,8 +113,9 @@ type Config struct {
 	// rdq_queue_oldest_due_age_seconds{queue}; see StatsCollector).
 	Metrics prometheus.Registerer
 	// Gatherer, if set, is served at /metrics by Handler and OpsHandler,
-	// gathered at most once per MetricsCacheTTL whatever the number of
-	// scrapers, with at most 4 responses encoded at once (more get 503).
+	// gathered, and encoded in each exposition format, at most once per
+	// MetricsCacheTTL whatever the number of scrapers: a scrape within it
+	// is a copy of bytes.
 	Gatherer prometheus.Gatherer
 	// MetricsToken, if set, is the bearer token /metrics requires
 	// ("Authorization: Bearer <MetricsToken>"; Prometheus'
@@ -583,10 +584,11 @@ func selectionOf(ids []string, pf *rdqv1.DeadFilter, all bool) (selection, error
 
 // authorize checks the caller's role over every task sel names: by
 // filter, over the filter's queue (or every queue); by IDs, over the
-// queue of each named task that exists.
-func (sel selection) authorize(ctx context.Context, c *call) error {
+// queue of each named task that exists (call.tasks), returning the IDs to
+// act on.
+func (sel selection) authorize(ctx context.Context, c *call) (named, error) {
 	if sel.ids == nil {
-		return c.queue(sel.filter.Queue)
+		return named{}, c.queue(sel.filter.Queue)
 	}
 	return c.tasks(ctx, sel.ids)
 }
@@ -608,19 +610,20 @@ func (s *Service) Redrive(ctx context.Context, req *rdqv1.RedriveRequest) (*rdqv
 		if opts.Spread, err = millis("spread_ms", req.GetSpreadMs()); err != nil {
 			return nil, err
 		}
-		if err := sel.authorize(ctx, c); err != nil {
+		n, err := sel.authorize(ctx, c)
+		if err != nil {
 			return nil, err
 		}
 		switch {
 		case req.Payload != nil:
 			out := &rdqv1.RedriveResponse{Results: []*rdqv1.RedriveResult{{Id: sel.ids[0].String()}}}
-			err := s.dlq.EditAndRedrive(ctx, sel.ids[0], req.Payload, opts)
+			err := s.dlq.EditAndRedrive(ctx, n.act[0], req.Payload, opts)
 			var te dlq.TaskError
 			switch {
 			case err == nil:
 				out.Redriven = 1
 			case errors.As(err, &te):
-				out.Results[0].Error = errorProto(te.Err)
+				out.Results[0].Error = n.item(0, te.Err)
 				if out.Results[0].Error.Code == string(CodeRedriveLimit) {
 					out.AtLimit = 1
 				}
@@ -629,7 +632,7 @@ func (s *Service) Redrive(ctx context.Context, req *rdqv1.RedriveRequest) (*rdqv
 			}
 			return out, nil
 		case sel.ids != nil:
-			res, err := s.dlq.RedriveTasks(ctx, sel.ids, opts)
+			res, err := s.dlq.RedriveTasks(ctx, n.act, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -640,8 +643,8 @@ func (s *Service) Redrive(ctx context.Context, req *rdqv1.RedriveRequest) (*rdqv
 			out := &rdqv1.RedriveResponse{Redriven: res.Redriven, AtLimit: res.AtLimit, Results: make([]*rdqv1.RedriveResult, len(sel.ids))}
 			for i, id := range sel.ids {
 				out.Results[i] = &rdqv1.RedriveResult{Id: id.String()}
-				if e := failed[id]; e != nil {
-					out.Results[i].Error = errorProto(e)
+				if e := failed[n.act[i]]; e != nil {
+					out.Results[i].Error = n.item(i, e)
 				}
 			}
 			return out, nil
@@ -663,12 +666,13 @@ func (s *Service) Purge(ctx context.Context, req *rdqv1.PurgeRequest) (*rdqv1.Pu
 		if err != nil {
 			return nil, err
 		}
-		if err := sel.authorize(ctx, c); err != nil {
+		n, err := sel.authorize(ctx, c)
+		if err != nil {
 			return nil, err
 		}
 		f := sel.filter
 		if sel.ids != nil {
-			f = dlq.Filter{IDs: sel.ids}
+			f = dlq.Filter{IDs: n.act}
 		}
 		res, err := s.dlq.Purge(ctx, f, dlq.PurgeOptions{Actor: c.p.Name, Reason: req.GetReason(), All: sel.all})
 		if err != nil {

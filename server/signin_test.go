@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/sqlitestore"
 )
 
@@ -276,5 +279,169 @@ func TestThrottleBoundsItsKeys(t *testing.T) {
 	th.allow("f", now, true)
 	if len(th.buckets) != 1 || th.buckets["f"] == nil {
 		t.Errorf("buckets after refill: %v", th.buckets)
+	}
+}
+
+// heldBody is a request body that signals its first read and then waits
+// for release: a sign-in whose form is still arriving.
+type heldBody struct {
+	once    sync.Once
+	started chan<- struct{}
+	release <-chan struct{}
+	r       io.Reader
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	b.once.Do(func() {
+		b.started <- struct{}{}
+		<-b.release
+	})
+	return b.r.Read(p)
+}
+
+// Sign-ins in flight at once count against their client's throttle: 30
+// wrong tokens whose forms all arrive together (slow bodies on 30
+// connections) get 10 answers of 401 and 20 of 429, as 30 in a row do.
+// (The throttle used to be checked before the form was read and charged
+// after, so every attempt in flight was tried.)
+func TestConsoleSignInThrottleCountsAttemptsInFlight(t *testing.T) {
+	e := newSignInEnv(t, ConsoleConfig{})
+	const n = 3 * signInFailureBurst
+	started := make(chan struct{}, n)
+	release := make(chan struct{})
+	codes := make(chan int, n)
+	form := url.Values{"token": {"wrong-token-Zx8Qp2Lm5Rt9Vb3Nc7Hd1Jf4Gk6Sa0We"}}.Encode()
+	for range n {
+		go func() {
+			r := httptest.NewRequest(http.MethodPost, "https://rdq.example/console/signin",
+				&heldBody{started: started, release: release, r: strings.NewReader(form)})
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			r.RemoteAddr = "10.9.9.9:40000"
+			w := httptest.NewRecorder()
+			e.h.ServeHTTP(w, r)
+			codes <- w.Code
+		}()
+	}
+	// Wait until every attempt either reads its form or is answered.
+	var got []int
+	reading := 0
+	deadline := time.After(30 * time.Second)
+	for reading+len(got) < n {
+		select {
+		case <-started:
+			reading++
+		case c := <-codes:
+			got = append(got, c)
+		case <-deadline:
+			t.Fatalf("%d attempts reading, %d answered, of %d", reading, len(got), n)
+		}
+	}
+	close(release)
+	for len(got) < n {
+		got = append(got, <-codes)
+	}
+	count := map[int]int{}
+	for _, c := range got {
+		count[c]++
+	}
+	if count[http.StatusUnauthorized] != signInFailureBurst || count[http.StatusTooManyRequests] != n-signInFailureBurst {
+		t.Errorf("%d wrong tokens at once from one client: %v; want %d tried (401) and the rest throttled (429)", n, count, signInFailureBurst)
+	}
+}
+
+// A sign-in's form is read up to a few KiB: a larger one is refused before
+// it is parsed, and counts as a failed attempt.
+func TestConsoleSignInFormIsBounded(t *testing.T) {
+	e := newSignInEnv(t, ConsoleConfig{})
+	big := url.Values{"token": {strings.Repeat("x", 1<<20)}}.Encode()
+	r := httptest.NewRequest(http.MethodPost, "https://rdq.example/console/signin", strings.NewReader(big))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = "10.0.0.7:40000"
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	if w.Code != http.StatusRequestEntityTooLarge || strings.Contains(w.Body.String(), "xxxx") {
+		t.Errorf("a 1 MiB sign-in form: %d %s", w.Code, w.Body)
+	}
+	if got := e.signIns(signInInvalid); got != 1 {
+		t.Errorf("rdq_server_console_signins_total{result=invalid} = %v, want 1", got)
+	}
+	if w := e.signIn("10.0.0.7", signInAdminToken); w.Code != http.StatusSeeOther {
+		t.Errorf("a valid sign-in after it: %d", w.Code)
+	}
+}
+
+// Behind proxies, a request from a trusted proxy comes from the client the
+// last entry of the header names; any other request, or one whose last
+// entry is not an address, from its remote address.
+func TestProxyClientAddr(t *testing.T) {
+	addr, err := ProxyClientAddr("x-forwarded-for", []string{"10.0.0.0/8", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		remote string
+		xff    []string
+		want   string
+	}{
+		{"10.1.2.3:5000", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"10.1.2.3:5000", []string{"203.0.113.9, 198.51.100.7"}, "198.51.100.7"}, // the first entry is the client's to write
+		{"10.1.2.3:5000", []string{"203.0.113.9", "198.51.100.8"}, "198.51.100.8"},
+		{"10.1.2.3:5000", []string{"198.51.100.7:4444"}, "198.51.100.7"},
+		{"10.1.2.3:5000", []string{"2001:db8:1:2::9"}, "2001:db8:1:2::/64"},
+		{"10.1.2.3:5000", []string{"[2001:db8:1:2::9]:443"}, "2001:db8:1:2::/64"},
+		{"10.1.2.3:5000", nil, "10.1.2.3"},
+		{"10.1.2.3:5000", []string{"198.51.100.7, not-an-address"}, "10.1.2.3"},
+		{"[::1]:5000", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"[::ffff:10.0.0.1]:5000", []string{"198.51.100.7"}, "198.51.100.7"},
+		{"192.0.2.1:5000", []string{"198.51.100.7"}, "192.0.2.1"}, // not a proxy: the header is the client's own
+		{"[2001:db8:9:9::1]:5000", []string{"198.51.100.7"}, "2001:db8:9:9::/64"},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/console/signin", nil)
+		r.RemoteAddr = tc.remote
+		for _, v := range tc.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := addr(r); got != tc.want {
+			t.Errorf("from %s with X-Forwarded-For %q: %q, want %q", tc.remote, tc.xff, got, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		header  string
+		trusted []string
+	}{{"", []string{"10.0.0.1"}}, {"X-Forwarded-For", nil}, {"X-Forwarded-For", []string{"proxy.internal"}}, {"X Real IP", []string{"10.0.0.1"}}} {
+		if _, err := ProxyClientAddr(bad.header, bad.trusted); !errors.Is(err, rdq.ErrInvalid) {
+			t.Errorf("ProxyClientAddr(%q, %q): %v, want invalid", bad.header, bad.trusted, err)
+		}
+	}
+}
+
+// Behind a proxy, a client failing sign-ins is throttled alone: another
+// client through the same proxy still signs in.
+func TestConsoleSignInThrottledPerClientBehindAProxy(t *testing.T) {
+	addr, err := ProxyClientAddr("X-Forwarded-For", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newSignInEnv(t, ConsoleConfig{ClientAddr: addr})
+	viaProxy := func(client, token string) int {
+		r := httptest.NewRequest(http.MethodPost, "https://rdq.example/console/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("X-Forwarded-For", client)
+		r.RemoteAddr = "127.0.0.1:40000"
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for range signInFailureBurst {
+		viaProxy("198.51.100.66", "wrong-token-Zx8Qp2Lm5Rt9Vb3Nc7Hd1Jf4Gk6Sa0We")
+	}
+	if code := viaProxy("198.51.100.66", "wrong-token-Zx8Qp2Lm5Rt9Vb3Nc7Hd1Jf4Gk6Sa0We"); code != http.StatusTooManyRequests {
+		t.Errorf("the failing client: %d, want 429", code)
+	}
+	if code := viaProxy("198.51.100.7", signInAdminToken); code != http.StatusSeeOther {
+		t.Errorf("another client through the same proxy: %d, want a sign-in", code)
+	}
+	if !strings.Contains(e.log.String(), "client=198.51.100.66") {
+		t.Errorf("the log does not name the client:\n%s", e.log.String())
 	}
 }

@@ -124,34 +124,44 @@ func TestRESTSlowBodiesDoNotStarveAnotherPrincipal(t *testing.T) {
 }
 
 // A body that does not arrive within BodyReadTimeout is refused with a
-// message saying so, and its place is freed.
+// message saying so, and its place is freed, on every POST route.
 func TestRESTBodyReadDeadline(t *testing.T) {
 	s, srv := slotsService(t, Config{BodyReadTimeout: 50 * time.Millisecond})
-	c, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
+	posts := 0
+	for _, rt := range restRoutes {
+		if rt.method != http.MethodPost {
+			continue
+		}
+		posts++
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+			rt.path, srv.Listener.Addr(), slotsAdminToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A guard against hanging, not an assertion on time.
+		if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("POST %s: no answer to a body that stopped arriving: %v", rt.path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "did not arrive within 50ms") {
+			t.Errorf("POST %s, a body that stopped arriving: %d %s", rt.path, resp.StatusCode, body)
+		}
+		waitUntil(t, "the place to be freed", func() bool { return s.bodies.inUse() == 0 })
 	}
-	defer c.Close()
-	_, err = fmt.Fprintf(c, "POST /v1/tasks HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
-		srv.Listener.Addr(), slowSubmitterToken)
-	if err != nil {
-		t.Fatal(err)
+	if posts < 8 {
+		t.Errorf("%d POST routes checked", posts)
 	}
-	// A guard against hanging, not an assertion on time.
-	if err := c.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer to a body that stopped arriving: %v", err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "did not arrive within 50ms") {
-		t.Errorf("a body that stopped arriving: %d %s", resp.StatusCode, body)
-	}
-	waitUntil(t, "the place to be freed", func() bool { return s.bodies.inUse() == 0 })
 }

@@ -65,3 +65,16 @@ func (t *throttle) allow(key string, now time.Time, take bool) (bool, time.Durat
 	}
 	return true, 0
 }
+
+// give returns a token that allow took from key's bucket at now (or from
+// the shared one, for a key that found no room), up to the burst.
+func (t *throttle) give(key string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buckets[key]
+	if b == nil {
+		b = &t.shared
+	}
+	t.refill(b, now)
+	b.tokens = min(t.burst, b.tokens+1)
+}

@@ -12,8 +12,9 @@ import (
 
 // ListWorkers implements rdqv1.RdqServiceServer: the registered workers and
 // the waiting tasks no live worker serves, limited to the queues the caller
-// may read (operator role). It needs a store that implements
-// store.WorkerRegistry.
+// may read (operator role). A worker that also runs queues the caller may
+// not read has in_flight 0: its count is over all its queues. It needs a
+// store that implements store.WorkerRegistry.
 func (s *Service) ListWorkers(ctx context.Context, req *rdqv1.ListWorkersRequest) (*rdqv1.ListWorkersResponse, error) {
 	return serve(ctx, s, "ListWorkers", func(c *call) (*rdqv1.ListWorkersResponse, error) {
 		queue := req.GetQueue()
@@ -48,9 +49,13 @@ func (s *Service) ListWorkers(ctx context.Context, req *rdqv1.ListWorkersRequest
 			if len(readable) == 0 {
 				continue
 			}
+			inFlight := int32(w.InFlight)
+			if len(readable) < len(w.Queues) {
+				inFlight = 0 // it counts queues the caller may not read
+			}
 			out.Workers = append(out.Workers, &rdqv1.WorkerInfo{
 				Id: w.ID, Host: w.Host, Pid: int32(w.PID), Version: w.Version, Queues: readable, Handlers: w.Handlers,
-				Slots: int32(w.Slots), InFlight: int32(w.InFlight), StartedAt: tsProto(w.StartedAt),
+				Slots: int32(w.Slots), InFlight: inFlight, StartedAt: tsProto(w.StartedAt),
 				LastSeen: tsProto(w.LastSeen), Stale: w.Stale,
 			})
 		}

@@ -80,7 +80,7 @@ func (e *env) consoleCmd(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	srv := &http.Server{Handler: onlyHosts(ln.Addr(), c), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	srv := consoleServer(onlyHosts(ln.Addr(), c), logger)
 	fmt.Fprintf(e.stdout, "rdq console on http://%s/ (database: %s, changes recorded as %s); Ctrl-C stops it\n", ln.Addr(), b.desc, actor)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -100,17 +100,38 @@ func (e *env) consoleCmd(args []string) error {
 	return nil
 }
 
+// consoleServer is the local console's HTTP server: a request's headers
+// must arrive within 10 s and its body within 30 s, and an idle
+// connection is closed after 2 minutes, so that no client holds a
+// connection for as long as it likes.
+func consoleServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
 // onlyHosts serves next to requests whose Host is addr (the listener's
 // address) or localhost with addr's port, and refuses any other with 421
 // Misdirected Request: a page of another site whose name resolves to the
-// loopback address (DNS rebinding) names that site in Host.
+// loopback address (DNS rebinding) names that site in Host. A Host without
+// a port names port 80, as a browser writes it for http.
 func onlyHosts(addr net.Addr, next http.Handler) http.Handler {
 	allowed := map[string]bool{strings.ToLower(addr.String()): true}
 	if _, port, err := net.SplitHostPort(addr.String()); err == nil {
 		allowed["localhost:"+port] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !allowed[strings.ToLower(r.Host)] {
+		host := strings.ToLower(r.Host)
+		if _, _, err := net.SplitHostPort(host); err != nil && host != "" {
+			host = net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), "80")
+		}
+		if !allowed[host] {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.WriteHeader(http.StatusMisdirectedRequest)

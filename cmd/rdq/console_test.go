@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -143,5 +146,66 @@ func TestConsoleListensOnLoopbackOnly(t *testing.T) {
 	r := h.run("", "console", "--listen", "0.0.0.0:8080")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "loopback") {
 		t.Errorf("exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// The local console answers only to its own address, or localhost with its
+// port, whatever the listener's address family; any other Host, a missing
+// one included, is refused with 421 naming the address to open.
+func TestConsoleHostCheck(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	for _, tc := range []struct {
+		listen  string
+		allowed []string
+		refused []string
+	}{
+		{"127.0.0.1:8080",
+			[]string{"127.0.0.1:8080", "localhost:8080", "LOCALHOST:8080"},
+			[]string{"", "127.0.0.1", "127.0.0.1:80", "127.0.0.1:8081", "127.0.0.1.evil:8080", "127.0.0.1.evil", "evil.example:8080",
+				"localhost", "localhost.:8080", "127.0.0.2:8080", "[::1]:8080", "0.0.0.0:8080", "127.1:8080", "2130706433:8080"}},
+		{"[::1]:8080",
+			[]string{"[::1]:8080", "localhost:8080"},
+			[]string{"", "[::1]", "[::1]:8081", "127.0.0.1:8080", "[::2]:8080", "[::1].evil:8080", "evil.example:8080", "[0:0:0:0:0:0:0:1]:8080"}},
+		// On port 80 a browser sends the Host without a port.
+		{"127.0.0.1:80",
+			[]string{"127.0.0.1", "127.0.0.1:80", "localhost", "localhost:80"},
+			[]string{"", "127.0.0.1:8080", "rebind.example", "rebind.example:80"}},
+		{"[::1]:80",
+			[]string{"[::1]", "[::1]:80", "localhost"},
+			[]string{"", "127.0.0.1", "rebind.example"}},
+	} {
+		addr, err := net.ResolveTCPAddr("tcp", tc.listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := onlyHosts(addr, ok)
+		serve := func(host string) (int, string) {
+			r := httptest.NewRequest(http.MethodPost, "/tasks/x/purge", strings.NewReader("reason=r"))
+			r.Host = host
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w.Code, w.Body.String()
+		}
+		for _, host := range tc.allowed {
+			if code, body := serve(host); code != http.StatusNoContent {
+				t.Errorf("listening on %s, Host %q refused: %d %s", tc.listen, host, code, body)
+			}
+		}
+		for _, host := range tc.refused {
+			code, body := serve(host)
+			if code != http.StatusMisdirectedRequest || !strings.Contains(body, "open http://"+addr.String()+"/") {
+				t.Errorf("listening on %s, Host %q: %d %q, want 421 naming the address", tc.listen, host, code, body)
+			}
+		}
+	}
+}
+
+// The local console's server bounds how long a client may take to send a
+// request and hold an idle connection.
+func TestConsoleServerTimeouts(t *testing.T) {
+	srv := consoleServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
+	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 || srv.MaxHeaderBytes <= 0 {
+		t.Errorf("console server limits: header %s, read %s, write %s, idle %s, header bytes %d",
+			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
 	}
 }

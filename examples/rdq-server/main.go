@@ -20,7 +20,9 @@
 // tls_cert_file and tls_key_file REST and gRPC serve TLS. With
 // "metrics_token" (or "metrics_token_env") /metrics needs that bearer
 // token; "console_trusted_origins" lists the console's public origins
-// behind a TLS-terminating proxy.
+// behind a TLS-terminating proxy, and "console_client_header" with
+// "console_trusted_proxies" names its clients behind proxies (for the
+// sign-in throttle and the log).
 // SIGINT or SIGTERM stops intake, lets running callbacks finish (up to
 // -grace) and exits.
 package main
@@ -149,7 +151,11 @@ func run(ctx context.Context, cfg *serverconfig.File, grace time.Duration, log *
 	if cfg.OpsListen != "" {
 		handler = svc.APIHandler()
 	}
-	consoleHandler, err := svc.Console(server.ConsoleConfig{TrustedOrigins: cfg.ConsoleTrustedOrigins})
+	consoleCfg, err := cfg.ConsoleConfig()
+	if err != nil {
+		return err
+	}
+	consoleHandler, err := svc.Console(consoleCfg)
 	if err != nil {
 		return err
 	}

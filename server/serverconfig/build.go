@@ -37,6 +37,22 @@ func (f *File) Tokens() (*server.Tokens, error) {
 	return server.NewTokens(m)
 }
 
+// ConsoleConfig returns the configuration of the console
+// (server.Service.Console): its trusted origins and, behind proxies, how
+// it names its clients.
+func (f *File) ConsoleConfig() (server.ConsoleConfig, error) {
+	cfg := server.ConsoleConfig{TrustedOrigins: f.ConsoleTrustedOrigins}
+	if f.ConsoleClientHeader == "" && len(f.ConsoleTrustedProxies) == 0 {
+		return cfg, nil
+	}
+	addr, err := server.ProxyClientAddr(f.ConsoleClientHeader, f.ConsoleTrustedProxies)
+	if err != nil {
+		return cfg, fmt.Errorf("console_client_header and console_trusted_proxies: %w", err)
+	}
+	cfg.ClientAddr = addr
+	return cfg, nil
+}
+
 // CallbackConfig returns the configuration of the callback caller: the
 // callback section, whose Secret is nil when the section has none.
 func (f *File) CallbackConfig() callback.Config {

@@ -70,6 +70,15 @@ type File struct {
 	// ConsoleTrustedOrigins lists the public origins of the console when
 	// a TLS-terminating proxy serves it ("https://rdq.example.com").
 	ConsoleTrustedOrigins []string `json:"console_trusted_origins"`
+	// ConsoleClientHeader and ConsoleTrustedProxies, set together, name
+	// the console's clients behind reverse proxies, for throttling failed
+	// sign-ins per client and for the log: a request from one of the
+	// proxies (IP addresses or CIDR prefixes) comes from the client the
+	// last entry of the header names (X-Forwarded-For, as the proxy
+	// appends to it). Without them every request comes from its remote
+	// address: behind a proxy, the proxy's. See server.ProxyClientAddr.
+	ConsoleClientHeader   string   `json:"console_client_header"`
+	ConsoleTrustedProxies []string `json:"console_trusted_proxies"`
 	// MaxConnections bounds the open connections of each listener; zero
 	// means DefaultMaxConnections.
 	MaxConnections int `json:"max_connections"`

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -156,12 +158,16 @@ func TestValidateNamesEveryMistake(t *testing.T) {
 		change func(f *serverconfig.File)
 		want   string
 	}{
-		"listen":           {func(f *serverconfig.File) { f.Listen = "8080" }, `listen "8080" is not host:port: write it as 127.0.0.1:8080`},
-		"ops_listen":       {func(f *serverconfig.File) { f.OpsListen = "localhost" }, `ops_listen "localhost" is not host:port`},
-		"shared listener":  {func(f *serverconfig.File) { f.GRPCListen = f.Listen }, "grpc_listen 127.0.0.1:8080 is also listen: give each listener its own address"},
-		"demo receiver":    {func(f *serverconfig.File) { f.DemoReceiver = "127.0.0.1:9090" }, "demo_receiver 127.0.0.1:9090 is also grpc_listen"},
-		"half of tls":      {func(f *serverconfig.File) { f.TLSKeyFile = "key.pem" }, "tls_cert_file and tls_key_file: set both to serve TLS, or neither"},
-		"max connections":  {func(f *serverconfig.File) { f.MaxConnections = -1 }, "max_connections is -1: use a positive number, or 0 for the default (1024)"},
+		"listen":          {func(f *serverconfig.File) { f.Listen = "8080" }, `listen "8080" is not host:port: write it as 127.0.0.1:8080`},
+		"ops_listen":      {func(f *serverconfig.File) { f.OpsListen = "localhost" }, `ops_listen "localhost" is not host:port`},
+		"shared listener": {func(f *serverconfig.File) { f.GRPCListen = f.Listen }, "grpc_listen 127.0.0.1:8080 is also listen: give each listener its own address"},
+		"demo receiver":   {func(f *serverconfig.File) { f.DemoReceiver = "127.0.0.1:9090" }, "demo_receiver 127.0.0.1:9090 is also grpc_listen"},
+		"half of tls":     {func(f *serverconfig.File) { f.TLSKeyFile = "key.pem" }, "tls_cert_file and tls_key_file: set both to serve TLS, or neither"},
+		"max connections": {func(f *serverconfig.File) { f.MaxConnections = -1 }, "max_connections is -1: use a positive number, or 0 for the default (1024)"},
+		"client header":   {func(f *serverconfig.File) { f.ConsoleClientHeader = "X-Forwarded-For" }, "console_client_header and console_trusted_proxies: set both"},
+		"trusted proxy": {func(f *serverconfig.File) {
+			f.ConsoleClientHeader, f.ConsoleTrustedProxies = "X-Forwarded-For", []string{"proxy.internal"}
+		}, `trusted proxy "proxy.internal" is neither an IP address nor a CIDR prefix`},
 		"callback timeout": {func(f *serverconfig.File) { f.Callback.Timeout = serverconfig.Duration(-time.Second) }, "callback.timeout is -1s: use a positive duration"},
 		"callback secret":  {func(f *serverconfig.File) { f.Callback.Secret = "short" }, "callback.secret (or RDQ_CALLBACK_SECRET): rdq: invalid input: callback: the signing secret is 5 bytes; use at least 16 random bytes"},
 		"whsec secret":     {func(f *serverconfig.File) { f.Callback.Secret = "whsec_!!" }, "callback.secret (or RDQ_CALLBACK_SECRET): rdq: invalid input: callback: a whsec_ secret must be followed by standard base64"},
@@ -391,5 +397,29 @@ func TestDurationRoundTrip(t *testing.T) {
 	var out serverconfig.Queue
 	if err := json.Unmarshal(b, &out); err != nil || out.Timeout != in.Timeout {
 		t.Errorf("round trip: %v %v", out.Timeout, err)
+	}
+}
+
+// Behind proxies, the console names its clients by the header the trusted
+// proxies write; without the settings, by the remote address.
+func TestConsoleConfig(t *testing.T) {
+	f := loadSample(t)
+	f.ConsoleTrustedOrigins = []string{"https://rdq.example.com"}
+	cfg, err := f.ConsoleConfig()
+	if err != nil || cfg.ClientAddr != nil || !slices.Equal(cfg.TrustedOrigins, f.ConsoleTrustedOrigins) {
+		t.Fatalf("without proxies: %+v, %v", cfg, err)
+	}
+	f.ConsoleClientHeader, f.ConsoleTrustedProxies = "X-Forwarded-For", []string{"10.0.0.0/8"}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = f.ConsoleConfig(); err != nil || cfg.ClientAddr == nil {
+		t.Fatalf("behind proxies: %+v, %v", cfg, err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/console/signin", nil)
+	r.RemoteAddr = "10.0.0.5:1234"
+	r.Header.Set("X-Forwarded-For", "192.0.2.1, 198.51.100.7")
+	if got := cfg.ClientAddr(r); got != "198.51.100.7" {
+		t.Errorf("client behind the proxy: %q", got)
 	}
 }

@@ -91,6 +91,11 @@ func (f *File) validateListeners(v *validation) {
 	if f.MaxConnections < 0 {
 		v.addf("max_connections is %d: use a positive number, or 0 for the default (%d)", f.MaxConnections, DefaultMaxConnections)
 	}
+	if f.ConsoleClientHeader != "" || len(f.ConsoleTrustedProxies) > 0 {
+		if _, err := server.ProxyClientAddr(f.ConsoleClientHeader, f.ConsoleTrustedProxies); err != nil {
+			v.addf("console_client_header and console_trusted_proxies: set both, the header your proxies write the client's address in and the addresses they connect from: %w", err)
+		}
+	}
 }
 
 func (f *File) validateCallback(v *validation) {
