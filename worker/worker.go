@@ -141,7 +141,7 @@ const (
 	// DefaultSucceededTTL is Config.SucceededTTL's default.
 	DefaultSucceededTTL = 24 * time.Hour
 	// DefaultFinishBatchSize is Config.FinishBatchSize's default.
-	DefaultFinishBatchSize = 200
+	DefaultFinishBatchSize = 1000
 	// DefaultFinishInterval is Config.FinishInterval's default.
 	DefaultFinishInterval = 10 * time.Millisecond
 )
