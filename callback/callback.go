@@ -219,8 +219,9 @@ func New(cfg Config) (*Caller, error) {
 
 // ValidateSecret reports whether secret is an acceptable signing secret
 // (see Config.Secret): raw, or "whsec_" followed by standard base64, with
-// a key of at least MinSecretLength bytes. Its error wraps rdq.ErrInvalid
-// and says what is wrong.
+// a key of at least MinSecretLength bytes that is not a run of a few
+// repeated byte values ("aaaa…", "abababab…"). Its error wraps
+// rdq.ErrInvalid and says what is wrong.
 func ValidateSecret(secret []byte) error {
 	_, err := checkSecret(secret)
 	return err
@@ -236,7 +237,30 @@ func checkSecret(secret []byte) ([]byte, error) {
 	if len(key) < MinSecretLength {
 		return nil, fmt.Errorf("%w: the signing secret is %d bytes; use at least %d random bytes", errInvalidConfig, len(key), MinSecretLength)
 	}
+	if n := distinctBytes(key); n < minSecretDistinctBytes {
+		return nil, fmt.Errorf("%w: the signing secret has only %d distinct byte values in %d bytes, a pattern anyone can guess; use at least %d random bytes (openssl rand -base64 32)",
+			errInvalidConfig, n, len(key), MinSecretLength)
+	}
 	return key, nil
+}
+
+// minSecretDistinctBytes is the fewest distinct byte values a signing key
+// may have: one of MinSecretLength random bytes has fewer with a
+// probability far below one in 10^9, while a secret typed as a run of one
+// character ("aaaa…") or of a short pattern has at most a handful.
+const minSecretDistinctBytes = 8
+
+// distinctBytes counts the distinct byte values of b.
+func distinctBytes(b []byte) int {
+	var seen [256]bool
+	n := 0
+	for _, c := range b {
+		if !seen[c] {
+			seen[c] = true
+			n++
+		}
+	}
+	return n
 }
 
 // Close releases the idle connections of the Caller's transport (when it

@@ -145,9 +145,13 @@ func TestValidateSecret(t *testing.T) {
 	for s, want := range map[string]string{
 		"0123456789abcdef": "",
 		"whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef")): "",
-		"short":            "the signing secret is 5 bytes; use at least 16 random bytes",
-		"whsec_c2hvcnQ=":   "the signing secret is 5 bytes",
-		"whsec_not base64": "a whsec_ secret must be followed by standard base64",
+		"short":                            "the signing secret is 5 bytes; use at least 16 random bytes",
+		"whsec_c2hvcnQ=":                   "the signing secret is 5 bytes",
+		"whsec_not base64":                 "a whsec_ secret must be followed by standard base64",
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa": "the signing secret has only 1 distinct byte values in 32 bytes",
+		"abcabcabcabcabcabcabcabc":         "only 3 distinct byte values",
+		"whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32)): "only 1 distinct byte values",
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw":                       "",
 	} {
 		err := ValidateSecret([]byte(s))
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, rdq.ErrInvalid)) {
