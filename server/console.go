@@ -110,10 +110,11 @@ func (s *Service) Console(cfg ConsoleConfig) (http.Handler, error) {
 	sc := &consoleSessions{
 		auth: s.auth, prefix: prefix, ttl: ttl, now: time.Now, log: s.log, m: s.m,
 		clientAddr: cfg.ClientAddr, perPrincipal: perPrincipal,
-		byHash:   map[[sha256.Size]byte]consoleSession{},
-		byName:   map[string][][sha256.Size]byte{},
-		failures: newThrottle(signInFailureBurst, signInFailureEvery, maxThrottled),
-		signIns:  newThrottle(signInBurst, signInEvery, maxThrottled),
+		byHash:          map[[sha256.Size]byte]consoleSession{},
+		byName:          map[string][][sha256.Size]byte{},
+		failures:        newThrottle(signInFailureBurst, signInFailureEvery, maxThrottled),
+		signIns:         newThrottle(signInBurst, signInEvery, maxThrottled),
+		loggedThrottled: newThrottle(1, throttledLogEvery, maxThrottled),
 	}
 	if sc.clientAddr == nil {
 		sc.clientAddr = remoteHost
@@ -194,6 +195,9 @@ type consoleSessions struct {
 	byName   map[string][][sha256.Size]byte // each principal's sessions, oldest first
 	failures *throttle                      // failed sign-ins, per client
 	signIns  *throttle                      // sign-ins, per principal
+	// loggedThrottled bounds the log lines of throttled sign-ins: one per
+	// client (or principal) per throttledLogEvery; the counter counts all.
+	loggedThrottled *throttle
 }
 
 // Sign-in throttles: a client may fail signInFailureBurst times in a row,
@@ -206,6 +210,9 @@ const (
 	signInBurst        = 10
 	signInEvery        = 30 * time.Second
 	maxThrottled       = 10000
+	// throttledLogEvery is how often a client's throttled sign-ins are
+	// logged; rdq_server_console_signins_total counts every one.
+	throttledLogEvery = time.Minute
 )
 
 // remoteHost is the host of r.RemoteAddr: an IPv4 address, or the /64
@@ -468,7 +475,12 @@ func (sc *consoleSessions) refuse(w http.ResponseWriter, r *http.Request, client
 	if principal != "" {
 		attrs = append(attrs, "principal", principal)
 	}
-	sc.log.WarnContext(r.Context(), "rdq console: sign-in refused", attrs...)
+	if result != signInThrottled {
+		sc.log.WarnContext(r.Context(), "rdq console: sign-in refused", attrs...)
+	} else if ok, _ := sc.loggedThrottled.allow(client+"\x00"+principal, sc.now(), true); ok {
+		attrs = append(attrs, "note", "further throttled sign-ins of this client are counted, not logged, for "+throttledLogEvery.String())
+		sc.log.WarnContext(r.Context(), "rdq console: sign-in refused", attrs...)
+	}
 	if result == signInInvalid {
 		sc.renderSignIn(w, http.StatusUnauthorized, "That token is not valid.")
 		return

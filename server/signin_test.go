@@ -209,7 +209,10 @@ func TestConsoleSignInThrottled(t *testing.T) {
 		}
 	}
 	logs := e.log.String()
-	if strings.Count(logs, "sign-in refused") != 14 || !strings.Contains(logs, "client=10.0.0.9") || !strings.Contains(logs, "principal=ada") {
+	// 11 invalid tokens, and the first throttled sign-in of 10.0.0.9 and of
+	// ada: a client's later throttled sign-ins within a minute are counted,
+	// not logged.
+	if strings.Count(logs, "sign-in refused") != 13 || !strings.Contains(logs, "client=10.0.0.9") || !strings.Contains(logs, "principal=ada") {
 		t.Errorf("log:\n%s", logs)
 	}
 	for _, secret := range []string{wrong, signInAdminToken} {
@@ -443,5 +446,42 @@ func TestConsoleSignInThrottledPerClientBehindAProxy(t *testing.T) {
 	}
 	if !strings.Contains(e.log.String(), "client=198.51.100.66") {
 		t.Errorf("the log does not name the client:\n%s", e.log.String())
+	}
+}
+
+// A flood of throttled sign-ins writes one log line per client a minute,
+// and counts every one.
+func TestConsoleThrottledSignInsLogOncePerMinute(t *testing.T) {
+	e := newSignInEnv(t, ConsoleConfig{})
+	wrong := "wrong-token-Zx8Qp2Lm5Rt9Vb3Nc7Hd1Jf4Gk6Sa0We"
+	for range signInFailureBurst {
+		e.signIn("10.0.0.9", wrong)
+	}
+	for range 500 {
+		if w := e.signIn("10.0.0.9", wrong); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("a throttled client's sign-in: %d", w.Code)
+		}
+	}
+	countThrottled := func() int {
+		n := 0
+		for _, line := range strings.Split(e.log.String(), "\n") {
+			if strings.Contains(line, "sign-in refused") && strings.Contains(line, "result=throttled") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := countThrottled(); n != 1 {
+		t.Errorf("500 throttled sign-ins wrote %d log lines, want 1", n)
+	}
+	if got := e.signIns(signInThrottled); got != 500 {
+		t.Errorf("rdq_server_console_signins_total{result=throttled} = %v, want 500", got)
+	}
+	e.now = e.now.Add(throttledLogEvery)
+	for range signInFailureBurst + 1 {
+		e.signIn("10.0.0.9", wrong)
+	}
+	if n := countThrottled(); n != 2 {
+		t.Errorf("after a minute: %d throttled log lines, want 2", n)
 	}
 }
