@@ -433,16 +433,37 @@ func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, erro
 		return []error{}, nil
 	}
 	var errs []error
+	err := s.writeItems(ctx, p.Now, refused, "finish completion", func(i int) string { return p.Completions[i].ID.String() },
+		func() { errs = make([]error, len(p.Completions)) },
+		func(i int, err error) { errs[i] = err },
+		func(tx *sql.Tx, i int, now int64) error {
+			return s.finishOne(ctx, tx, &p.Completions[i], now, &errs[i])
+		})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: finish: %w", err)
+	}
+	return errs, nil
+}
+
+// writeItems applies len(refused) items in one write transaction at the
+// store's clock (or nowOverride): reset prepares the results, apply writes
+// item i, and setErr records an error of item i alone. An item in refused
+// is not applied; its error is set. An item the database refuses for its
+// data is added to refused with an error naming what (the item's kind) and
+// id, and the transaction is run again without it, so one bad item never
+// fails the others.
+func (s *Store) writeItems(ctx context.Context, nowOverride *time.Time, refused []error, what string, id func(int) string,
+	reset func(), setErr func(int, error), apply func(tx *sql.Tx, i int, now int64) error) error {
 	for {
 		var bad *itemError
-		err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-			errs = make([]error, len(p.Completions))
-			for i := range p.Completions {
+		err := s.writeAt(ctx, nowOverride, func(tx *sql.Tx, now int64) error {
+			reset()
+			for i := range refused {
 				if refused[i] != nil {
-					errs[i] = refused[i]
+					setErr(i, refused[i])
 					continue
 				}
-				if err := s.finishOne(ctx, tx, &p.Completions[i], now, &errs[i]); err != nil {
+				if err := apply(tx, i, now); err != nil {
 					if isDataError(err) {
 						bad = &itemError{i: i, err: err}
 						return bad
@@ -453,14 +474,11 @@ func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, erro
 			return nil
 		})
 		if bad != nil && errors.As(err, &bad) {
-			// Leave the refused completion out and apply the rest.
-			refused[bad.i] = fmt.Errorf("sqlitestore: finish completion %d (task %s): %w", bad.i, p.Completions[bad.i].ID, bad.err)
+			// Leave the refused item out and apply the rest.
+			refused[bad.i] = fmt.Errorf("sqlitestore: %s %d (task %s): %w", what, bad.i, id(bad.i), bad.err)
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: finish: %w", err)
-		}
-		return errs, nil
+		return err
 	}
 }
 
@@ -592,35 +610,16 @@ func (s *Store) RetryInPlace(ctx context.Context, p store.RetryInPlaceParams) ([
 		return []store.RetryInPlaceResult{}, nil
 	}
 	var results []store.RetryInPlaceResult
-	for {
-		var bad *itemError
-		err := s.writeAt(ctx, p.Now, func(tx *sql.Tx, now int64) error {
-			results = make([]store.RetryInPlaceResult, len(p.Retries))
-			for i := range p.Retries {
-				if refused[i] != nil {
-					results[i].Err = refused[i]
-					continue
-				}
-				if err := s.retryOne(ctx, tx, &p.Retries[i], now+micros(p.Lease), now, &results[i]); err != nil {
-					if isDataError(err) {
-						bad = &itemError{i: i, err: err}
-						return bad
-					}
-					return err
-				}
-			}
-			return nil
+	err := s.writeItems(ctx, p.Now, refused, "retry in place item", func(i int) string { return p.Retries[i].ID.String() },
+		func() { results = make([]store.RetryInPlaceResult, len(p.Retries)) },
+		func(i int, err error) { results[i].Err = err },
+		func(tx *sql.Tx, i int, now int64) error {
+			return s.retryOne(ctx, tx, &p.Retries[i], now+micros(p.Lease), now, &results[i])
 		})
-		if bad != nil && errors.As(err, &bad) {
-			// Leave the refused item out and apply the rest.
-			refused[bad.i] = fmt.Errorf("sqlitestore: retry in place item %d (task %s): %w", bad.i, p.Retries[bad.i].ID, bad.err)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlitestore: retry in place: %w", err)
-		}
-		return results, nil
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: retry in place: %w", err)
 	}
+	return results, nil
 }
 
 // validateRetry refuses an item of RetryInPlace that is not a retry.
