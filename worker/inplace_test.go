@@ -188,7 +188,7 @@ func TestStopReleasesARetryKeptInPlace(t *testing.T) {
 	e := newEnv(t)
 	calls := newCounter()
 	reg := prometheus.NewRegistry()
-	policy := rdq.Policy{MaxAttempts: 5, InitialBackoff: 3 * time.Second, Multiplier: 1, MaxBackoff: 3 * time.Second, Jitter: rdq.NoJitter}
+	policy := rdq.Policy{MaxAttempts: 5, InitialBackoff: 30 * time.Second, Multiplier: 1, MaxBackoff: 30 * time.Second, Jitter: rdq.NoJitter}
 	w := e.createWorker(worker.Config{
 		Metrics:      reg,
 		PollInterval: time.Minute,
