@@ -331,7 +331,7 @@ func (c *completer) writeRetries(items []finishItem) writeResult {
 		}
 		if err != nil {
 			w.log.Warn("retry in place failed; retrying while the leases last", slog.Int("tasks", len(comps)), slog.Any("error", err))
-			return writeResult{err: err}
+			return writeResult{err: err, sent: r.sent}
 		}
 		for k, i := range idx {
 			r.errs[i], r.tasks[i] = results[k].Err, results[k].Task
@@ -342,7 +342,8 @@ func (c *completer) writeRetries(items []finishItem) writeResult {
 
 // writeResult is what the store said to a write of items: err for the
 // call as a whole, else errs per item; for retries kept in place, the
-// tasks kept (nil for those left waiting) and when the write was sent.
+// tasks kept (nil for those left waiting) and when the write was sent (set
+// when the call failed too: it may have been applied).
 type writeResult struct {
 	errs  []error
 	err   error

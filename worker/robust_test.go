@@ -368,3 +368,59 @@ rdq_worker_attempts_total{outcome="%s",queue="q"} 1
 		})
 	}
 }
+
+// lostRetryReplyStore commits RetryInPlace calls but loses the reply of the
+// first one that holds a chosen task.
+type lostRetryReplyStore struct {
+	*pgstore.Store
+	id   rdq.ID
+	lost atomic.Bool
+}
+
+func (l *lostRetryReplyStore) RetryInPlace(ctx context.Context, p store.RetryInPlaceParams) ([]store.RetryInPlaceResult, error) {
+	results, err := l.Store.RetryInPlace(ctx, p)
+	if err == nil && slices.ContainsFunc(p.Retries, func(c store.Completion) bool { return c.ID == l.id }) && l.lost.CompareAndSwap(false, true) {
+		return nil, errors.New("injected: connection reset after the commit")
+	}
+	return results, err
+}
+
+// A retry kept in place whose write committed but whose reply was lost is
+// recognized, when the write is tried again, as kept under the next lease:
+// the next attempt runs under it at once, and no lease is lost or left to
+// expire.
+func TestLostRetryInPlaceReplyKeepsTheLease(t *testing.T) {
+	e := newEnv(t)
+	id := rdq.NewID()
+	st := &lostRetryReplyStore{Store: e.st, id: id}
+	reg := prometheus.NewRegistry()
+	calls := newCounter()
+	e.newWorker(worker.Config{
+		Store: st, Metrics: reg, PollInterval: time.Minute,
+		Queues: map[string]worker.QueueConfig{"q": {Policy: fastPolicy(3)}},
+	}, map[string]worker.Handler{
+		"h": func(ctx context.Context, task *rdq.Task) error {
+			if calls.inc(task.ID) == 1 {
+				return errFlaky
+			}
+			return nil
+		},
+	})
+	if _, err := st.Store.Enqueue(context.Background(), store.EnqueueParams{Tasks: []store.NewTask{{ID: id, Queue: "q", Handler: "h"}}}); err != nil {
+		t.Fatal(err)
+	}
+	task, history := e.waitStatus(id, rdq.StatusSucceeded, 10*time.Second)
+	if !st.lost.Load() {
+		t.Fatal("no retry-in-place reply was lost: the test did not test it")
+	}
+	checkAttempts(t, history, rdq.OutcomeRetryableFailure, rdq.OutcomeSuccess)
+	if history[1].LeaseToken != history[0].LeaseToken+1 || task.Attempts != 2 {
+		t.Errorf("attempts under tokens %d then %d (task attempts %d), want consecutive tokens and 2", history[0].LeaseToken, history[1].LeaseToken, task.Attempts)
+	}
+	if n := calls.get(id); n != 2 {
+		t.Errorf("the handler ran %d times, want 2", n)
+	}
+	if n, err := testutil.GatherAndCount(reg, "rdq_worker_leases_lost_total", "rdq_worker_results_dropped_total"); err != nil || n != 0 {
+		t.Errorf("%d lease-lost or dropped-result series (%v), want none", n, err)
+	}
+}
