@@ -13,9 +13,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// generated are the files protoc writes from rdq/v1/rdq.proto, relative to
-// this package.
-var generated = []string{"rdq.pb.go", "rdq_grpc.pb.go"}
+// sources are the contract's .proto files, relative to proto/.
+var sources = []string{"rdq/v1/rdq.proto", "rdq/v1/handler.proto"}
+
+// generated are the files protoc writes from sources, relative to this
+// package.
+var generated = []string{"rdq.pb.go", "rdq_grpc.pb.go", "handler.pb.go", "handler_grpc.pb.go"}
 
 // The committed generated code is what protoc and the pinned plugins
 // (scripts/protoc.sh) make of the .proto file today: a change to the
@@ -31,10 +34,11 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		t.Skip(msg)
 	}
 	out := t.TempDir()
-	cmd := exec.Command("protoc", "-I", "..",
-		"--go_out="+out, "--go_opt=module=github.com/srjn45/rdq",
-		"--go-grpc_out="+out, "--go-grpc_opt=module=github.com/srjn45/rdq",
-		"rdq/v1/rdq.proto")
+	args := append([]string{"-I", "..",
+		"--go_out=" + out, "--go_opt=module=github.com/srjn45/rdq",
+		"--go-grpc_out=" + out, "--go-grpc_opt=module=github.com/srjn45/rdq"},
+		sources...)
+	cmd := exec.Command("protoc", args...)
 	cmd.Env = append(os.Environ(), "PATH="+path)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("protoc: %v\n%s", err, b)
@@ -49,7 +53,7 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(withoutVersions(got), withoutVersions(want)) {
-			t.Errorf("%s is stale: it differs from what protoc generates from rdq/v1/rdq.proto; run bash scripts/protoc.sh, then PATH=\"$(go env GOPATH)/bin:$PATH\" go generate ./proto/rdqv1", name)
+			t.Errorf("%s is stale: it differs from what protoc generates from the .proto files; run bash scripts/protoc.sh, then PATH=\"$(go env GOPATH)/bin:$PATH\" go generate ./proto/rdqv1", name)
 		}
 	}
 }
