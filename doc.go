@@ -36,6 +36,8 @@
 //   - tasks: live tasks: list, find, retry now, cancel.
 //   - callback: handlers as signed HTTP callbacks, their verification, and
 //     receivers.
+//   - callback/grpccall: handlers as gRPC HandlerService endpoints, with
+//     the HTTP callbacks' allowlist, retries and dead-letter path.
 //   - server: the REST and gRPC API as an http.Handler and a gRPC service.
 //   - server/serverconfig: a server's configuration file: load, validate,
 //     and build the server's parts from it.

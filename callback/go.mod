@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/srjn45/rdq v0.0.0
-	github.com/srjn45/rdq/proto v0.0.0
+	github.com/srjn45/rdq/proto v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.43.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.82.0

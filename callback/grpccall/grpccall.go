@@ -49,8 +49,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -327,6 +329,18 @@ func (c *Caller) endpoint(t Target) (*endpoint, error) {
 	return ep, nil
 }
 
+// ValidateMetadata reports whether md is acceptable as Target.Metadata
+// (see there); its error wraps rdq.ErrInvalid and names the first bad
+// entry, in key order.
+func ValidateMetadata(md map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if err := checkMetadata(k, md[k]); err != nil {
+			return fmt.Errorf("%w: %w", errInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
 // Metadata keys the caller sets itself.
 var reservedKeys = map[string]bool{
 	"traceparent": true, "tracestate": true, "user-agent": true, "content-type": true, "te": true, "host": true,
@@ -504,6 +518,14 @@ func (c *Caller) call(ctx context.Context, ep *endpoint, t *rdq.Task) error {
 
 // failure classifies the error of a call that got no answer.
 func (c *Caller) failure(ctx, callCtx context.Context, ep *endpoint, err error) error {
+	if status.Code(err) == codes.DeadlineExceeded {
+		// The handler's side may end the call at the deadline (sent with
+		// the call) a moment before this side's timer fires: once the
+		// deadline has passed, the call's context ends at once.
+		if dl, ok := callCtx.Deadline(); ok && !time.Now().Before(dl) {
+			<-callCtx.Done()
+		}
+	}
 	switch {
 	case ctx.Err() != nil:
 		// The worker's context ended: its timeout or shutdown.
