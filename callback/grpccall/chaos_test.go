@@ -3,10 +3,12 @@ package grpccall
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/callback"
 	"github.com/srjn45/rdq/client"
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/proto/rdqv1"
@@ -24,21 +27,46 @@ import (
 )
 
 // childEnv, when set, makes the test binary a handler process (see
-// runChild): "hang" answers no call, "serve" answers every call.
+// runChild): "grpc" or "http", then "-hang" to answer no call or "-serve"
+// to answer every call.
 const childEnv = "RDQ_GRPCCALL_TEST_CHILD"
 
-// runChild serves HandlerService on the listener inherited as file
-// descriptor 3, writing "executing <id> <attempt>" to stdout as each call
-// arrives. In "hang" mode a call waits until the process is killed; in
-// "serve" mode a task whose payload is "poison" fails permanently and any
-// other succeeds.
+// chaosSecret signs the HTTP callbacks of the chaos test.
+var chaosSecret = []byte("chaos-callback-secret-0123456789")
+
+// runChild serves a handler on the listener inherited as file descriptor
+// 3, a HandlerService or an HTTP callback receiver, writing "executing <id>
+// <attempt>" to stdout as each call arrives. In "hang" mode a call waits
+// until the process is killed; in "serve" mode a task whose payload is
+// "poison" fails permanently and any other succeeds.
 func runChild() int {
 	lis, err := net.FileListener(os.NewFile(3, "listener"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	hang := os.Getenv(childEnv) == "hang"
+	kind, mode, _ := strings.Cut(os.Getenv(childEnv), "-")
+	hang := mode == "hang"
+	if kind == "http" {
+		srv := &http.Server{ReadHeaderTimeout: time.Minute, Handler: callback.Receiver(chaosSecret, time.Minute, func(ctx context.Context, m *callback.Message) error {
+			if _, err := fmt.Fprintf(os.Stdout, "executing %s %d\n", m.Data.ID, m.Data.Attempt); err != nil {
+				return err
+			}
+			if hang {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			if string(m.Data.Body()) == "poison" {
+				return rdq.Permanent(errors.New("poison pill"))
+			}
+			return nil
+		})}
+		if err := srv.Serve(lis); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			return 2
+		}
+		return 0
+	}
 	h := &handler{answer: func(ctx context.Context, req *rdqv1.ExecuteRequest) (*rdqv1.ExecuteResponse, error) {
 		if _, err := fmt.Fprintf(os.Stdout, "executing %s %d\n", req.GetId(), req.GetAttempt()); err != nil {
 			return nil, err
@@ -154,15 +182,71 @@ func parseExecution(t *testing.T, line string) execution {
 	return execution{id: f[1], attempt: n}
 }
 
-// A gRPC handler process SIGKILLed in the middle of calls is an ordinary
-// failed attempt of each call it was running: retryable, of type
-// grpc_unavailable, recorded by the worker (not a lease expiry), and every
-// task still ends SUCCEEDED or DEAD with its full history once a handler
-// serves again.
+// chaosKind is a kind of remote handler the chaos test kills.
+type chaosKind struct {
+	child string // childEnv's prefix
+	// route makes the worker's handler of queue "chaos" at addr.
+	route func(t *testing.T, addr string) func(context.Context, *rdq.Task) error
+	// killedType is the error type of a call whose handler died.
+	killedType string
+	// poisoned reports whether a's failure is the poison task's.
+	poisoned func(a rdq.Attempt) bool
+}
+
+// A remote handler process SIGKILLed in the middle of calls is an
+// ordinary failed attempt of each call it was running: retryable (of type
+// grpc_unavailable for a gRPC handler, transport for an HTTP callback),
+// recorded by the worker (not a lease expiry), and every task still ends
+// SUCCEEDED or DEAD with its full history once a handler serves again.
+// gRPC handlers pass the test HTTP callbacks pass.
 func TestHandlerKilledMidCallIsAnOrdinaryFailedAttempt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts handler processes and a worker on PostgreSQL")
 	}
+	kinds := map[string]chaosKind{
+		"grpc": {
+			child: "grpc",
+			route: func(t *testing.T, addr string) func(context.Context, *rdq.Task) error {
+				route, err := newCaller(t, Config{Timeout: 2 * time.Minute}).Router(map[string]Target{"chaos": {URL: "grpc://" + addr}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return route
+			},
+			killedType: "grpc_unavailable",
+			poisoned: func(a rdq.Attempt) bool {
+				return a.Outcome == rdq.OutcomePermanentFailure && a.ErrorType == "PoisonError" && a.Stack != ""
+			},
+		},
+		"http": {
+			child: "http",
+			route: func(t *testing.T, addr string) func(context.Context, *rdq.Task) error {
+				c, err := callback.New(callback.Config{Secret: chaosSecret, Allow: []string{addr}, AllowAddrs: []string{"127.0.0.1"}, Timeout: 2 * time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Close)
+				route, err := c.Router(map[string]callback.Target{"chaos": {URL: "http://" + addr + "/hooks/chaos"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return route
+			},
+			killedType: "transport",
+			poisoned: func(a rdq.Attempt) bool {
+				return a.Outcome == rdq.OutcomePermanentFailure && a.ErrorType == "http_422" && strings.Contains(a.Message, "poison pill")
+			},
+		},
+	}
+	for name, kind := range kinds {
+		t.Run(name, func(t *testing.T) { runChaos(t, kind) })
+	}
+}
+
+// runChaos submits tasks to a worker whose handler is a process of kind,
+// SIGKILLs that process in the middle of calls several times, then lets
+// one serve, and checks every task's end and history.
+func runChaos(t *testing.T, kind chaosKind) {
 	const (
 		tasks       = 8
 		kills       = 6
@@ -183,11 +267,7 @@ func TestHandlerKilledMidCallIsAnOrdinaryFailedAttempt(t *testing.T) {
 	}
 	t.Cleanup(func() { lf.Close() })
 
-	caller := newCaller(t, Config{Timeout: 2 * time.Minute})
-	route, err := caller.Router(map[string]Target{"chaos": {URL: "grpc://" + lis.Addr().String()}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	route := kind.route(t, lis.Addr().String())
 	w, err := worker.New(worker.Config{
 		Store: st, ID: "chaos-worker", PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
 		Queues: map[string]worker.QueueConfig{"chaos": {
@@ -235,14 +315,14 @@ func TestHandlerKilledMidCallIsAnOrdinaryFailedAttempt(t *testing.T) {
 
 	killed := map[execution]bool{}
 	for range kills {
-		c := startChild(t, lf, "hang")
+		c := startChild(t, lf, kind.child+"-hang")
 		lines := []string{c.next()}
 		lines = append(lines, c.kill()...)
 		for _, l := range lines {
 			killed[parseExecution(t, l)] = true
 		}
 	}
-	startChild(t, lf, "serve")
+	startChild(t, lf, kind.child+"-serve")
 
 	succeeded, dead := 0, 0
 	for _, id := range ids {
@@ -259,10 +339,10 @@ func TestHandlerKilledMidCallIsAnOrdinaryFailedAttempt(t *testing.T) {
 			if a.Outcome == rdq.OutcomeLeaseExpired {
 				t.Errorf("task %s: attempt %d is a lease expiry: the worker should have recorded the failed call", id, a.Number)
 			}
-			if a.Outcome == rdq.OutcomeRetryableFailure && a.ErrorType != "grpc_unavailable" {
-				t.Errorf("task %s: attempt %d failed with %s: %s, want grpc_unavailable", id, a.Number, a.ErrorType, a.Message)
+			if a.Outcome == rdq.OutcomeRetryableFailure && a.ErrorType != kind.killedType {
+				t.Errorf("task %s: attempt %d failed with %s: %s, want %s", id, a.Number, a.ErrorType, a.Message, kind.killedType)
 			}
-			if killed[execution{id.String(), a.Number}] && (a.Outcome != rdq.OutcomeRetryableFailure || a.ErrorType != "grpc_unavailable") {
+			if killed[execution{id.String(), a.Number}] && (a.Outcome != rdq.OutcomeRetryableFailure || a.ErrorType != kind.killedType) {
 				t.Errorf("task %s: killed attempt %d recorded as %s %s", id, a.Number, a.Outcome, a.ErrorType)
 			}
 		}
@@ -270,7 +350,7 @@ func TestHandlerKilledMidCallIsAnOrdinaryFailedAttempt(t *testing.T) {
 		switch {
 		case task.Status == rdq.StatusSucceeded && last.Outcome != rdq.OutcomeSuccess:
 			t.Errorf("task %s succeeded with a last attempt %s", id, last.Outcome)
-		case poison[id.String()] && (task.Status != rdq.StatusDead || last.Outcome != rdq.OutcomePermanentFailure || last.ErrorType != "PoisonError" || last.Stack == ""):
+		case poison[id.String()] && (task.Status != rdq.StatusDead || !kind.poisoned(last)):
 			t.Errorf("poison task %s: %s, last attempt %+v", id, task.Status, last)
 		case task.Status == rdq.StatusDead && !poison[id.String()] && len(history) != maxAttempts:
 			t.Errorf("task %s dead after %d attempts, want %d", id, len(history), maxAttempts)
