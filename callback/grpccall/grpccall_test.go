@@ -72,7 +72,7 @@ var success = &rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Success{Suc
 
 // serveHandler serves h on a loopback port, with opts (TLS, interceptors),
 // and returns its address.
-func serveHandler(t *testing.T, h *handler, opts ...grpc.ServerOption) string {
+func serveHandler(t testing.TB, h *handler, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,7 +91,7 @@ func serveHandler(t *testing.T, h *handler, opts ...grpc.ServerOption) string {
 	return lis.Addr().String()
 }
 
-func newCaller(t *testing.T, cfg Config) *Caller {
+func newCaller(t testing.TB, cfg Config) *Caller {
 	t.Helper()
 	if cfg.Allow == nil {
 		cfg.Allow = []string{"127.0.0.1"}
