@@ -1,0 +1,201 @@
+package io.github.srjn45.rdq.spring;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.github.srjn45.rdq.Handler;
+import io.github.srjn45.rdq.Migrations;
+import io.github.srjn45.rdq.Policy;
+import io.github.srjn45.rdq.RdqClient;
+import io.github.srjn45.rdq.SchemaVersionException;
+import io.github.srjn45.rdq.Worker;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.actuate.autoconfigure.health.HealthContributorAutoConfiguration;
+import org.springframework.boot.actuate.health.Health;
+import org.springframework.boot.actuate.health.HealthIndicator;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
+import org.springframework.boot.context.properties.source.InvalidConfigurationPropertyValueException;
+import org.springframework.boot.test.context.FilteredClassLoader;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/** The auto-configuration's conditions, defaults and errors, each on a fresh schema of the real database. */
+class AutoConfigurationTest {
+    private final List<String> schemas = new ArrayList<>();
+
+    private ApplicationContextRunner runner(boolean migrate) {
+        String schema = TestDatabase.newSchemaName();
+        schemas.add(schema);
+        return new ApplicationContextRunner()
+                .withConfiguration(AutoConfigurations.of(DataSourceAutoConfiguration.class, RdqAutoConfiguration.class,
+                        HealthContributorAutoConfiguration.class, RdqHealthAutoConfiguration.class))
+                .withPropertyValues("spring.datasource.url=" + TestDatabase.jdbcUrl(),
+                        "spring.datasource.username=" + TestDatabase.user(),
+                        "spring.datasource.password=" + TestDatabase.password(),
+                        "rdq.schema=" + schema, "rdq.migrate=" + migrate);
+    }
+
+    @AfterEach
+    void drop() throws Exception {
+        for (String s : schemas) {
+            TestDatabase.drop(s);
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OneHandler {
+        @Bean
+        @RdqHandler(name = "h", queues = "q")
+        Handler h() {
+            return ctx -> {};
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class NotAHandler {
+        @Bean
+        @RdqHandler("h")
+        Runnable h() {
+            return () -> {};
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class TwoHandlersOneName {
+        @Bean
+        @RdqHandler("same")
+        Handler first() {
+            return ctx -> {};
+        }
+
+        @Bean
+        @RdqHandler("same")
+        Handler second() {
+            return ctx -> {};
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class OwnClient {
+        static RdqClient client;
+
+        @Bean
+        RdqClient myClient(DataSource ds) {
+            client = RdqClient.builder(ds).schema("rdq_own_client_unused").build();
+            return client;
+        }
+    }
+
+    @Test
+    void migrationIsOffByDefaultAndAnUnmigratedSchemaFailsTheStartSayingSo() {
+        runner(false).run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(SchemaVersionException.class)
+                    .hasMessageContaining("has no rdq tables").hasMessageContaining("Migrations.migrate");
+        });
+    }
+
+    @Test
+    void withoutHandlerBeansThereIsAClientAndNoWorker() {
+        runner(true).run(ctx -> {
+            assertThat(ctx).hasSingleBean(RdqClient.class).hasSingleBean(RdqSchemaMigration.class)
+                    .doesNotHaveBean(Worker.class).doesNotHaveBean(RdqWorkerLifecycle.class);
+            assertEquals(Migrations.latestVersion(), ctx.getBean(RdqSchemaMigration.class).version());
+            Health h = ctx.getBean(RdqHealthIndicator.class).health();
+            assertEquals(org.springframework.boot.actuate.health.Status.UP, h.getStatus(), h.toString());
+            assertThat(h.getDetails()).doesNotContainKey("worker");
+        });
+    }
+
+    @Test
+    void aHandlerBeanGetsAWorkerBoundToTheContext() {
+        runner(true).withUserConfiguration(OneHandler.class).run(ctx -> {
+            assertThat(ctx).hasSingleBean(Worker.class).hasSingleBean(RdqWorkerLifecycle.class);
+            assertThat(ctx.getBean(RdqWorkerLifecycle.class).shutdownTimeout()).isEqualTo(Duration.ofSeconds(30));
+        });
+    }
+
+    @Test
+    void theWorkerCanBeTurnedOff() {
+        runner(true).withUserConfiguration(OneHandler.class).withPropertyValues("rdq.worker.enabled=false")
+                .run(ctx -> assertThat(ctx).hasSingleBean(RdqClient.class).doesNotHaveBean(Worker.class));
+    }
+
+    @Test
+    void anApplicationClientReplacesTheAutoConfiguredOne() {
+        runner(true).withUserConfiguration(OwnClient.class).run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(SchemaVersionException.class)
+                    .hasMessageContaining("rdq_own_client_unused");
+        });
+    }
+
+    @Test
+    void aHandlerBeanThatIsNoHandlerFailsTheStartNamingIt() {
+        runner(true).withUserConfiguration(NotAHandler.class).run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("bean 'h'").hasMessageContaining("does not implement io.github.srjn45.rdq.Handler");
+        });
+    }
+
+    @Test
+    void twoHandlerBeansWithOneNameFailTheStartNamingBoth() {
+        runner(true).withUserConfiguration(TwoHandlersOneName.class).run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("'first' and 'second'");
+        });
+    }
+
+    @Test
+    void aZeroIsRefusedNamingThePropertyRatherThanReadAsTheDefault() {
+        runner(true).withUserConfiguration(OneHandler.class).withPropertyValues("rdq.queues.q.concurrency=0").run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(InvalidConfigurationPropertyValueException.class)
+                    .hasMessageContaining("rdq.queues.q.concurrency");
+        });
+    }
+
+    @Test
+    void contradictoryPropertiesAreRefused() {
+        runner(true).withUserConfiguration(OneHandler.class)
+                .withPropertyValues("rdq.queues.q.timeout=5s", "rdq.queues.q.no-timeout=true").run(ctx -> {
+                    assertThat(ctx).hasFailed();
+                    assertThat(ctx.getStartupFailure()).rootCause()
+                            .isInstanceOf(InvalidConfigurationPropertyValueException.class)
+                            .hasMessageContaining("rdq.queues.q.timeout");
+                });
+    }
+
+    @Test
+    void withoutActuatorThereIsNoHealthIndicator() {
+        runner(true).withClassLoader(new FilteredClassLoader(HealthIndicator.class))
+                .run(ctx -> assertThat(ctx).hasSingleBean(RdqClient.class).doesNotHaveBean(RdqHealthIndicator.class));
+    }
+
+    @Test
+    void theHealthIndicatorCanBeTurnedOff() {
+        runner(true).withPropertyValues("management.health.rdq.enabled=false")
+                .run(ctx -> assertThat(ctx).hasSingleBean(RdqClient.class).doesNotHaveBean(RdqHealthIndicator.class));
+    }
+
+    @Test
+    void jitterZeroMeansNoJitter() {
+        RdqProperties.Policy p = new RdqProperties.Policy();
+        p.setJitter(0.0);
+        p.setInitialBackoff(Duration.ofSeconds(4));
+        Policy policy = QueueConfigs.policy("rdq.queues.q.policy.", p);
+        assertEquals(Duration.ofSeconds(4), policy.jitteredDelay(1, 0.999), "no delay shortened");
+        p.setJitter(null);
+        assertThat(QueueConfigs.policy("rdq.queues.q.policy.", p).jitteredDelay(1, 0.999))
+                .as("unset: the SDK's default jitter shortens it").isLessThan(Duration.ofSeconds(4));
+    }
+}
