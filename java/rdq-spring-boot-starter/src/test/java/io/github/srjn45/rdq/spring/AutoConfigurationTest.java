@@ -5,13 +5,17 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.github.srjn45.rdq.Handler;
 import io.github.srjn45.rdq.Migrations;
+import io.github.srjn45.rdq.NewTask;
 import io.github.srjn45.rdq.Policy;
 import io.github.srjn45.rdq.RdqClient;
 import io.github.srjn45.rdq.SchemaVersionException;
 import io.github.srjn45.rdq.Worker;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -25,6 +29,8 @@ import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Primary;
+import org.springframework.jdbc.datasource.DelegatingDataSource;
 
 /** The auto-configuration's conditions, defaults and errors, each on a fresh schema of the real database. */
 class AutoConfigurationTest {
@@ -91,6 +97,51 @@ class AutoConfigurationTest {
             client = RdqClient.builder(ds).schema("rdq_own_client_unused").build();
             return client;
         }
+    }
+
+    /** A data source counting the connections taken from it. */
+    static final class CountingDataSource extends DelegatingDataSource {
+        final AtomicInteger taken = new AtomicInteger();
+
+        CountingDataSource() {
+            super(TestDatabase.dataSource());
+        }
+
+        @Override
+        public Connection getConnection() throws SQLException {
+            taken.incrementAndGet();
+            return super.getConnection();
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class TwoDataSources {
+        @Bean
+        @Primary
+        CountingDataSource appDataSource() {
+            return new CountingDataSource();
+        }
+
+        @Bean
+        @RdqDataSource
+        CountingDataSource rdqDataSource() {
+            return new CountingDataSource();
+        }
+    }
+
+    @Test
+    void theWorkerRunsOnTheRdqDataSourceAndTheClientOnTheApplicationOne() {
+        runner(true).withUserConfiguration(TwoDataSources.class, OneHandler.class).run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            CountingDataSource app = ctx.getBean("appDataSource", CountingDataSource.class);
+            CountingDataSource rdq = ctx.getBean("rdqDataSource", CountingDataSource.class);
+            assertEquals(Migrations.latestVersion(), ctx.getBean(RdqSchemaMigration.class).version());
+            // The migration and the worker's version check took one each; its loops take more once running.
+            TestDatabase.await("the worker's loops took connections from the rdq data source", () -> rdq.taken.get() > 2);
+            int before = app.taken.get();
+            ctx.getBean(RdqClient.class).submit(NewTask.builder("q", "h").build());
+            assertEquals(before + 1, app.taken.get(), "the client submits on the application's data source");
+        });
     }
 
     @Test
