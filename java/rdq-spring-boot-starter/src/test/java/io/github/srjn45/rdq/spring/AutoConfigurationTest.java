@@ -2,6 +2,8 @@ package io.github.srjn45.rdq.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.srjn45.rdq.Handler;
 import io.github.srjn45.rdq.Migrations;
@@ -15,6 +17,7 @@ import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
@@ -170,6 +173,24 @@ class AutoConfigurationTest {
         runner(true).withUserConfiguration(OneHandler.class).run(ctx -> {
             assertThat(ctx).hasSingleBean(Worker.class).hasSingleBean(RdqWorkerLifecycle.class);
             assertThat(ctx.getBean(RdqWorkerLifecycle.class).shutdownTimeout()).isEqualTo(Duration.ofSeconds(30));
+        });
+    }
+
+    @Test
+    void withoutAutoStartupTheApplicationStartsTheWorker() {
+        runner(true).withUserConfiguration(OneHandler.class).withPropertyValues("rdq.worker.auto-startup=false").run(ctx -> {
+            RdqWorkerLifecycle lifecycle = ctx.getBean(RdqWorkerLifecycle.class);
+            assertFalse(lifecycle.isRunning());
+            Health down = ctx.getBean(RdqHealthIndicator.class).health();
+            assertEquals(org.springframework.boot.actuate.health.Status.DOWN, down.getStatus(), down.toString());
+            RdqClient client = ctx.getBean(RdqClient.class);
+            UUID id = client.submit(NewTask.builder("q", "h").build()).task().id();
+            lifecycle.start();
+            assertTrue(lifecycle.isRunning());
+            TestDatabase.await("the task ran once the worker started",
+                    () -> client.get(id).orElseThrow().status() == io.github.srjn45.rdq.Status.SUCCEEDED);
+            Health up = ctx.getBean(RdqHealthIndicator.class).health();
+            assertEquals(org.springframework.boot.actuate.health.Status.UP, up.getStatus(), up.toString());
         });
     }
 

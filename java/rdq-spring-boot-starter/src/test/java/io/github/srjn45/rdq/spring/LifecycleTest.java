@@ -2,6 +2,7 @@ package io.github.srjn45.rdq.spring;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.srjn45.rdq.NewTask;
@@ -63,6 +64,10 @@ class LifecycleTest {
         Health h = ctx.getBean(RdqHealthIndicator.class).health();
         assertEquals(org.springframework.boot.actuate.health.Status.DOWN, h.getStatus(), h.toString());
         assertEquals(false, h.getDetails().get("workerRunning"));
+
+        IllegalStateException again = assertThrows(IllegalStateException.class, lifecycle::start);
+        assertTrue(again.getMessage().contains("runs once"), again.getMessage());
+        assertFalse(lifecycle.isRunning());
     }
 
     @Test
