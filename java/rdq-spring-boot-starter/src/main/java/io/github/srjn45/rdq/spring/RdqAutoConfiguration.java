@@ -1,26 +1,28 @@
 package io.github.srjn45.rdq.spring;
 
-import io.github.srjn45.rdq.Handler;
 import io.github.srjn45.rdq.RdqClient;
 import io.github.srjn45.rdq.Worker;
 import java.time.Duration;
-import java.util.LinkedHashMap;
-import java.util.Map;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
-import org.springframework.boot.autoconfigure.condition.AnyNestedCondition;
+import org.springframework.boot.autoconfigure.condition.ConditionMessage;
+import org.springframework.boot.autoconfigure.condition.ConditionOutcome;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.autoconfigure.condition.SpringBootCondition;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.context.properties.source.InvalidConfigurationPropertyValueException;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Conditional;
+import org.springframework.context.annotation.ConditionContext;
+import org.springframework.core.type.AnnotatedTypeMetadata;
 import org.springframework.jdbc.datasource.DataSourceUtils;
 
 /**
@@ -33,7 +35,7 @@ import org.springframework.jdbc.datasource.DataSourceUtils;
  *       transaction on that data source (a task submitted in a transaction
  *       that rolls back is not stored), given the policy of every configured
  *       queue so that it checks task budgets against them;</li>
- *   <li>when a bean is annotated {@link RdqHandler} or an {@link RdqWorkerCustomizer}
+ *   <li>when a bean or a method is annotated {@link RdqHandler} or an {@link RdqWorkerCustomizer}
  *       exists and {@code rdq.worker.enabled} is not false, a {@link Worker}
  *       running the configured queues with those handlers, on the
  *       {@link RdqDataSource} data source if there is one, and an
@@ -102,34 +104,13 @@ public class RdqAutoConfiguration {
             b.keyRetention(positive("rdq.key-retention", properties.getKeyRetention()));
         }
         properties.getQueues().forEach((name, q) -> b.queue(name, QueueConfigs.of(name, q)));
-        Map<String, String> beanOfHandler = new LinkedHashMap<>();
-        for (String bean : beans.getBeanNamesForAnnotation(RdqHandler.class)) {
-            RdqHandler a = beans.findAnnotationOnBean(bean, RdqHandler.class);
-            if (a == null) {
-                continue;
-            }
-            String name = a.name();
-            if (name.isBlank()) {
-                throw new IllegalStateException("rdq: bean '" + bean + "' is annotated @RdqHandler without a name: "
-                        + "give the handler name its tasks are submitted with, @RdqHandler(name = \"...\")");
-            }
-            Object h = beans.getBean(bean);
-            if (!(h instanceof Handler)) {
-                throw new IllegalStateException("rdq: bean '" + bean + "' is annotated @RdqHandler(\"" + name
-                        + "\") but its type " + h.getClass().getName() + " does not implement " + Handler.class.getName()
-                        + ": implement it (void handle(TaskContext ctx))");
-            }
-            String other = beanOfHandler.putIfAbsent(name, bean);
-            if (other != null) {
-                throw new IllegalStateException("rdq: beans '" + other + "' and '" + bean + "' are both annotated "
-                        + "@RdqHandler(\"" + name + "\"): a handler name is run by one handler; rename one of them");
-            }
-            for (String queue : a.queues()) {
+        for (HandlerBeans.Found h : HandlerBeans.find(beans)) {
+            for (String queue : h.queues()) {
                 if (!properties.getQueues().containsKey(queue)) {
                     b.queue(queue);
                 }
             }
-            b.handle(name, (Handler) h);
+            b.handle(h.name(), h.handler());
         }
         customizers.orderedStream().forEach(c -> c.customize(b));
         return b.build();
@@ -161,16 +142,22 @@ public class RdqAutoConfiguration {
         return d;
     }
 
-    /** A handler bean or a worker customizer exists. */
-    static final class OnHandlersCondition extends AnyNestedCondition {
-        OnHandlersCondition() {
-            super(ConfigurationPhase.REGISTER_BEAN);
+    /** A handler (a bean or a method annotated {@link RdqHandler}) or a worker customizer exists. */
+    static final class OnHandlersCondition extends SpringBootCondition {
+        @Override
+        public ConditionOutcome getMatchOutcome(ConditionContext context, AnnotatedTypeMetadata metadata) {
+            ConditionMessage.Builder m = ConditionMessage.forCondition("rdq handlers");
+            ConfigurableListableBeanFactory beans = context.getBeanFactory();
+            if (beans == null) {
+                return ConditionOutcome.noMatch(m.because("there is no bean factory"));
+            }
+            if (HandlerBeans.any(beans)) {
+                return ConditionOutcome.match(m.found("handler").items("annotated @RdqHandler"));
+            }
+            if (beans.getBeanNamesForType(RdqWorkerCustomizer.class, true, false).length > 0) {
+                return ConditionOutcome.match(m.found("bean").items(RdqWorkerCustomizer.class.getSimpleName()));
+            }
+            return ConditionOutcome.noMatch(m.didNotFind("handler or worker customizer").atAll());
         }
-
-        @ConditionalOnBean(annotation = RdqHandler.class)
-        static final class HandlerBeans {}
-
-        @ConditionalOnBean(RdqWorkerCustomizer.class)
-        static final class Customizers {}
     }
 }

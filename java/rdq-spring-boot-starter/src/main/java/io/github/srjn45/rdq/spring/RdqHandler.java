@@ -8,11 +8,11 @@ import java.lang.annotation.Target;
 import org.springframework.core.annotation.AliasFor;
 
 /**
- * Registers a bean implementing {@link io.github.srjn45.rdq.Handler} with the
- * application's rdq worker, under a handler name: the worker runs tasks
- * submitted with that name. The bean is an ordinary Spring bean (a
- * {@code @Component}, or a {@code @Bean} method annotated here), so it gets
- * its dependencies injected and may be proxied, {@code @Transactional} included.
+ * Declares a handler of the application's rdq worker, under a handler name:
+ * the worker runs the tasks submitted with that name on it.
+ *
+ * <p>On a bean's class, or on its {@code @Bean} method, the bean must
+ * implement {@link io.github.srjn45.rdq.Handler}:
  *
  * <pre>{@code
  * @Component
@@ -22,8 +22,21 @@ import org.springframework.core.annotation.AliasFor;
  * }
  * }</pre>
  *
+ * <p>On any other method of a bean, the method must take exactly one
+ * {@link io.github.srjn45.rdq.TaskContext}; it is called through the bean's
+ * proxy, so {@code @Transactional} and other advice apply, and what it throws
+ * is the attempt's outcome as for a {@code Handler}:
+ *
+ * <pre>{@code
+ * @Component
+ * class Receipts {
+ *     @RdqHandler(name = "send-receipt", queues = "emails")
+ *     void send(TaskContext ctx) { ... }
+ * }
+ * }</pre>
+ *
  * <p>The name is a stable contract with the tasks already stored: renaming a
- * handler leaves the tasks of its old name waiting. Two beans with one name
+ * handler leaves the tasks of its old name waiting. Two handlers with one name
  * fail the application's start.
  */
 @Target({ElementType.TYPE, ElementType.METHOD})

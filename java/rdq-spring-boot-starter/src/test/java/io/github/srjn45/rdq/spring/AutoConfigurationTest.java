@@ -11,6 +11,7 @@ import io.github.srjn45.rdq.NewTask;
 import io.github.srjn45.rdq.Policy;
 import io.github.srjn45.rdq.RdqClient;
 import io.github.srjn45.rdq.SchemaVersionException;
+import io.github.srjn45.rdq.TaskContext;
 import io.github.srjn45.rdq.Worker;
 import java.sql.Connection;
 import java.sql.SQLException;
@@ -88,6 +89,48 @@ class AutoConfigurationTest {
         @RdqHandler("same")
         Handler second() {
             return ctx -> {};
+        }
+    }
+
+    /** A bean whose method is a handler. */
+    static class MethodHandler {
+        @RdqHandler(name = "m", queues = "q")
+        void run(TaskContext ctx) {}
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class MethodHandlerOnly {
+        @Bean
+        MethodHandler methodHandler() {
+            return new MethodHandler();
+        }
+    }
+
+    /** A handler method with the wrong parameters. */
+    static class WrongSignature {
+        @RdqHandler("w")
+        void run(String payload) {}
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class WrongSignatureConfig {
+        @Bean
+        WrongSignature wrong() {
+            return new WrongSignature();
+        }
+    }
+
+    /** A method taking the name of a handler bean. */
+    static class SameNameAsBean {
+        @RdqHandler("h")
+        void run(TaskContext ctx) {}
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    static class SameNameAsBeanConfig {
+        @Bean
+        SameNameAsBean same() {
+            return new SameNameAsBean();
         }
     }
 
@@ -177,6 +220,37 @@ class AutoConfigurationTest {
     }
 
     @Test
+    void aHandlerMethodAloneGetsAWorkerThatRunsIt() {
+        runner(true).withUserConfiguration(MethodHandlerOnly.class).run(ctx -> {
+            assertThat(ctx).hasSingleBean(Worker.class);
+            assertTrue(ctx.getBean(RdqWorkerLifecycle.class).isRunning());
+            RdqClient client = ctx.getBean(RdqClient.class);
+            UUID id = client.submit(NewTask.builder("q", "m").build()).task().id();
+            TestDatabase.await("the handler method ran the task",
+                    () -> client.get(id).orElseThrow().status() == io.github.srjn45.rdq.Status.SUCCEEDED);
+        });
+    }
+
+    @Test
+    void aHandlerMethodWithOtherParametersFailsTheStartNamingIt() {
+        runner(true).withUserConfiguration(WrongSignatureConfig.class).run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("WrongSignature.run of bean 'wrong'")
+                    .hasMessageContaining("void run(TaskContext ctx)");
+        });
+    }
+
+    @Test
+    void aHandlerMethodTakingABeansNameFailsTheStartNamingBoth() {
+        runner(true).withUserConfiguration(OneHandler.class, SameNameAsBeanConfig.class).run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(IllegalStateException.class)
+                    .hasMessageContaining("bean 'h' and method").hasMessageContaining("SameNameAsBean.run");
+        });
+    }
+
+    @Test
     void withoutAutoStartupTheApplicationStartsTheWorker() {
         runner(true).withUserConfiguration(OneHandler.class).withPropertyValues("rdq.worker.auto-startup=false").run(ctx -> {
             RdqWorkerLifecycle lifecycle = ctx.getBean(RdqWorkerLifecycle.class);
@@ -223,7 +297,7 @@ class AutoConfigurationTest {
         runner(true).withUserConfiguration(TwoHandlersOneName.class).run(ctx -> {
             assertThat(ctx).hasFailed();
             assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(IllegalStateException.class)
-                    .hasMessageContaining("'first' and 'second'");
+                    .hasMessageContaining("bean 'first' and bean 'second'");
         });
     }
 

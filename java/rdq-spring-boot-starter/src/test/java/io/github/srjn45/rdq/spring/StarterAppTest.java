@@ -15,6 +15,7 @@ import io.github.srjn45.rdq.Status;
 import io.github.srjn45.rdq.Task;
 import io.github.srjn45.rdq.Worker;
 import io.github.srjn45.rdq.spring.app.Orders;
+import io.github.srjn45.rdq.spring.app.Receipts;
 import io.github.srjn45.rdq.spring.app.TestApp;
 import java.util.List;
 import java.util.Map;
@@ -73,6 +74,7 @@ class StarterAppTest {
     @Autowired RdqHealthIndicator health;
     @Autowired TestApp.SendWelcome sendWelcome;
     @Autowired Orders orders;
+    @Autowired Receipts receipts;
     @Autowired JdbcTemplate jdbc;
 
     @Test
@@ -91,6 +93,24 @@ class StarterAppTest {
         UUID id = client.submit(NewTask.builder("emails", "send-welcome").payload(payload).build()).task().id();
         await("the handler bean ran the task", () -> sendWelcome.handled.contains(payload));
         await("the task succeeded", () -> client.get(id).map(Task::status).orElseThrow() == Status.SUCCEEDED);
+    }
+
+    @Test
+    void aHandlerMethodOfATransactionalBeanRunsThroughItsProxy() throws Exception {
+        UUID id = client.submit(NewTask.builder("emails", "send-receipt").build()).task().id();
+        await("the handler method ran the task", () -> receipts.sent().containsKey(id));
+        assertEquals(true, receipts.sent().get(id), "inside the transaction the bean's @Transactional opened");
+        await("the task succeeded", () -> client.get(id).map(Task::status).orElseThrow() == Status.SUCCEEDED);
+    }
+
+    @Test
+    void aHandlerMethodThrowingPermanentExceptionDeadLettersAtOnce() throws Exception {
+        UUID id = client.submit(NewTask.builder("emails", "refuse-receipt").build()).task().id();
+        await("the task is dead", () -> client.get(id).map(Task::status).orElseThrow() == Status.DEAD);
+        List<Attempt> history = client.history(id);
+        assertEquals(1, history.size(), history.toString());
+        assertEquals("java.lang.IllegalArgumentException", history.get(0).errorType());
+        assertEquals("no such customer", history.get(0).message());
     }
 
     @Test
