@@ -9,6 +9,7 @@ import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
 import java.util.Objects;
+import java.util.regex.Pattern;
 import javax.sql.DataSource;
 import org.springframework.boot.actuate.health.AbstractHealthIndicator;
 import org.springframework.boot.actuate.health.Health;
@@ -22,6 +23,9 @@ import org.springframework.boot.actuate.health.Health;
  * worker's ID, state and counts since it started.
  */
 public class RdqHealthIndicator extends AbstractHealthIndicator {
+    /** The schema names the SDK accepts (PgStore's rule); the name is quoted into the queries below. */
+    private static final Pattern SCHEMA = Pattern.compile("^[a-z_][a-z0-9_]{0,62}$");
+
     private final DataSource dataSource;
     private final String schema;
     private final RdqWorkerLifecycle worker;
@@ -29,11 +33,18 @@ public class RdqHealthIndicator extends AbstractHealthIndicator {
     /**
      * A health indicator for schema on dataSource and, when worker is not
      * null, for that worker.
+     *
+     * @throws IllegalArgumentException when schema is not a name rdq accepts
      */
     public RdqHealthIndicator(DataSource dataSource, String schema, RdqWorkerLifecycle worker) {
         super("rdq health check failed");
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
-        this.schema = Objects.requireNonNull(schema, "schema");
+        String name = Objects.requireNonNull(schema, "schema").isEmpty() ? "rdq" : schema;
+        if (!SCHEMA.matcher(name).matches()) {
+            throw new IllegalArgumentException("rdq: schema name \"" + name + "\" is not one rdq uses: give lower-case "
+                    + "letters, digits and underscores, starting with a letter or an underscore, at most 63 (rdq.schema)");
+        }
+        this.schema = name;
         this.worker = worker;
     }
 

@@ -2,6 +2,7 @@ package io.github.srjn45.rdq.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import io.github.srjn45.rdq.Migrations;
 import org.junit.jupiter.api.Test;
@@ -19,6 +20,13 @@ class HealthIndicatorTest {
         Health h = new RdqHealthIndicator(ds, "rdq", null).health();
         assertEquals(Status.DOWN, h.getStatus(), h.toString());
         assertThat(h.getDetails()).containsKey("error");
+    }
+
+    @Test
+    void aSchemaNameRdqDoesNotAcceptIsRefused() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new RdqHealthIndicator(TestDatabase.dataSource(), "x\"; DROP TABLE t; --", null));
+        assertThat(e.getMessage()).contains("rdq.schema").contains("lower-case");
     }
 
     @Test
