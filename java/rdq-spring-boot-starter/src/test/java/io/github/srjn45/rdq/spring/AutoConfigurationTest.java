@@ -135,6 +135,14 @@ class AutoConfigurationTest {
     }
 
     @Configuration(proxyBeanMethods = false)
+    static class CustomizerOnly {
+        @Bean
+        RdqWorkerCustomizer inCode() {
+            return b -> b.queue("coded").handle("c", ctx -> {});
+        }
+    }
+
+    @Configuration(proxyBeanMethods = false)
     static class OwnClient {
         static RdqClient client;
 
@@ -227,6 +235,17 @@ class AutoConfigurationTest {
             RdqClient client = ctx.getBean(RdqClient.class);
             UUID id = client.submit(NewTask.builder("q", "m").build()).task().id();
             TestDatabase.await("the handler method ran the task",
+                    () -> client.get(id).orElseThrow().status() == io.github.srjn45.rdq.Status.SUCCEEDED);
+        });
+    }
+
+    @Test
+    void aCustomizerAloneGetsAWorkerRunningWhatItRegistered() {
+        runner(true).withUserConfiguration(CustomizerOnly.class).run(ctx -> {
+            assertThat(ctx).hasSingleBean(Worker.class);
+            RdqClient client = ctx.getBean(RdqClient.class);
+            UUID id = client.submit(NewTask.builder("coded", "c").build()).task().id();
+            TestDatabase.await("the handler registered in code ran the task",
                     () -> client.get(id).orElseThrow().status() == io.github.srjn45.rdq.Status.SUCCEEDED);
         });
     }
