@@ -7,9 +7,10 @@ import org.springframework.boot.context.properties.ConfigurationProperties;
 
 /**
  * The {@code rdq.*} properties. Every property left unset takes the SDK
- * builder's default; a value that is set is passed to the builder as is, so a
- * value out of range fails the application's start with the SDK's message
- * naming the property's builder method.
+ * builder's default. A zero or negative value where a positive one is needed,
+ * or two properties that contradict each other, fail the application's start
+ * naming the property (zero never means "the default"); other values out of
+ * range fail it with the SDK's message.
  *
  * <pre>
  * rdq.migrate=true
