@@ -1,0 +1,4 @@
+/**
+ * Spring Boot auto-configuration for rdq.
+ */
+package io.github.srjn45.rdq.spring;
