@@ -131,7 +131,8 @@ type Callback struct {
 	// AllowAddrs lists the internal addresses or CIDR prefixes
 	// (loopback, private, link-local) callbacks may connect to.
 	AllowAddrs []string `json:"allow_addrs"`
-	// Timeout bounds one callback; zero means callback.DefaultTimeout.
+	// Timeout bounds one callback or gRPC handler call; zero means
+	// callback.DefaultTimeout (grpccall.DefaultTimeout, the same).
 	Timeout Duration `json:"timeout"`
 	// TLSCAFile, TLSCertFile and TLSKeyFile configure the connections to
 	// gRPC handlers over grpcs: a PEM file of the certificate authorities
