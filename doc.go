@@ -42,6 +42,8 @@
 //   - server/serverconfig: a server's configuration file: load, validate,
 //     and build the server's parts from it.
 //   - proto/rdqv1: the API's generated protobuf and gRPC types.
+//   - proto/rdqv1/rdqv1connect: the API's generated Connect handlers and
+//     clients (connect-go).
 //   - console: the operator's web console as an http.Handler.
 //
 // The rdq command (cmd/rdq) inspects and operates a store from a terminal.

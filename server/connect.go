@@ -1,54 +1,95 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"mime"
 	"net/http"
+	"strings"
 
-	"connectrpc.com/vanguard"
-	"connectrpc.com/vanguard/vanguardgrpc"
+	"connectrpc.com/connect"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
-	"github.com/srjn45/rdq/proto/rdqv1"
+	"github.com/srjn45/rdq/proto/rdqv1/rdqv1connect"
 )
-
-// rpcFramingBytes is what the framing of the Connect streaming and gRPC-Web
-// protocols may add to a message (a 5-byte prefix per message, an
-// end-of-stream message): room a request body has beyond MaxBodyBytes.
-const rpcFramingBytes = 1 << 10
-
-// newRPCHandler returns the handler of RPCPath: the rdq.v1 service of a
-// gRPC server with GRPCOptions, reached over the Connect protocol, gRPC-Web
-// and gRPC through a vanguard transcoder.
-func (s *Service) newRPCHandler() (http.Handler, error) {
-	g := grpc.NewServer(s.GRPCOptions()...)
-	rdqv1.RegisterRdqServiceServer(g, s)
-	t, err := vanguardgrpc.NewTranscoder(g, vanguard.WithDefaultServiceOptions(
-		vanguard.WithMaxMessageBufferBytes(uint32(min(s.maxBody+rpcFramingBytes, 1<<31-1))),
-	))
-	if err != nil {
-		return nil, fmt.Errorf("server: serving the rdq.v1 service over Connect and gRPC-Web: %w", err)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// The Connect protocol's version header is optional for unary
-		// calls; the transcoder, which would read a request without it as
-		// REST, gets it.
-		if r.Method == http.MethodPost && r.Header.Get("Connect-Protocol-Version") == "" {
-			mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-			if err == nil && (mt == "application/json" || mt == "application/proto") {
-				r.Header.Set("Connect-Protocol-Version", "1")
-			}
-		}
-		t.ServeHTTP(w, r)
-	}), nil
-}
 
 // RPCPath is the path prefix under which Handler and APIHandler serve the
 // rdq.v1.RdqService methods ("/rdq.v1.RdqService/Submit") over the Connect
 // protocol (unary POST of JSON or binary protobuf, over HTTP/1.1 or
-// HTTP/2), gRPC-Web and gRPC: the same implementation, authentication
-// (the "Authorization: Bearer" header), interceptor, errors (the stable
-// code in a google.rpc.ErrorInfo detail) and metrics as the gRPC server
-// of NewGRPCServer, with request bodies of at most Config.MaxBodyBytes
-// plus their framing.
-const RPCPath = "/rdq.v1.RdqService/"
+// HTTP/2), gRPC-Web and gRPC (over HTTP/2), with connect-go: the same
+// implementation, authentication (the "Authorization: Bearer" header),
+// request timeout, trace context, panic recovery, metrics and errors (the
+// stable code in a google.rpc.ErrorInfo detail) as the gRPC server of
+// NewGRPCServer, with request messages of at most Config.MaxBodyBytes.
+const RPCPath = "/" + rdqv1connect.RdqServiceName + "/"
+
+// newRPCHandler returns the handler of RPCPath.
+func (s *Service) newRPCHandler() (http.Handler, error) {
+	path, h := rdqv1connect.NewRdqServiceHandler(s,
+		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectUnary)),
+		connect.WithReadMaxBytes(int(min(s.maxBody, 1<<31-1))),
+	)
+	if path != RPCPath {
+		return nil, fmt.Errorf("server: the Connect handler serves %s, not %s", path, RPCPath)
+	}
+	return h, nil
+}
+
+// connectUnary runs a Connect call through UnaryInterceptor, as the gRPC
+// server does: its headers are the call's metadata, and the gRPC status
+// the interceptor answers with becomes a Connect error with the same code,
+// message and details.
+func (s *Service) connectUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		md := metadata.MD{}
+		for k, vs := range req.Header() {
+			md.Append(strings.ToLower(k), vs...)
+		}
+		ctx = metadata.NewIncomingContext(ctx, md)
+		var resp connect.AnyResponse
+		_, err := s.UnaryInterceptor(ctx, req.Any(), &grpc.UnaryServerInfo{FullMethod: req.Spec().Procedure},
+			func(ctx context.Context, _ any) (any, error) {
+				r, err := next(ctx, req)
+				if err != nil {
+					return nil, err
+				}
+				resp = r
+				return r.Any(), nil
+			})
+		if err != nil {
+			return nil, s.connectError(ctx, err)
+		}
+		return resp, nil
+	}
+}
+
+// connectError is the Connect error of err, a gRPC status (or a Connect
+// error already): the same code, message and details.
+func (s *Service) connectError(ctx context.Context, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		s.log.ErrorContext(ctx, "rdq api: a Connect call ended with an error that is no gRPC status", "error", err)
+		return connect.NewError(connect.CodeInternal, errors.New("internal error; the server log has the details"))
+	}
+	out := connect.NewError(connect.Code(st.Code()), errors.New(st.Message()))
+	for _, d := range st.Proto().GetDetails() {
+		msg, derr := d.UnmarshalNew()
+		var detail *connect.ErrorDetail
+		if derr == nil {
+			detail, derr = connect.NewErrorDetail(msg)
+		}
+		if derr != nil {
+			// The error itself still goes out, without this detail.
+			s.log.ErrorContext(ctx, "rdq api: a detail of an error cannot be sent over Connect", "type", d.GetTypeUrl(), "error", derr)
+			continue
+		}
+		out.AddDetail(detail)
+	}
+	return out
+}

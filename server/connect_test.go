@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -130,4 +131,24 @@ func TestConnectAndGRPCWeb(t *testing.T) {
 	if got, err := webGet(&rdqv1.GetTaskRequest{Id: id}); err != nil || got.GetTask().GetStatus() != "SUCCEEDED" {
 		t.Errorf("gRPC-Web GetTask = %v, %v", got, err)
 	}
+}
+
+// Over HTTP/2, the same path speaks the gRPC protocol too.
+func TestRPCPathSpeaksGRPC(t *testing.T) {
+	e := newEnv(t)
+	srv := httptest.NewUnstartedServer(e.svc.Handler())
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	submit := connect.NewClient[rdqv1.SubmitRequest, rdqv1.SubmitResponse](srv.Client(), srv.URL+server.RPCPath+"Submit", connect.WithGRPC())
+	req := connect.NewRequest(&rdqv1.SubmitRequest{Task: &rdqv1.TaskSpec{Queue: "flaky", Handler: "call", Payload: []byte("{}")}})
+	req.Header().Set("Authorization", "Bearer "+tokSubmitter)
+	resp, err := submit.CallUnary(context.Background(), req)
+	if err != nil || resp.Msg.GetTask().GetStatus() != "PENDING" || resp.Msg.GetTask().GetId() == "" {
+		t.Fatalf("gRPC Submit = %v, %v", resp, err)
+	}
+	req = connect.NewRequest(&rdqv1.SubmitRequest{Task: &rdqv1.TaskSpec{Queue: "flaky", Handler: "call"}})
+	req.Header().Set("Authorization", "Bearer "+tokOperator[:20]+"x")
+	_, err = submit.CallUnary(context.Background(), req)
+	wantConnectCode(t, err, connect.CodeUnauthenticated, server.CodeUnauthenticated)
 }

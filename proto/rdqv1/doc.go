@@ -7,8 +7,9 @@
 //
 // The generated files are committed, and TestGeneratedCodeIsCurrent fails
 // when they differ from what the .proto files generate. They are made by
-// buf (https://buf.build) and the protoc-gen-go and protoc-gen-go-grpc
-// plugins, all pinned and run with go run (proto/buf.gen.yaml), so
+// buf (https://buf.build) and the protoc-gen-go, protoc-gen-go-grpc and
+// protoc-gen-connect-go plugins (the last into package rdqv1connect), all
+// pinned and run with go run (proto/buf.gen.yaml), so
 // regenerating them after a change needs nothing installed but Go:
 //
 //	go generate ./proto/rdqv1
