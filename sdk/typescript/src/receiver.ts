@@ -55,7 +55,11 @@ const encoder = new TextEncoder();
 
 function webhookOf(secret: string | Uint8Array): Webhook {
   if (typeof secret === "string" && secret.startsWith(SECRET_PREFIX)) {
-    return new Webhook(secret);
+    try {
+      return new Webhook(secret);
+    } catch (e) {
+      throw new TypeError(`rdq: a secret starting with whsec_ must go on in standard base64 (${String(e)}); copy it again from rdq-server's config`);
+    }
   }
   const key = typeof secret === "string" ? encoder.encode(secret) : secret;
   if (key.length === 0) {

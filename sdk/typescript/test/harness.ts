@@ -199,13 +199,15 @@ export async function startServer(opts: {
   receiverPort: number;
   queues: Record<string, QueueConfig>;
   extraAllow?: string[];
+  /** A configuration of its own instead of the one made from queues (run with -dev). */
+  config?: string;
 }): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "rdq-ts-server-"));
   const tokens: Tokens = { submitter: secret(), operator: secret(), admin: secret(), stranger: secret() };
   const callbackSecret = secret();
   const workerId = `ts-sdk-${randomBytes(3).toString("hex")}`;
   const cfgPath = join(dir, "config.json");
-  writeFileSync(cfgPath, configJSON({ ...opts, tokens, callbackSecret, workerId }));
+  writeFileSync(cfgPath, opts.config ?? configJSON({ ...opts, tokens, callbackSecret, workerId }));
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (v !== undefined && !k.startsWith("RDQ_")) {
@@ -213,7 +215,7 @@ export async function startServer(opts: {
     }
   }
   env["RDQ_DATABASE_URL"] = opts.databaseUrl;
-  const child: ChildProcess = spawn(opts.binary, ["-config", cfgPath, "-grace", "2s"], { env, stdio: ["ignore", "ignore", "pipe"] });
+  const child: ChildProcess = spawn(opts.binary, ["-config", cfgPath, "-grace", "2s", ...(opts.config ? ["-dev"] : [])], { env, stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   const serving = new Promise<{ rest: string; grpc: string }>((ok, fail) => {
     child.stderr!.setEncoding("utf8");
