@@ -1,11 +1,10 @@
 """Regenerates src/rdq/v1 from ../../proto with the pinned grpcio-tools and mypy-protobuf.
 
-    .venv/bin/python generate.py            # writes src/
-    .venv/bin/python generate.py OUT_DIR    # writes OUT_DIR/rdq/v1 (tests/test_generated.py)
+.venv/bin/python generate.py            # writes src/
+.venv/bin/python generate.py OUT_DIR    # writes OUT_DIR/rdq/v1 (tests/test_generated.py)
 """
 
 from __future__ import annotations
-
 
 import sys
 from pathlib import Path
@@ -43,4 +42,3 @@ def generate(out: Path) -> None:
 
 if __name__ == "__main__":
     generate(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "src")
-

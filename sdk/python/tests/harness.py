@@ -55,7 +55,10 @@ def open_store(kind: str) -> Store:
         return Store(kind, f"sqlite:{d}/rdq.db", lambda: shutil.rmtree(d, ignore_errors=True))
     base = os.environ.get("RDQ_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
     schema = f"sdk_py_{secrets.token_hex(6)}"
-    if shutil.which("psql") is None or subprocess.run(["psql", base, "-Atc", "select 1"], capture_output=True).returncode != 0:
+    if (
+        shutil.which("psql") is None
+        or subprocess.run(["psql", base, "-Atc", "select 1"], capture_output=True).returncode != 0
+    ):
         need(f"PostgreSQL at {base} reachable with psql")
     u = urllib.parse.urlsplit(base)
     q = urllib.parse.parse_qsl(u.query) + [("schema", schema)]
@@ -75,7 +78,9 @@ class Tokens:
     stranger: str = field(default_factory=lambda: secrets.token_urlsafe(24))
 
 
-def config_json(receiver_port: int, queues: dict[str, dict[str, Any]], tokens: Tokens, callback_secret: str, worker_id: str) -> str:
+def config_json(
+    receiver_port: int, queues: dict[str, dict[str, Any]], tokens: Tokens, callback_secret: str, worker_id: str
+) -> str:
     qs = {}
     for name, q in queues.items():
         qs[name] = {
@@ -101,7 +106,11 @@ def config_json(receiver_port: int, queues: dict[str, dict[str, Any]], tokens: T
             },
             "queues": qs,
             "principals": [
-                {"name": "shop", "token": tokens.submitter, "grants": [{"queue": q, "role": "submitter"} for q in queues]},
+                {
+                    "name": "shop",
+                    "token": tokens.submitter,
+                    "grants": [{"queue": q, "role": "submitter"} for q in queues],
+                },
                 {"name": "oncall", "token": tokens.operator, "grants": [{"queue": "*", "role": "operator"}]},
                 {"name": "root", "token": tokens.admin, "grants": [{"queue": "*", "role": "admin"}]},
                 {"name": "stranger", "token": tokens.stranger, "grants": [{"queue": "other", "role": "submitter"}]},
@@ -141,7 +150,9 @@ async def start_server(
     env = {k: v for k, v in os.environ.items() if not k.startswith("RDQ_")}
     env["RDQ_DATABASE_URL"] = database_url
     args = [str(binary), "-config", str(cfg), "-grace", "2s", *(["-dev"] if config else [])]
-    proc = await asyncio.create_subprocess_exec(*args, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *args, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
     log: list[str] = []
     assert proc.stderr is not None
     while True:

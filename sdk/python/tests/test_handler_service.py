@@ -87,8 +87,12 @@ async def test_outcomes(stub: handler_pb2_grpc.HandlerServiceStub) -> None:
     assert (u.WhichOneof("outcome"), u.permanent.error_type) == ("permanent", "unknown_handler")
 
 
-@pytest.mark.parametrize("md", [(), (("authorization", "Bearer wrong-token-0123456789abcdefghijk"),), (("authorization", TOKEN),)])
-async def test_refuses_calls_without_the_token(stub: handler_pb2_grpc.HandlerServiceStub, md: tuple[tuple[str, str], ...]) -> None:
+@pytest.mark.parametrize(
+    "md", [(), (("authorization", "Bearer wrong-token-0123456789abcdefghijk"),), (("authorization", TOKEN),)]
+)
+async def test_refuses_calls_without_the_token(
+    stub: handler_pb2_grpc.HandlerServiceStub, md: tuple[tuple[str, str], ...]
+) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as err:
         await stub.Execute(request("ok"), metadata=md)
     assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED

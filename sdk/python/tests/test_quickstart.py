@@ -16,7 +16,9 @@ from harness import SDK, open_store, start_server
 def test_readme_shows_the_examples_verbatim() -> None:
     readme = (SDK / "README.md").read_text()
     for name, lang in (("examples/quickstart.py", "python"), ("examples/rdq-server.json", "json")):
-        assert f"```{lang}\n{(SDK / name).read_text()}```" in readme, f"README.md must hold {name} verbatim in a {lang} block"
+        assert f"```{lang}\n{(SDK / name).read_text()}```" in readme, (
+            f"README.md must hold {name} verbatim in a {lang} block"
+        )
 
 
 async def test_quickstart_runs(server_binary: Path, free_port: int) -> None:
@@ -27,7 +29,12 @@ async def test_quickstart_runs(server_binary: Path, free_port: int) -> None:
     config["queues"]["orders"]["url"] = f"http://127.0.0.1:{free_port}/hooks/orders"
     server = await start_server(server_binary, store.url, free_port, {}, config=json.dumps(config))
     try:
-        env = {**os.environ, "RDQ_GRPC_ADDR": server.grpc, "RDQ_RECEIVER_PORT": str(free_port), "PYTHONPATH": str(SDK / "src")}
+        env = {
+            **os.environ,
+            "RDQ_GRPC_ADDR": server.grpc,
+            "RDQ_RECEIVER_PORT": str(free_port),
+            "PYTHONPATH": str(SDK / "src"),
+        }
         proc = await asyncio.create_subprocess_exec(
             sys.executable, str(SDK / "examples" / "quickstart.py"), env=env, stdout=asyncio.subprocess.PIPE
         )

@@ -8,7 +8,7 @@ import base64
 import json
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -21,7 +21,9 @@ from rdq import MAX_BODY_BYTES, CallbackReceiver, Execution, PermanentError, Ret
 from rdq.receiver import raw_member
 from rdq.starlette import callback_route
 
-VECTORS: list[dict[str, Any]] = json.loads((REPO / "testdata" / "conformance" / "callbacks.json").read_text())["vectors"]
+VECTORS: list[dict[str, Any]] = json.loads((REPO / "testdata" / "conformance" / "callbacks.json").read_text())[
+    "vectors"
+]
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +37,7 @@ def set_clock(monkeypatch: pytest.MonkeyPatch, unix: int) -> None:
     class Frozen(datetime):
         @classmethod
         def now(cls, tz: Any = None) -> Frozen:
-            return cls.fromtimestamp(unix, tz=timezone.utc)
+            return cls.fromtimestamp(unix, tz=UTC)
 
     monkeypatch.setattr(swh, "datetime", Frozen)
 
@@ -49,7 +51,9 @@ def headers(v: dict[str, Any], **change: str) -> dict[str, str]:
     }
 
 
-async def post(app: CallbackReceiver, v: dict[str, Any], body: str | bytes | None = None, **change: str) -> httpx.Response:
+async def post(
+    app: CallbackReceiver, v: dict[str, Any], body: str | bytes | None = None, **change: str
+) -> httpx.Response:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://receiver.test") as c:
         return await c.post("/hooks", content=v["body"] if body is None else body, headers=headers(v, **change))
 
@@ -87,7 +91,7 @@ def test_signs_as_go_does() -> None:
         s = v["secret"]
         key = base64.b64decode(s[len("whsec_") :]) if s.startswith("whsec_") else s.encode()
         wh = swh.Webhook(key)
-        assert wh.sign(v["id"], datetime.fromtimestamp(v["timestamp"], tz=timezone.utc), v["body"]) == v["signature"], v["name"]
+        assert wh.sign(v["id"], datetime.fromtimestamp(v["timestamp"], tz=UTC), v["body"]) == v["signature"], v["name"]
 
 
 async def test_stale_request_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,7 +109,7 @@ async def test_other_id_too_large_and_not_post() -> None:
     v = VECTORS[0]
     app = CallbackReceiver(v["secret"], lambda t: None)
     other = "0190f3a0-5e1c-7c2a-9b1e-000000000000"
-    sig = swh.Webhook(v["secret"].encode()).sign(other, datetime.fromtimestamp(v["timestamp"], tz=timezone.utc), v["body"])
+    sig = swh.Webhook(v["secret"].encode()).sign(other, datetime.fromtimestamp(v["timestamp"], tz=UTC), v["body"])
     assert (await post(app, v, id=other, signature=sig)).status_code == 400
     assert (await post(app, v, body="x" * (MAX_BODY_BYTES + 1))).status_code == 413
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://receiver.test") as c:
@@ -129,7 +133,12 @@ async def test_outcomes_as_statuses() -> None:
         (lambda t: None, 204, r"^$", None),
         (raises_async, 422, r"^PermanentError: card is closed", None),
         (_raise(RetryAfterError(1.2, "slow down")), 503, r"^RetryAfterError: slow down", "2"),
-        (_raise(KeyError("order")), 500, r"^KeyError: 'order'\n\nTraceback \(most recent call last\):\n.*test_receiver\.py", None),
+        (
+            _raise(KeyError("order")),
+            500,
+            r"^KeyError: 'order'\n\nTraceback \(most recent call last\):\n.*test_receiver\.py",
+            None,
+        ),
     ]
     for handler, status, body, retry_after in cases:
         res = await post(CallbackReceiver(v["secret"], handler), v)

@@ -52,7 +52,9 @@ class Env:
             t = await self.operator.get_task(id)
             return t if t.task.status == status else None
 
-        result: rdq.TaskHistory = await eventually(probe, lambda: f"task {id} never became {status}\n" + "".join(self.server.log))
+        result: rdq.TaskHistory = await eventually(
+            probe, lambda: f"task {id} never became {status}\n" + "".join(self.server.log)
+        )
         return result
 
 
@@ -67,7 +69,11 @@ async def env(request: pytest.FixtureRequest, server_binary: Path) -> AsyncItera
         receiver.port,
         {
             "orders": {"path": "/hooks/orders", "handlers": ["charge", "refund"], "max_attempts": 3},
-            "forged": {"path": "/hooks/forged", "handlers": ["charge"], "secret": "another-secret-the-receiver-lacks-9f8e7d"},
+            "forged": {
+                "path": "/hooks/forged",
+                "handlers": ["charge"],
+                "secret": "another-secret-the-receiver-lacks-9f8e7d",
+            },
             "other": {"path": "/hooks/other", "handlers": ["noop"]},
         },
     )
@@ -121,9 +127,13 @@ async def test_fails_twice_is_retried_and_succeeds(env: Env) -> None:
     assert runs[0].headers["tenant"] == "acme"
     assert json.loads(runs[0].payload) == {"order": 42, "fail_times": 2}
     assert runs[0].lease_token < runs[1].lease_token < runs[2].lease_token
-    spans = [s for s in exporter.get_finished_spans() if s.attributes and s.attributes.get("rdq.task.id") == sub.task.id]
+    spans = [
+        s for s in exporter.get_finished_spans() if s.attributes and s.attributes.get("rdq.task.id") == sub.task.id
+    ]
     assert len(spans) == 3, "one span per execution"
-    assert all(s.context is not None and s.context.trace_id == trace_id for s in spans), "executions continue the submitter's trace"
+    assert all(s.context is not None and s.context.trace_id == trace_id for s in spans), (
+        "executions continue the submitter's trace"
+    )
 
 
 async def test_dead_letter_find_refuse_and_redrive(env: Env) -> None:

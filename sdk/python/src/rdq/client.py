@@ -198,13 +198,26 @@ class RdqClient:
         holding it with ``duplicate`` set, or raises DuplicateError with
         reject_duplicate.
         """
-        task = NewTask(queue, handler, payload, content_type, dict(headers or {}), idempotency_key, delay, first_failure, max_attempts, timeout)
+        task = NewTask(
+            queue,
+            handler,
+            payload,
+            content_type,
+            dict(headers or {}),
+            idempotency_key,
+            delay,
+            first_failure,
+            max_attempts,
+            timeout,
+        )
         res = await self._call(self._stub.Submit, rdq_pb2.SubmitRequest(task=task.spec()))
         if res.duplicate and reject_duplicate:
             raise _duplicate(res.task)
         return Submitted(res.task, res.duplicate)
 
-    async def submit_many(self, tasks: Sequence[NewTask], *, reject_duplicate: bool = False) -> list[Submitted | RdqError]:
+    async def submit_many(
+        self, tasks: Sequence[NewTask], *, reject_duplicate: bool = False
+    ) -> list[Submitted | RdqError]:
         """Submits tasks in one call; each is accepted (Submitted) or refused (an RdqError) on its own, in order."""
         res = await self._call(self._stub.SubmitBatch, rdq_pb2.SubmitBatchRequest(tasks=[t.spec() for t in tasks]))
         out: list[Submitted | RdqError] = []
@@ -227,9 +240,13 @@ class RdqClient:
         res = await self._call(self._stub.TaskByKey, rdq_pb2.TaskByKeyRequest(queue=queue, key=key))
         return TaskHistory(res.task, list(res.history))
 
-    async def list_dead(self, filter: rdq_pb2.DeadFilter | None = None, *, page_size: int = 0, page_token: str = "") -> Page[rdq_pb2.Task]:
+    async def list_dead(
+        self, filter: rdq_pb2.DeadFilter | None = None, *, page_size: int = 0, page_token: str = ""
+    ) -> Page[rdq_pb2.Task]:
         """Dead tasks matching filter, newest first."""
-        res = await self._call(self._stub.ListDead, rdq_pb2.ListDeadRequest(filter=filter, page_size=page_size, page_token=page_token))
+        res = await self._call(
+            self._stub.ListDead, rdq_pb2.ListDeadRequest(filter=filter, page_size=page_size, page_token=page_token)
+        )
         return Page(list(res.tasks), res.next_page_token)
 
     async def dead_groups(self, filter: rdq_pb2.DeadFilter | None = None) -> list[rdq_pb2.Group]:
@@ -254,7 +271,13 @@ class RdqClient:
         them over a window; max_life skips tasks at that life or beyond.
         """
         req = rdq_pb2.RedriveRequest(
-            ids=list(ids), filter=filter, all=all, delay_ms=_ms(delay), spread_ms=_ms(spread), max_life=max_life, reason=reason
+            ids=list(ids),
+            filter=filter,
+            all=all,
+            delay_ms=_ms(delay),
+            spread_ms=_ms(spread),
+            max_life=max_life,
+            reason=reason,
         )
         if payload is not None:
             req.payload = payload
@@ -279,9 +302,13 @@ class RdqClient:
             f.life_below = max_life
         return sum(g.count for g in await self.dead_groups(f))
 
-    async def purge(self, *, reason: str, ids: Sequence[str] = (), filter: rdq_pb2.DeadFilter | None = None, all: bool = False) -> int:
+    async def purge(
+        self, *, reason: str, ids: Sequence[str] = (), filter: rdq_pb2.DeadFilter | None = None, all: bool = False
+    ) -> int:
         """Deletes dead tasks for good, audited with reason; returns how many."""
-        res = await self._call(self._stub.Purge, rdq_pb2.PurgeRequest(ids=list(ids), filter=filter, all=all, reason=reason))
+        res = await self._call(
+            self._stub.Purge, rdq_pb2.PurgeRequest(ids=list(ids), filter=filter, all=all, reason=reason)
+        )
         return res.purged
 
     async def list_tasks(
@@ -289,7 +316,8 @@ class RdqClient:
     ) -> Page[rdq_pb2.Task]:
         """Live tasks in a state, with the DLQ's filters and paging."""
         res = await self._call(
-            self._stub.ListTasks, rdq_pb2.ListTasksRequest(state=state, filter=filter, page_size=page_size, page_token=page_token)
+            self._stub.ListTasks,
+            rdq_pb2.ListTasksRequest(state=state, filter=filter, page_size=page_size, page_token=page_token),
         )
         return Page(list(res.tasks), res.next_page_token)
 
@@ -311,7 +339,9 @@ class RdqClient:
 
     async def queue_stats(self, succeeded_window: timedelta = timedelta(0)) -> list[rdq_pb2.QueueStat]:
         """Each queue's tasks counted by state."""
-        res = await self._call(self._stub.QueueStats, rdq_pb2.QueueStatsRequest(succeeded_window_ms=_ms(succeeded_window)))
+        res = await self._call(
+            self._stub.QueueStats, rdq_pb2.QueueStatsRequest(succeeded_window_ms=_ms(succeeded_window))
+        )
         return list(res.queues)
 
     async def breakers(self, queue: str = "") -> list[rdq_pb2.Breaker]:
@@ -319,10 +349,18 @@ class RdqClient:
         return list((await self._call(self._stub.ListBreakers, rdq_pb2.ListBreakersRequest(queue=queue))).breakers)
 
     async def set_breaker(
-        self, queue: str, handler: str, state: Literal["open", "closed"], *, reason: str, cool_off: timedelta = timedelta(0)
+        self,
+        queue: str,
+        handler: str,
+        state: Literal["open", "closed"],
+        *,
+        reason: str,
+        cool_off: timedelta = timedelta(0),
     ) -> bool:
         """Opens or closes a (queue, handler) breaker by hand; returns whether it changed."""
-        req = rdq_pb2.SetBreakerRequest(queue=queue, handler=handler, state=state, cool_off_ms=_ms(cool_off), reason=reason)
+        req = rdq_pb2.SetBreakerRequest(
+            queue=queue, handler=handler, state=state, cool_off_ms=_ms(cool_off), reason=reason
+        )
         return (await self._call(self._stub.SetBreaker, req)).changed
 
     async def audit(

@@ -20,10 +20,13 @@ log = logging.getLogger("rdq")
 _tracer = trace.get_tracer("rdq", __version__)
 _meter = metrics.get_meter("rdq", __version__)
 _executions = _meter.create_counter(
-    "rdq_handler_executions", description="Executions run by this process's rdq handlers, by queue, handler and outcome."
+    "rdq_handler_executions",
+    description="Executions run by this process's rdq handlers, by queue, handler and outcome.",
 )
 _durations = _meter.create_histogram(
-    "rdq_handler_duration_seconds", unit="s", description="How long this process's rdq handlers ran, by queue, handler and outcome."
+    "rdq_handler_duration_seconds",
+    unit="s",
+    description="How long this process's rdq handlers ran, by queue, handler and outcome.",
 )
 
 
@@ -70,7 +73,9 @@ async def run(handler: Handler, task: Execution, traceparent: str | None, deadli
         "rdq.life": task.life,
     }
     ctx = _trace.remote_context(traceparent or task.headers.get("traceparent"))
-    with _tracer.start_as_current_span(f"rdq.execute {task.handler}", context=ctx, kind=trace.SpanKind.CONSUMER, attributes=attrs) as span:
+    with _tracer.start_as_current_span(
+        f"rdq.execute {task.handler}", context=ctx, kind=trace.SpanKind.CONSUMER, attributes=attrs
+    ) as span:
         started = time.perf_counter()
 
         async def call() -> None:
@@ -97,6 +102,9 @@ async def run(handler: Handler, task: Execution, traceparent: str | None, deadli
             span.set_attribute("rdq.outcome", outcome.kind)
             span.set_attribute("error.type", outcome.error_type)
             log.warning(
-                "rdq task failed: %s: %s", outcome.error_type, outcome.message, extra={**fields, "outcome": outcome.kind}
+                "rdq task failed: %s: %s",
+                outcome.error_type,
+                outcome.message,
+                extra={**fields, "outcome": outcome.kind},
             )
         return outcome

@@ -38,22 +38,31 @@ class HandlerServicer(handler_pb2_grpc.HandlerServiceServicer):
     (``default_deadline`` seconds when the call has none).
     """
 
-    def __init__(self, handlers: Mapping[str, Handler], *, token: str | None = None, default_deadline: float = 30.0) -> None:
+    def __init__(
+        self, handlers: Mapping[str, Handler], *, token: str | None = None, default_deadline: float = 30.0
+    ) -> None:
         self._handlers = dict(handlers)
         self._want = f"Bearer {token}".encode() if token else None
         self._default_deadline = default_deadline
 
     async def Execute(  # noqa: N802 (the generated servicer's name)
-        self, request: handler_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[handler_pb2.ExecuteRequest, handler_pb2.ExecuteResponse]
+        self,
+        request: handler_pb2.ExecuteRequest,
+        context: grpc.aio.ServicerContext[handler_pb2.ExecuteRequest, handler_pb2.ExecuteResponse],
     ) -> handler_pb2.ExecuteResponse:
         md = {k: v for k, v in context.invocation_metadata() or ()}
         if self._want is not None:
             got = md.get("authorization", "")
             if not hmac.compare_digest(got.encode() if isinstance(got, str) else got, self._want):
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "rdq: missing or wrong bearer token in the call's authorization metadata")
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "rdq: missing or wrong bearer token in the call's authorization metadata",
+                )
         handler = self._handlers.get(request.handler) or self._handlers.get("*")
         if handler is None:
-            return _response(Outcome("permanent", "unknown_handler", f"this HandlerService has no handler {request.handler!r}"))
+            return _response(
+                Outcome("permanent", "unknown_handler", f"this HandlerService has no handler {request.handler!r}")
+            )
         remaining = context.time_remaining()
         deadline = self._default_deadline if remaining is None else max(0.0, remaining)
         task = Execution(

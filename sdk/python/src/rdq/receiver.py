@@ -34,12 +34,15 @@ def _webhook(secret: str | bytes) -> Webhook:
             key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ValueError(
-                f"rdq: a secret starting with whsec_ must go on in standard base64 ({exc}); copy it again from rdq-server's config"
+                f"rdq: a secret starting with whsec_ must go on in standard base64 ({exc}); "
+                "copy it again from rdq-server's config"
             ) from exc
     else:
         key = secret.encode() if isinstance(secret, str) else bytes(secret)
     if not key:
-        raise ValueError("rdq: the receiver's secret is empty; give the queue's callback secret from rdq-server's config")
+        raise ValueError(
+            "rdq: the receiver's secret is empty; give the queue's callback secret from rdq-server's config"
+        )
     return Webhook(key)
 
 
@@ -165,7 +168,12 @@ class CallbackReceiver:
         except ValueError:
             return 400, "the signed body is not JSON", []
         data = msg.get("data") if isinstance(msg, dict) else None
-        if not isinstance(msg, dict) or msg.get("type") != "rdq.task" or not isinstance(data, dict) or data.get("id") != signed["webhook-id"]:
+        if (
+            not isinstance(msg, dict)
+            or msg.get("type") != "rdq.task"
+            or not isinstance(data, dict)
+            or data.get("id") != signed["webhook-id"]
+        ):
             return 400, "the signed body is not an rdq.task message for webhook-id", []
         task = Execution(
             id=data["id"],
