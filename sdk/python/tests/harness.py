@@ -79,12 +79,22 @@ class Tokens:
 
 
 def config_json(
-    receiver_port: int, queues: dict[str, dict[str, Any]], tokens: Tokens, callback_secret: str, worker_id: str
+    receiver_port: int,
+    queues: dict[str, dict[str, Any]],
+    tokens: Tokens,
+    callback_secret: str,
+    worker_id: str,
+    extra_allow: tuple[str, ...] = (),
 ) -> str:
     qs = {}
     for name, q in queues.items():
+        target = (
+            {"grpc": q["grpc"]}
+            if "grpc" in q
+            else {"url": q.get("url", f"http://127.0.0.1:{receiver_port}{q.get('path')}")}
+        )
         qs[name] = {
-            "url": q.get("url", f"http://127.0.0.1:{receiver_port}{q['path']}"),
+            **target,
             "handlers": q["handlers"],
             "max_attempts": q.get("max_attempts", 5),
             "initial_backoff": "50ms",
@@ -100,7 +110,7 @@ def config_json(
             "worker_id": worker_id,
             "callback": {
                 "secret": callback_secret,
-                "allow": [f"127.0.0.1:{receiver_port}"],
+                "allow": [f"127.0.0.1:{receiver_port}", *extra_allow],
                 "allow_addrs": ["127.0.0.1"],
                 "timeout": "10s",
             },
@@ -139,14 +149,22 @@ class Server:
 
 
 async def start_server(
-    binary: Path, database_url: str, receiver_port: int, queues: dict[str, dict[str, Any]], config: str | None = None
+    binary: Path,
+    database_url: str,
+    receiver_port: int,
+    queues: dict[str, dict[str, Any]],
+    config: str | None = None,
+    callback_secret: str | None = None,
+    extra_allow: tuple[str, ...] = (),
 ) -> Server:
+    """Runs rdq-server with queues calling back receiver_port (and extra_allow),
+    or with a configuration of its own (config, run with -dev)."""
     d = tempfile.mkdtemp(prefix="rdq-py-server-")
     tokens = Tokens()
-    callback_secret = secrets.token_urlsafe(24)
+    callback_secret = callback_secret or secrets.token_urlsafe(24)
     worker_id = f"py-sdk-{secrets.token_hex(3)}"
     cfg = Path(d) / "config.json"
-    cfg.write_text(config or config_json(receiver_port, queues, tokens, callback_secret, worker_id))
+    cfg.write_text(config or config_json(receiver_port, queues, tokens, callback_secret, worker_id, extra_allow))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RDQ_")}
     env["RDQ_DATABASE_URL"] = database_url
     args = [str(binary), "-config", str(cfg), "-grace", "2s", *(["-dev"] if config else [])]
