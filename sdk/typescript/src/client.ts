@@ -3,6 +3,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createClient, type CallOptions, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 
+import { parseSubmission } from "./envelope.js";
 import { DuplicateError, RdqError, errorOfCode, toRdqError } from "./errors.js";
 import {
   RdqService,
@@ -246,6 +247,26 @@ export class RdqClient {
   /** submit submits one task and returns it as stored. */
   async submit(task: NewTask, opts: SubmitOptions = {}): Promise<Submitted> {
     const res = await this.#call(() => this.#rpc.submit({ task: specOf(task) }, this.#opts(opts.signal)));
+    if (!res.task) {
+      throw new RdqError("rdq: the server answered a submission without its task", "internal", 13);
+    }
+    if (res.duplicate && opts.rejectDuplicate) {
+      throw duplicate(res.task);
+    }
+    return { task: res.task, duplicate: res.duplicate };
+  }
+
+  /**
+   * submitEnvelope submits a task written as a submission in rdq's JSON
+   * wire envelope (as another rdq client or a message from a broker
+   * carries it), refusing an invalid one with an InvalidError before it is
+   * sent (see parseSubmission). traceparent is added from the active span
+   * when the envelope has none.
+   */
+  async submitEnvelope(doc: string, opts: SubmitOptions = {}): Promise<Submitted> {
+    const spec = parseSubmission(doc);
+    spec.headers = { ...traceHeaders(), ...spec.headers };
+    const res = await this.#call(() => this.#rpc.submit({ task: spec }, this.#opts(opts.signal)));
     if (!res.task) {
       throw new RdqError("rdq: the server answered a submission without its task", "internal", 13);
     }

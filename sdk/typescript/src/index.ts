@@ -33,6 +33,7 @@ export {
   UnauthenticatedError,
   UnavailableError,
 } from "./errors.js";
+export { ENVELOPE_VERSION, parseSubmission } from "./envelope.js";
 export type { Execution, Handler, Logger } from "./execution.js";
 export { handlerRoutes, serveHandlers } from "./handlerservice.js";
 export type { HandlerServer, HandlerServiceOptions } from "./handlerservice.js";

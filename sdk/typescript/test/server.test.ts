@@ -1,5 +1,7 @@
 // The SDK against a real rdq-server, on the embedded store and on PostgreSQL.
 import { strict as assert } from "node:assert";
+import { readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 
 import { context, trace } from "@opentelemetry/api";
@@ -15,10 +17,20 @@ import {
   RetryAfterError,
   UnauthenticatedError,
   createReceiver,
+  parseSubmission,
   type Execution,
   type Task,
 } from "../src/index.js";
-import { eventually, serverBinary, startReceiver, startServer, stores, type TestReceiver, type TestServer } from "./harness.js";
+import {
+  eventually,
+  repoRoot,
+  serverBinary,
+  startReceiver,
+  startServer,
+  stores,
+  type TestReceiver,
+  type TestServer,
+} from "./harness.js";
 
 const exporter = new InMemorySpanExporter();
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -55,6 +67,7 @@ for (const kind of stores) {
           orders: { path: "/hooks/orders", handlers: ["charge", "refund"], maxAttempts: 3 },
           forged: { path: "/hooks/forged", handlers: ["charge"], secret: "another-secret-the-receiver-lacks-9f8e7d" },
           other: { path: "/hooks/other", handlers: ["noop"] },
+          emails: { path: "/hooks/emails", handlers: ["send_welcome"] },
         },
       });
       const handler = async (t: Execution) => {
@@ -75,6 +88,7 @@ for (const kind of stores) {
       receiver.routes.set("/hooks/orders", createReceiver({ secret: server.callbackSecret, handler }));
       receiver.routes.set("/hooks/forged", createReceiver({ secret: server.callbackSecret, handler }));
       receiver.routes.set("/hooks/other", createReceiver({ secret: server.callbackSecret, handler: () => {} }));
+      receiver.routes.set("/hooks/emails", createReceiver({ secret: server.callbackSecret, handler: () => {} }));
       operator = new RdqClient({ baseUrl: server.grpcUrl, token: server.tokens.operator });
       submitter = new RdqClient({ baseUrl: server.grpcUrl, token: server.tokens.submitter });
     });
@@ -208,6 +222,22 @@ for (const kind of stores) {
       assert.ok(many[1]!.error instanceof InvalidError, `the invalid item is refused on its own: ${String(many[1]!.error)}`);
     });
 
+    it("submits the envelope golden submission as it says, and refuses every invalid envelope", { skip }, async () => {
+      const dir = join(repoRoot, "envelope/testdata");
+      const { task } = await submitter.submitEnvelope(readFileSync(join(dir, "submission.json"), "utf8"));
+      assert.deepEqual(
+        [task.queue, task.handler, task.contentType, task.idempotencyKey, task.maxAttempts, task.timeoutMs],
+        ["emails", "send_welcome", "application/json", "signup-42", 5, 90000n],
+      );
+      assert.equal(new TextDecoder().decode(task.payload), '{"user_id":42,"locale":"en"}');
+      assert.equal(task.headers["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+      const due = Number(task.nextAttemptAt!.seconds - task.createdAt!.seconds);
+      assert.ok(due >= 29 && due <= 31, `due ${due}s after creation; delay_ms is 30000`);
+      for (const name of readdirSync(dir).filter((f) => f.startsWith("invalid_"))) {
+        await assert.rejects(submitter.submitEnvelope(readFileSync(join(dir, name), "utf8")), InvalidError, name);
+      }
+    });
+
     it("lists, retries now and cancels live tasks; pauses and resumes a queue", { skip }, async () => {
       const later = await submitter.submit({ queue: "other", handler: "noop", delayMs: 3_600_000 });
       const cancelled = await submitter.submit({ queue: "other", handler: "noop", delayMs: 3_600_000 });
@@ -231,3 +261,20 @@ for (const kind of stores) {
     });
   });
 }
+
+describe("envelope golden files", () => {
+  const dir = join(repoRoot, "envelope/testdata");
+  const invalid = readdirSync(dir).filter((f) => f.startsWith("invalid_"));
+
+  it("reads every submission document and refuses or leaves to the server every invalid one", async () => {
+    for (const name of ["submission.json", "minimal.json"]) {
+      const spec = parseSubmission(readFileSync(join(dir, name), "utf8"));
+      assert.equal(spec.queue, "emails", name);
+    }
+    const sub = parseSubmission(readFileSync(join(dir, "submission.json"), "utf8"));
+    assert.equal(new TextDecoder().decode(sub.payload), '{"user_id":42,"locale":"en"}');
+    assert.deepEqual([sub.idempotencyKey, sub.maxAttempts, sub.timeoutMs, sub.delayMs], ["signup-42", 5, 90000n, 30000n]);
+    assert.equal(sub.headers["tenant"], "acme");
+    assert.ok(invalid.length >= 40);
+  });
+});
