@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from harness import Receiver, Server, Store, eventually, open_store, start_server
+from harness import REPO, Receiver, Server, Store, eventually, open_store, start_server
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -28,6 +28,7 @@ from rdq import (
     RdqClient,
     RetryAfterError,
     UnauthenticatedError,
+    parse_submission,
 )
 from rdq.v1 import rdq_pb2
 
@@ -75,6 +76,7 @@ async def env(request: pytest.FixtureRequest, server_binary: Path) -> AsyncItera
                 "secret": "another-secret-the-receiver-lacks-9f8e7d",
             },
             "other": {"path": "/hooks/other", "handlers": ["noop"]},
+            "emails": {"path": "/hooks/emails", "handlers": ["send_welcome"]},
         },
     )
     e = Env(
@@ -100,6 +102,7 @@ async def env(request: pytest.FixtureRequest, server_binary: Path) -> AsyncItera
     receiver.routes["/hooks/orders"] = CallbackReceiver(server.callback_secret, handler)
     receiver.routes["/hooks/forged"] = CallbackReceiver(server.callback_secret, handler)
     receiver.routes["/hooks/other"] = CallbackReceiver(server.callback_secret, lambda t: None)
+    receiver.routes["/hooks/emails"] = CallbackReceiver(server.callback_secret, lambda t: None)
     try:
         yield e
     finally:
@@ -223,3 +226,29 @@ async def test_live_tasks_pause_and_resume(env: Env) -> None:
     await env.admin.resume("other", "done")
     assert [q.paused for q in await env.operator.queue_stats() if q.queue == "other"] == [False]
     assert env.server.worker_id in [w.id for w in (await env.operator.workers()).workers]
+
+
+async def test_envelope_golden_files(env: Env) -> None:
+    d = REPO / "envelope" / "testdata"
+    sub = await env.submitter.submit_envelope((d / "submission.json").read_text())
+    t = sub.task
+    assert (t.queue, t.handler, t.content_type, t.idempotency_key, t.max_attempts, t.timeout_ms) == (
+        "emails",
+        "send_welcome",
+        "application/json",
+        "signup-42",
+        5,
+        90000,
+    )
+    assert t.payload == b'{"user_id":42,"locale":"en"}'
+    assert t.headers["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert 29 <= t.next_attempt_at.seconds - t.created_at.seconds <= 31, "delay_ms is 30000"
+    assert parse_submission((d / "minimal.json").read_text()).handler == "send_welcome"
+    invalid = sorted(d.glob("invalid_*.json"))
+    assert len(invalid) >= 40
+    for f in invalid:
+        try:
+            await env.submitter.submit_envelope(f.read_bytes())
+        except InvalidError:
+            continue
+        pytest.fail(f"{f.name} was accepted")

@@ -5,6 +5,7 @@ app) and host the gRPC HandlerService (serve_handlers)."""
 from ._trace import trace_headers
 from ._version import __version__
 from .client import FirstFailure, LiveState, NewTask, Page, RdqClient, Submitted, TaskHistory
+from .envelope import ENVELOPE_VERSION, parse_submission
 from .errors import (
     ConflictError,
     DuplicateError,
@@ -26,6 +27,7 @@ __all__ = [
     "CallbackReceiver",
     "ConflictError",
     "DeadFilter",
+    "ENVELOPE_VERSION",
     "DuplicateError",
     "Execution",
     "FirstFailure",
@@ -50,6 +52,7 @@ __all__ = [
     "UnavailableError",
     "__version__",
     "outcome_of",
+    "parse_submission",
     "serve_handlers",
     "trace_headers",
 ]

@@ -13,6 +13,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from . import _trace
+from .envelope import parse_submission
 from .errors import DuplicateError, RdqError, error_of_code, from_rpc_error
 from .v1 import rdq_pb2, rdq_pb2_grpc
 
@@ -211,6 +212,21 @@ class RdqClient:
             timeout,
         )
         res = await self._call(self._stub.Submit, rdq_pb2.SubmitRequest(task=task.spec()))
+        if res.duplicate and reject_duplicate:
+            raise _duplicate(res.task)
+        return Submitted(res.task, res.duplicate)
+
+    async def submit_envelope(self, doc: str | bytes, *, reject_duplicate: bool = False) -> Submitted:
+        """Submits a task written as a submission in rdq's JSON wire envelope (as
+        another rdq client or a message from a broker carries it), raising
+        InvalidError for an invalid one before it is sent (see
+        parse_submission). traceparent is added from the current span when the
+        envelope has none."""
+        spec = parse_submission(doc)
+        headers = {**_trace.trace_headers(), **spec.headers}
+        spec.headers.clear()
+        spec.headers.update(headers)
+        res = await self._call(self._stub.Submit, rdq_pb2.SubmitRequest(task=spec))
         if res.duplicate and reject_duplicate:
             raise _duplicate(res.task)
         return Submitted(res.task, res.duplicate)
