@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from harness import REPO
 
 from rdq import Execution, HandlerServer, PermanentError, RetryAfterError, serve_handlers
 from rdq.v1 import handler_pb2, handler_pb2_grpc
@@ -107,3 +108,22 @@ async def test_deadline_cancels_the_handler(stub: handler_pb2_grpc.HandlerServic
         # The caller saw it first: both are a failed attempt.
         assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     await asyncio.wait_for(cancelled.wait(), timeout=30)
+
+
+async def test_mutual_tls() -> None:
+    tls = REPO / "sdk" / "testdata" / "tls"
+    ca, key, cert = ((tls / n).read_bytes() for n in ("ca.pem", "server.key", "server.pem"))
+    creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+    server = await serve_handlers({"ok": seen.append}, credentials=creds, token=TOKEN)
+    try:
+        target = f"127.0.0.1:{server.port}"
+        client = grpc.ssl_channel_credentials(ca, (tls / "client.key").read_bytes(), (tls / "client.pem").read_bytes())
+        async with grpc.aio.secure_channel(target, client) as ch:
+            res = await handler_pb2_grpc.HandlerServiceStub(ch).Execute(request("ok"), metadata=AUTH, timeout=30)
+            assert res.WhichOneof("outcome") == "success"
+        async with grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(ca)) as ch:
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await handler_pb2_grpc.HandlerServiceStub(ch).Execute(request("ok"), metadata=AUTH, timeout=30)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE, "a caller without a client certificate is refused"
+    finally:
+        await server.stop(None)

@@ -111,13 +111,33 @@ export interface HandlerServer {
   close(): Promise<void>;
 }
 
+/** TLS of a HandlerService host: PEM key and certificate, and for mutual TLS the CA of the callers' certificates. */
+export interface HandlerTLS {
+  key: string | Buffer;
+  cert: string | Buffer;
+  /** With ca, callers must present a certificate it signed (mutual TLS). */
+  ca?: string | Buffer;
+}
+
 /**
- * serveHandlers hosts HandlerService over gRPC on cleartext HTTP/2 (h2c)
- * at host:port (port 0 picks a free one). For TLS, build an
- * http2.createSecureServer with connectNodeAdapter({ routes: handlerRoutes(opts) }).
+ * serveHandlers hosts HandlerService over gRPC at host:port (port 0 picks
+ * a free one): over TLS with tls (mutual TLS when tls.ca is given), else
+ * over cleartext HTTP/2 (h2c), for a caller on a trusted network.
  */
-export async function serveHandlers(opts: HandlerServiceOptions & { host?: string; port?: number }): Promise<HandlerServer> {
-  const server = http2.createServer(connectNodeAdapter({ routes: handlerRoutes(opts), grpc: true, connect: false, grpcWeb: false }));
+export async function serveHandlers(
+  opts: HandlerServiceOptions & { host?: string; port?: number; tls?: HandlerTLS },
+): Promise<HandlerServer> {
+  const adapter = connectNodeAdapter({ routes: handlerRoutes(opts), grpc: true, connect: false, grpcWeb: false });
+  const server: http2.Http2Server | http2.Http2SecureServer = opts.tls
+    ? http2.createSecureServer(
+        {
+          key: opts.tls.key,
+          cert: opts.tls.cert,
+          ...(opts.tls.ca ? { ca: opts.tls.ca, requestCert: true, rejectUnauthorized: true } : {}),
+        },
+        adapter,
+      )
+    : http2.createServer(adapter);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1", () => {
@@ -127,7 +147,7 @@ export async function serveHandlers(opts: HandlerServiceOptions & { host?: strin
   });
   const addr = server.address() as AddressInfo;
   const sessions = new Set<http2.ServerHttp2Session>();
-  server.on("session", (s) => {
+  server.on("session", (s: http2.ServerHttp2Session) => {
     sessions.add(s);
     s.once("close", () => sessions.delete(s));
   });

@@ -36,7 +36,7 @@ export {
 export { ENVELOPE_VERSION, parseSubmission } from "./envelope.js";
 export type { Execution, Handler, Logger } from "./execution.js";
 export { handlerRoutes, serveHandlers } from "./handlerservice.js";
-export type { HandlerServer, HandlerServiceOptions } from "./handlerservice.js";
+export type { HandlerServer, HandlerServiceOptions, HandlerTLS } from "./handlerservice.js";
 export { PermanentError, RetryAfterError, outcomeOf } from "./outcome.js";
 export type { Outcome } from "./outcome.js";
 export { MAX_BODY_BYTES, SECRET_PREFIX, createReceiver, nodeHandler } from "./receiver.js";

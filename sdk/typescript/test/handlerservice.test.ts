@@ -1,5 +1,7 @@
 // The gRPC HandlerService host, called by this package's own generated client.
 import { strict as assert } from "node:assert";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 
 import { create } from "@bufbuild/protobuf";
@@ -8,8 +10,22 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 
 import { ExecuteRequestSchema, HandlerService } from "../src/gen/rdq/v1/handler_pb.js";
 import { PermanentError, RetryAfterError, serveHandlers, type Execution, type HandlerServer } from "../src/index.js";
+import { repoRoot } from "./harness.js";
 
 const token = "handler-token-0123456789abcdefghijkl";
+const auth = { headers: { authorization: `Bearer ${token}` } };
+const request = (handler: string) =>
+  create(ExecuteRequestSchema, {
+    id: "0190f3a0-0000-7000-8000-000000000001",
+    queue: "orders",
+    handler,
+    attempt: 2,
+    life: 1,
+    leaseToken: 9007199254740993n,
+    contentType: "application/json",
+    headers: { tenant: "acme" },
+    payload: new TextEncoder().encode('{"order":42}'),
+  });
 
 describe("HandlerService host", () => {
   let server: HandlerServer;
@@ -47,19 +63,6 @@ describe("HandlerService host", () => {
     await server.close();
   });
 
-  const auth = { headers: { authorization: `Bearer ${token}` } };
-  const request = (handler: string) =>
-    create(ExecuteRequestSchema, {
-      id: "0190f3a0-0000-7000-8000-000000000001",
-      queue: "orders",
-      handler,
-      attempt: 2,
-      life: 1,
-      leaseToken: 9007199254740993n,
-      contentType: "application/json",
-      headers: { tenant: "acme" },
-      payload: new TextEncoder().encode('{"order":42}'),
-    });
 
   it("answers success when the handler returns, with the execution as sent", async () => {
     const res = await client.execute(request("ok"), auth);
@@ -119,6 +122,36 @@ describe("HandlerService host", () => {
       const outcome = res as { case?: string; value?: { errorType?: string } };
       assert.equal(outcome.case, "retryable");
       assert.equal(outcome.value?.errorType, "timeout");
+    }
+  });
+});
+
+describe("HandlerService host over mutual TLS", () => {
+  const tls = join(repoRoot, "sdk/testdata/tls");
+  const pem = (name: string) => readFileSync(join(tls, name));
+
+  it("answers a caller with a client certificate and refuses one without", async () => {
+    let runs = 0;
+    const server = await serveHandlers({ token, handlers: { ok: () => void runs++ }, tls: { key: pem("server.key"), cert: pem("server.pem"), ca: pem("ca.pem") } });
+    try {
+      const baseUrl = `https://${server.address}`;
+      const withCert = createClient(
+        HandlerService,
+        createGrpcTransport({ baseUrl, nodeOptions: { ca: pem("ca.pem"), key: pem("client.key"), cert: pem("client.pem") } }),
+      );
+      const res = await withCert.execute(request("ok"), auth);
+      assert.equal(res.outcome.case, "success");
+      const without = createClient(HandlerService, createGrpcTransport({ baseUrl, nodeOptions: { ca: pem("ca.pem") } }));
+      await assert.rejects(without.execute(request("ok"), auth), (e: unknown) => {
+        assert.ok(e instanceof ConnectError, String(e));
+        // The handshake fails; connect-node reports it as unavailable or internal.
+        assert.ok([Code.Unavailable, Code.Internal].includes(e.code), e.message);
+        assert.match(e.message, /certificate required/, "a caller without a client certificate is refused");
+        return true;
+      });
+      assert.equal(runs, 1, "only the caller with a certificate reached the handler");
+    } finally {
+      await server.close();
     }
   });
 });
