@@ -178,3 +178,17 @@ async def test_starlette_route() -> None:
         res = await client.post("/hooks/orders", content=v["body"], headers=headers(v))
     assert res.status_code == 204, res.text
     assert [t.queue for t in seen] == ["orders"]
+
+
+async def test_malformed_content_length() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(m: dict[str, Any]) -> None:
+        sent.append(m)
+
+    app = CallbackReceiver(VECTORS[0]["secret"], lambda t: None)
+    await app({"type": "http", "method": "POST", "headers": [(b"content-length", b"12abc")]}, receive, send)
+    assert sent[0]["status"] == 400

@@ -151,7 +151,10 @@ class CallbackReceiver:
         if scope["method"] != "POST":
             return 405, "rdq callbacks are POST requests", [(b"allow", b"POST")]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if int(headers.get("content-length", "0") or "0") > MAX_BODY_BYTES:
+        declared = headers.get("content-length", "0") or "0"
+        if not declared.isdigit():
+            return 400, "content-length is not a number", []
+        if int(declared) > MAX_BODY_BYTES:
             return 413, f"callback body is larger than {MAX_BODY_BYTES} bytes", []
         raw = await self._read(receive)
         if raw is None:
