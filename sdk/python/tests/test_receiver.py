@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -192,3 +193,17 @@ async def test_malformed_content_length() -> None:
     app = CallbackReceiver(VECTORS[0]["secret"], lambda t: None)
     await app({"type": "http", "method": "POST", "headers": [(b"content-length", b"12abc")]}, receive, send)
     assert sent[0]["status"] == 400
+
+
+async def test_logs_task_id_queue_attempt_never_payload(caplog: pytest.LogCaptureFixture) -> None:
+    v = VECTORS[0]
+    caplog.set_level(logging.INFO, logger="rdq")
+    await post(CallbackReceiver(v["secret"], lambda t: None), v)
+    await post(CallbackReceiver(v["secret"], _raise(ValueError("no"))), v)
+    got = [(r.levelname, r.getMessage().split(":")[0], r.task_id, r.queue, r.attempt) for r in caplog.records]  # type: ignore[attr-defined]
+    assert got == [
+        ("INFO", "rdq task succeeded", v["id"], "orders", 1),
+        ("WARNING", "rdq task failed", v["id"], "orders", 1),
+    ]
+    payload = base64.b64decode(v["payload"]).decode()
+    assert all(payload[:12] not in r.getMessage() and payload[:12] not in str(r.__dict__) for r in caplog.records)

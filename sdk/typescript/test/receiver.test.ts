@@ -140,6 +140,23 @@ describe("callback receiver", () => {
     assert.equal(signal?.aborted, true);
   });
 
+  it("logs each execution with its task id, queue and attempt, never its payload", async () => {
+    const v = vectors[0]!;
+    const lines: [string, string, Record<string, string | number>][] = [];
+    const log = (level: string, msg: string, attrs: Record<string, string | number>) => void lines.push([level, msg, attrs]);
+    await createReceiver({ secret: v.secret, log, handler: () => {} })(post(v));
+    await createReceiver({ secret: v.secret, log, handler: () => Promise.reject(new Error("no")) })(post(v));
+    assert.deepEqual(
+      lines.map(([level, msg, a]) => [level, msg, a["task_id"], a["queue"], a["attempt"]]),
+      [
+        ["info", "rdq task succeeded", v.id, "orders", 1],
+        ["warn", "rdq task failed", v.id, "orders", 1],
+      ],
+    );
+    const payload = Buffer.from(v.payload, "base64").toString();
+    assert.ok(!JSON.stringify(lines).includes(payload.slice(0, 12)), "no payload in the log");
+  });
+
   it("cuts a JSON payload out of the body as it is written", () => {
     assert.equal(rawMember('{"data":{"a":"\\"payload\\":1","payload" : [1, "]}"] ,"z":0}}', "payload"), '[1, "]}"]');
     assert.equal(rawMember('{"data":{"payload":{"payload":2}}}', "payload"), '{"payload":2}');
