@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -252,3 +253,23 @@ async def test_envelope_golden_files(env: Env) -> None:
         except InvalidError:
             continue
         pytest.fail(f"{f.name} was accepted")
+
+
+def _blocking_calls(env: Env) -> None:
+    with rdq.SyncRdqClient(env.server.grpc, env.server.tokens.submitter) as shop:
+        sub = shop.submit("other", "noop", b"sync", delay=timedelta(hours=1), idempotency_key="sync-1")
+        again = shop.submit("other", "noop", b"sync", idempotency_key="sync-1")
+        assert again.duplicate and again.task.id == sub.task.id
+        with pytest.raises(ForbiddenError):
+            shop.list_dead(DeadFilter(queue="other"))
+    with rdq.SyncRdqClient(env.server.grpc, env.server.tokens.operator) as oncall:
+        found = oncall.get_task(sub.task.id)
+        assert (found.task.status, found.task.payload) == ("PENDING", b"sync")
+        assert oncall.cancel([sub.task.id], "sync test").changed == 1
+
+
+async def test_sync_client(env: Env) -> None:
+    # The blocking client runs in a thread, so this loop keeps serving callbacks.
+    await asyncio.to_thread(_blocking_calls, env)
+    dead = await env.settled((await env.operator.task_by_key("other", "sync-1")).task.id, "DEAD")
+    assert dead.history[-1].outcome == "CANCELLED"

@@ -20,6 +20,7 @@ from .execution import Execution, Handler
 from .handler_service import HandlerServer, HandlerServicer, serve_handlers
 from .outcome import Outcome, PermanentError, RetryAfterError, outcome_of
 from .receiver import MAX_BODY_BYTES, CallbackReceiver
+from .sync import SyncRdqClient
 from .v1.rdq_pb2 import DeadFilter, TaskFilter
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "RdqError",
     "RetryAfterError",
     "Submitted",
+    "SyncRdqClient",
     "TaskFilter",
     "TaskHistory",
     "UnauthenticatedError",
