@@ -1,6 +1,6 @@
 # The commands the README promises. Each works on a fresh clone.
 
-.PHONY: quickstart test bench fuzz tools
+.PHONY: quickstart test bench fuzz tools sdk-test
 
 # The modules of the repository, the core first; go.work holds them all.
 # The Kafka example is a module outside the workspace (it needs a newer Go).
@@ -45,6 +45,16 @@ test: tools
 	RDQ_BENCH_EXPLAIN=1 go test -count=1 -run '^TestExplainAtScale$$' ./dlq/
 	cd $(KAFKA) && GOWORK=off go test -race -count=1 ./...
 	cd java && mvn -q verify
+	$(MAKE) sdk-test
+
+# The TypeScript and Python SDKs (sdk/): dependencies from their lock files,
+# the checks of each ecosystem, then their tests against a real rdq-server
+# built from this tree, on SQLite and PostgreSQL. Needs Node.js 20+ and
+# Python 3.11+ (scripts/sdk.sh installs them on Debian).
+sdk-test:
+	cd sdk/typescript && npm ci --no-audit --no-fund && npm test
+	cd sdk/python && python3 -m venv .venv && .venv/bin/pip install -q -r requirements-dev.txt && \
+		.venv/bin/mypy --strict src/rdq && .venv/bin/ruff check . && .venv/bin/ruff format --check . && .venv/bin/pytest -q
 
 # Runs the benchmarks of the end-to-end path on both stores.
 bench:

@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/srjn45/rdq v0.0.0
+	github.com/srjn45/rdq/callback v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 

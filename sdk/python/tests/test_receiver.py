@@ -1,0 +1,209 @@
+"""The ASGI callback receiver, held to the signed requests Go writes in
+testdata/conformance/callbacks.json."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+import standardwebhooks.webhooks as swh
+from harness import REPO
+from starlette.applications import Starlette
+
+from rdq import MAX_BODY_BYTES, CallbackReceiver, Execution, PermanentError, RetryAfterError
+from rdq.receiver import raw_member
+from rdq.starlette import callback_route
+
+VECTORS: list[dict[str, Any]] = json.loads((REPO / "testdata" / "conformance" / "callbacks.json").read_text())[
+    "vectors"
+]
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The vectors were signed at their timestamp; the receiver's clock is a minute later."""
+    set_clock(monkeypatch, VECTORS[0]["timestamp"] + 60)
+    yield
+
+
+def set_clock(monkeypatch: pytest.MonkeyPatch, unix: int) -> None:
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Frozen:
+            return cls.fromtimestamp(unix, tz=UTC)
+
+    monkeypatch.setattr(swh, "datetime", Frozen)
+
+
+def headers(v: dict[str, Any], **change: str) -> dict[str, str]:
+    return {
+        "content-type": "application/json",
+        "webhook-id": change.get("id", v["id"]),
+        "webhook-timestamp": change.get("timestamp", str(v["timestamp"])),
+        "webhook-signature": change.get("signature", v["signature"]),
+    }
+
+
+async def post(
+    app: CallbackReceiver, v: dict[str, Any], body: str | bytes | None = None, **change: str
+) -> httpx.Response:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://receiver.test") as c:
+        return await c.post("/hooks", content=v["body"] if body is None else body, headers=headers(v, **change))
+
+
+def test_has_vectors() -> None:
+    assert len(VECTORS) >= 4
+
+
+@pytest.mark.parametrize("v", VECTORS, ids=[v["name"] for v in VECTORS])
+async def test_vector_accepted_and_refused_when_changed(v: dict[str, Any]) -> None:
+    seen: list[Execution] = []
+    app = CallbackReceiver(v["secret"], seen.append)
+    res = await post(app, v)
+    assert res.status_code == 204, res.text
+    assert len(seen) == 1
+    assert base64.b64encode(seen[0].payload).decode() == v["payload"], "the payload byte for byte"
+    assert seen[0].id == v["id"]
+    for what, r in {
+        "body": await post(app, v, body=v["body"].replace('"queue":"orders"', '"queue":"refunds"')),
+        "id": await post(app, v, id=v["id"][:-1] + "e"),
+        "timestamp": await post(app, v, timestamp=str(v["timestamp"] + 1)),
+        "signature": await post(app, v, signature=v["signature"].replace("v1,", "v1,A")),
+        "malformed signature": await post(app, v, signature="v1"),
+        "no signature": await post(app, v, signature=""),
+        "body not UTF-8": await post(app, v, body=b"\xff" + v["body"].encode()),
+    }.items():
+        assert r.status_code == 401, f"changed {what}: {r.text}"
+    other = CallbackReceiver("a-different-secret-entirely-0123456", seen.append)
+    assert (await post(other, v)).status_code == 401
+    assert len(seen) == 1, "no refused request reached the handler"
+
+
+def test_signs_as_go_does() -> None:
+    for v in VECTORS:
+        s = v["secret"]
+        key = base64.b64decode(s[len("whsec_") :]) if s.startswith("whsec_") else s.encode()
+        wh = swh.Webhook(key)
+        assert wh.sign(v["id"], datetime.fromtimestamp(v["timestamp"], tz=UTC), v["body"]) == v["signature"], v["name"]
+
+
+async def test_stale_request_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    v = VECTORS[0]
+    set_clock(monkeypatch, v["timestamp"] + 301)
+    assert (await post(CallbackReceiver(v["secret"], lambda t: None), v)).status_code == 401
+
+
+def test_malformed_whsec_secret_says_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="whsec_ .*base64"):
+        CallbackReceiver("whsec_not base64!", lambda t: None)
+
+
+async def test_other_id_too_large_and_not_post() -> None:
+    v = VECTORS[0]
+    app = CallbackReceiver(v["secret"], lambda t: None)
+    other = "0190f3a0-5e1c-7c2a-9b1e-000000000000"
+    sig = swh.Webhook(v["secret"].encode()).sign(other, datetime.fromtimestamp(v["timestamp"], tz=UTC), v["body"])
+    assert (await post(app, v, id=other, signature=sig)).status_code == 400
+    assert (await post(app, v, body="x" * (MAX_BODY_BYTES + 1))).status_code == 413
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://receiver.test") as c:
+        assert (await c.get("/hooks")).status_code == 405
+
+
+def _raise(e: BaseException) -> Any:
+    def handler(t: Execution) -> None:
+        raise e
+
+    return handler
+
+
+async def test_outcomes_as_statuses() -> None:
+    v = VECTORS[0]
+
+    async def raises_async(t: Execution) -> None:
+        raise PermanentError("card is closed")
+
+    cases: list[tuple[Any, int, str, str | None]] = [
+        (lambda t: None, 204, r"^$", None),
+        (raises_async, 422, r"^PermanentError: card is closed", None),
+        (_raise(RetryAfterError(1.2, "slow down")), 503, r"^RetryAfterError: slow down", "2"),
+        (
+            _raise(KeyError("order")),
+            500,
+            r"^KeyError: 'order'\n\nTraceback \(most recent call last\):\n.*test_receiver\.py",
+            None,
+        ),
+    ]
+    for handler, status, body, retry_after in cases:
+        res = await post(CallbackReceiver(v["secret"], handler), v)
+        assert res.status_code == status
+        assert re.search(body, res.text, re.S), res.text
+        assert res.headers.get("retry-after") == retry_after
+
+
+async def test_deadline_cancels_the_handler() -> None:
+    v = VECTORS[0]
+    cancelled = asyncio.Event()
+
+    async def slow(t: Execution) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    res = await post(CallbackReceiver(v["secret"], slow, deadline=0.05), v)
+    assert res.status_code == 500
+    assert res.text.startswith("timeout: the handler did not finish within 0.05 s")
+    assert cancelled.is_set()
+
+
+def test_raw_member() -> None:
+    assert raw_member('{"data":{"a":"\\"payload\\":1","payload" : [1, "]}"] ,"z":0}}', "payload") == '[1, "]}"]'
+    assert raw_member('{"data":{"payload":{"payload":2}}}', "payload") == '{"payload":2}'
+    assert raw_member('{"data":{"headers":{"payload":"x"}}}', "payload") is None
+
+
+async def test_starlette_route() -> None:
+    v = VECTORS[0]
+    seen: list[Execution] = []
+    app = Starlette(routes=[callback_route("/hooks/orders", v["secret"], seen.append)])
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app.test") as client:
+        res = await client.post("/hooks/orders", content=v["body"], headers=headers(v))
+    assert res.status_code == 204, res.text
+    assert [t.queue for t in seen] == ["orders"]
+
+
+async def test_malformed_content_length() -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(m: dict[str, Any]) -> None:
+        sent.append(m)
+
+    app = CallbackReceiver(VECTORS[0]["secret"], lambda t: None)
+    await app({"type": "http", "method": "POST", "headers": [(b"content-length", b"12abc")]}, receive, send)
+    assert sent[0]["status"] == 400
+
+
+async def test_logs_task_id_queue_attempt_never_payload(caplog: pytest.LogCaptureFixture) -> None:
+    v = VECTORS[0]
+    caplog.set_level(logging.INFO, logger="rdq")
+    await post(CallbackReceiver(v["secret"], lambda t: None), v)
+    await post(CallbackReceiver(v["secret"], _raise(ValueError("no"))), v)
+    got = [(r.levelname, r.getMessage().split(":")[0], r.task_id, r.queue, r.attempt) for r in caplog.records]  # type: ignore[attr-defined]
+    assert got == [
+        ("INFO", "rdq task succeeded", v["id"], "orders", 1),
+        ("WARNING", "rdq task failed", v["id"], "orders", 1),
+    ]
+    payload = base64.b64decode(v["payload"]).decode()
+    assert all(payload[:12] not in r.getMessage() and payload[:12] not in str(r.__dict__) for r in caplog.records)

@@ -1,0 +1,165 @@
+// The HTTP callback receiver, held to the signed requests Go writes in
+// testdata/conformance/callbacks.json.
+import { strict as assert } from "node:assert";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, it } from "node:test";
+
+import { Webhook } from "standardwebhooks";
+
+import { MAX_BODY_BYTES, PermanentError, RetryAfterError, createReceiver, type Execution, type Handler } from "../src/index.js";
+import { rawMember } from "../src/receiver.js";
+import { repoRoot } from "./harness.js";
+
+interface Vector {
+  name: string;
+  secret: string;
+  id: string;
+  timestamp: number;
+  body: string;
+  signature: string;
+  payload: string;
+}
+
+const vectors = (JSON.parse(readFileSync(join(repoRoot, "testdata/conformance/callbacks.json"), "utf8")) as { vectors: Vector[] }).vectors;
+
+function post(v: Vector, change: Partial<Pick<Vector, "id" | "body" | "signature">> & { timestamp?: string } = {}): Request {
+  return new Request("http://receiver.test/hooks", {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "webhook-id": change.id ?? v.id,
+      "webhook-timestamp": change.timestamp ?? String(v.timestamp),
+      "webhook-signature": change.signature ?? v.signature,
+    },
+    body: change.body ?? v.body,
+  });
+}
+
+describe("callback receiver", () => {
+  const realNow = Date.now;
+  beforeEach(() => {
+    // The vectors were signed at their timestamp; the receiver's clock is set a minute later.
+    Date.now = () => (vectors[0]!.timestamp + 60) * 1000;
+  });
+  afterEach(() => {
+    Date.now = realNow;
+  });
+
+  it("has vectors to check", () => {
+    assert.ok(vectors.length >= 4);
+  });
+
+  for (const v of vectors) {
+    it(`accepts and runs "${v.name}", and refuses it changed in any signed part`, async () => {
+      const seen: Execution[] = [];
+      const receive = createReceiver({ secret: v.secret, handler: (t) => void seen.push(t) });
+      const res = await receive(post(v));
+      assert.equal(res.status, 204, await res.text());
+      assert.equal(seen.length, 1);
+      assert.equal(Buffer.from(seen[0]!.payload).toString("base64"), v.payload, "the payload byte for byte");
+      assert.equal(seen[0]!.id, v.id);
+
+      const refused: [string, Request][] = [
+        ["body", post(v, { body: v.body.replace('"queue":"orders"', '"queue":"refunds"') })],
+        ["id", post(v, { id: v.id.replace(/.$/, "e") })],
+        ["timestamp", post(v, { timestamp: String(v.timestamp + 1) })],
+        ["signature", post(v, { signature: v.signature.replace("v1,", "v1,A") })],
+        ["no signature", post(v, { signature: "" })],
+      ];
+      for (const [what, req] of refused) {
+        const r = await receive(req);
+        assert.equal(r.status, 401, `changed ${what}: ${await r.text()}`);
+      }
+      const other = createReceiver({ secret: "a-different-secret-entirely-0123456", handler: (t) => void seen.push(t) });
+      assert.equal((await other(post(v))).status, 401, "another secret refuses it");
+      assert.equal(seen.length, 1, "no refused request reached the handler");
+    });
+  }
+
+  it("signs as Go does, through the standardwebhooks library", () => {
+    for (const v of vectors) {
+      const wh = v.secret.startsWith("whsec_") ? new Webhook(v.secret) : new Webhook(new TextEncoder().encode(v.secret), { format: "raw" });
+      assert.equal(wh.sign(v.id, new Date(v.timestamp * 1000), v.body), v.signature, v.name);
+    }
+  });
+
+  it("says what is wrong with a malformed whsec_ secret", () => {
+    assert.throws(() => createReceiver({ secret: "whsec_not base64!", handler: () => {} }), /whsec_ .*base64/);
+  });
+
+  it("refuses a request signed more than five minutes ago", async () => {
+    const v = vectors[0]!;
+    Date.now = () => (v.timestamp + 301) * 1000;
+    const res = await createReceiver({ secret: v.secret, handler: () => {} })(post(v));
+    assert.equal(res.status, 401);
+  });
+
+  it("refuses a body signed for another id, a body too large and a method other than POST", async () => {
+    const v = vectors[0]!;
+    const wh = new Webhook(new TextEncoder().encode(v.secret), { format: "raw" });
+    const receive = createReceiver({ secret: v.secret, handler: () => {} });
+    const otherId = "0190f3a0-5e1c-7c2a-9b1e-000000000000";
+    const signedForOther = await receive(post(v, { id: otherId, signature: wh.sign(otherId, new Date(v.timestamp * 1000), v.body) }));
+    assert.equal(signedForOther.status, 400, "a signature is valid only with the id the body names");
+    const big = "x".repeat(MAX_BODY_BYTES + 1);
+    assert.equal((await receive(post(v, { body: big }))).status, 413);
+    assert.equal((await receive(new Request("http://receiver.test/hooks"))).status, 405);
+  });
+
+  it("answers each outcome with the status rdq reads it by", async () => {
+    const v = vectors[0]!;
+    const cases: [Handler, number, RegExp, string | null][] = [
+      [() => {}, 204, /^$/, null],
+      [() => Promise.reject(new PermanentError("card is closed")), 422, /^PermanentError: card is closed/, null],
+      [() => { throw new RetryAfterError(1200, "slow down"); }, 503, /^RetryAfterError: slow down/, "2"],
+      [() => { throw new RangeError("no such order"); }, 500, /^RangeError: no such order\n\n.*RangeError: no such order\n\s+at /s, null],
+      [() => { throw "a string"; }, 500, /^string: a string/, null],
+    ];
+    for (const [handler, status, body, retryAfter] of cases) {
+      const res = await createReceiver({ secret: v.secret, handler })(post(v));
+      assert.equal(res.status, status);
+      assert.match(await res.text(), body);
+      assert.equal(res.headers.get("retry-after"), retryAfter);
+    }
+  });
+
+  it("answers a retryable timeout when the handler outlives its deadline, and ends its signal", async () => {
+    const v = vectors[0]!;
+    let signal: AbortSignal | undefined;
+    const res = await createReceiver({
+      secret: v.secret,
+      deadlineMs: 50,
+      handler: (t) => {
+        signal = t.signal;
+        return new Promise<void>(() => {});
+      },
+    })(post(v));
+    assert.equal(res.status, 500);
+    assert.match(await res.text(), /^timeout: the handler did not finish within 50 ms/);
+    assert.equal(signal?.aborted, true);
+  });
+
+  it("logs each execution with its task id, queue and attempt, never its payload", async () => {
+    const v = vectors[0]!;
+    const lines: [string, string, Record<string, string | number>][] = [];
+    const log = (level: string, msg: string, attrs: Record<string, string | number>) => void lines.push([level, msg, attrs]);
+    await createReceiver({ secret: v.secret, log, handler: () => {} })(post(v));
+    await createReceiver({ secret: v.secret, log, handler: () => Promise.reject(new Error("no")) })(post(v));
+    assert.deepEqual(
+      lines.map(([level, msg, a]) => [level, msg, a["task_id"], a["queue"], a["attempt"]]),
+      [
+        ["info", "rdq task succeeded", v.id, "orders", 1],
+        ["warn", "rdq task failed", v.id, "orders", 1],
+      ],
+    );
+    const payload = Buffer.from(v.payload, "base64").toString();
+    assert.ok(!JSON.stringify(lines).includes(payload.slice(0, 12)), "no payload in the log");
+  });
+
+  it("cuts a JSON payload out of the body as it is written", () => {
+    assert.equal(rawMember('{"data":{"a":"\\"payload\\":1","payload" : [1, "]}"] ,"z":0}}', "payload"), '[1, "]}"]');
+    assert.equal(rawMember('{"data":{"payload":{"payload":2}}}', "payload"), '{"payload":2}');
+    assert.equal(rawMember('{"data":{"headers":{"payload":"x"}}}', "payload"), undefined);
+  });
+});
