@@ -36,10 +36,14 @@
 //   - tasks: live tasks: list, find, retry now, cancel.
 //   - callback: handlers as signed HTTP callbacks, their verification, and
 //     receivers.
+//   - callback/grpccall: handlers as gRPC HandlerService endpoints, with
+//     the HTTP callbacks' allowlist, retries and dead-letter path.
 //   - server: the REST and gRPC API as an http.Handler and a gRPC service.
 //   - server/serverconfig: a server's configuration file: load, validate,
 //     and build the server's parts from it.
 //   - proto/rdqv1: the API's generated protobuf and gRPC types.
+//   - proto/rdqv1/rdqv1connect: the API's generated Connect handlers and
+//     clients (connect-go).
 //   - console: the operator's web console as an http.Handler.
 //
 // The rdq command (cmd/rdq) inspects and operates a store from a terminal.

@@ -171,6 +171,35 @@ func (e *TimeoutError) Error() string {
 	return fmt.Sprintf("handler timed out after %s", e.After)
 }
 
+// RemoteError is a failure that a handler running in another process
+// reported about its attempt, such as the Failure of a gRPC handler's
+// answer: its error type, message and stack trace, recorded as it gave
+// them (cleaned and capped like every failure's).
+type RemoteError struct {
+	// Type groups the failure; empty reads as "error".
+	Type string
+	// Message is the failure's text.
+	Message string
+	// Stack is the handler's stack trace, if it sent one.
+	Stack string
+}
+
+// Error returns the message, or names the type when the message is empty.
+func (e *RemoteError) Error() string {
+	if e.Message == "" {
+		return "the handler failed with " + e.ErrorType() + " and no message"
+	}
+	return e.Message
+}
+
+// ErrorType implements the error-type contract: e.Type, or "error".
+func (e *RemoteError) ErrorType() string {
+	if e.Type == "" {
+		return "error"
+	}
+	return e.Type
+}
+
 // MethodPanicError is the failure recorded when user code called to classify
 // a failed attempt panicked: a method of the handler's error (Error,
 // ErrorType, Unwrap, Is, As: a typed nil pointer returned as error is the
@@ -741,7 +770,8 @@ type Failure struct {
 	Type string
 	// Message is the error text, capped at MaxMessageBytes.
 	Message string
-	// Stack is a panic's stack, capped at MaxStackBytes; empty otherwise.
+	// Stack is a panic's stack or a RemoteError's, capped at
+	// MaxStackBytes; empty otherwise.
 	Stack string
 	// Fingerprint is Fingerprint(Type, Message).
 	Fingerprint string
@@ -800,11 +830,14 @@ func (p Policy) describe(err error) Failure {
 	}
 	var pe *PanicError
 	var mp *MethodPanicError
+	var re *RemoteError
 	switch {
 	case errors.As(err, &pe):
 		f.Stack = Truncate(cleanText(string(pe.Stack)), MaxStackBytes)
 	case errors.As(err, &mp):
 		f.Stack = Truncate(cleanText(string(mp.Stack)), MaxStackBytes)
+	case errors.As(err, &re):
+		f.Stack = Truncate(cleanText(re.Stack), MaxStackBytes)
 	}
 	f.Fingerprint = p.fingerprint(f.Type, f.Message)
 	return f

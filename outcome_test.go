@@ -117,6 +117,23 @@ func TestPanicError(t *testing.T) {
 	}
 }
 
+// A remote handler's failure keeps its type, message and stack, cleaned and
+// capped like any other, through the wrappers of the outcome contract.
+func TestRemoteError(t *testing.T) {
+	stack := "at Handler.run (handler.ts:12)\x00\n" + strings.Repeat("s", 2*MaxStackBytes)
+	err := Permanent(&RemoteError{Type: "ValueError", Message: "no such order\xff", Stack: stack})
+	f := Describe(err)
+	if f.Type != "ValueError" || f.Message != "no such order\uFFFD" {
+		t.Errorf("Describe = %q %q, want the remote type and the cleaned message", f.Type, f.Message)
+	}
+	if !strings.HasPrefix(f.Stack, "at Handler.run (handler.ts:12)") || strings.ContainsRune(f.Stack, 0) || len(f.Stack) > MaxStackBytes || !strings.Contains(f.Stack, "truncated") {
+		t.Errorf("stack not cleaned and capped: %d bytes, starts %q", len(f.Stack), f.Stack[:min(len(f.Stack), 40)])
+	}
+	if got := Describe(RetryAfter(time.Second, &RemoteError{})); got.Type != "error" || got.Message == "" || got.Stack != "" {
+		t.Errorf("empty remote failure = %+v, want type error, a message and no stack", got)
+	}
+}
+
 func TestTimeoutError(t *testing.T) {
 	err := &TimeoutError{After: 30 * time.Second}
 	if err.Error() != "handler timed out after 30s" {

@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/srjn45/rdq v0.0.0
 	github.com/srjn45/rdq/callback v0.0.0-00010101000000-000000000000
+	github.com/srjn45/rdq/proto v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/server v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/storeurl v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.45.0
@@ -15,6 +16,7 @@ require (
 )
 
 require (
+	connectrpc.com/connect v1.19.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -33,7 +35,6 @@ require (
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/srjn45/rdq/console v0.0.0-00010101000000-000000000000 // indirect
-	github.com/srjn45/rdq/proto v0.0.0-00010101000000-000000000000 // indirect
 	github.com/srjn45/rdq/sqlitestore v0.0.0-00010101000000-000000000000 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/metric v1.45.0 // indirect

@@ -3,6 +3,7 @@ module github.com/srjn45/rdq/proto
 go 1.25.0
 
 require (
+	connectrpc.com/connect v1.19.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.82.0
 	google.golang.org/protobuf v1.36.12

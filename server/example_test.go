@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/srjn45/rdq/proto/rdqv1"
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/sqlitestore"
 )
@@ -212,4 +214,55 @@ func ExampleService_APIHandler() {
 	// ops /healthz: 200
 	// api /healthz: 404
 	// api /v1/queues without a token: 401
+}
+
+// The rdq.v1 service over the Connect protocol and gRPC-Web, on the REST
+// handler: a Connect client of any language calls the gRPC implementation.
+func ExampleRPCPath() {
+	dir, err := os.MkdirTemp("", "rdq-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, filepath.Join(dir, "rdq.db"), sqlitestore.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	const token = "shop-rm2xgBjyGEDn-5WzDXz6YlByf8khquOlORqf2t78RxU"
+	tokens, err := server.NewTokens(map[string]*server.Principal{
+		token: {Name: "shop", Grants: []server.Grant{{Queue: "orders", Role: server.RoleSubmitter}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	svc, err := server.New(server.Config{Store: st, Auth: tokens, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+
+	for _, opts := range [][]connect.ClientOption{nil, {connect.WithGRPCWeb()}} {
+		submit := connect.NewClient[rdqv1.SubmitRequest, rdqv1.SubmitResponse](srv.Client(), srv.URL+server.RPCPath+"Submit", opts...)
+		for _, queue := range []string{"orders", "emails"} {
+			req := connect.NewRequest(&rdqv1.SubmitRequest{Task: &rdqv1.TaskSpec{Queue: queue, Handler: "charge", Payload: []byte(`{"order":42}`)}})
+			req.Header().Set("Authorization", "Bearer "+token)
+			resp, err := submit.CallUnary(ctx, req)
+			if err != nil {
+				fmt.Println(queue, connect.CodeOf(err))
+				continue
+			}
+			fmt.Println(queue, resp.Msg.GetTask().GetStatus())
+		}
+	}
+	// Output:
+	// orders PENDING
+	// emails permission_denied
+	// orders PENDING
+	// emails permission_denied
 }

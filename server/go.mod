@@ -3,6 +3,7 @@ module github.com/srjn45/rdq/server
 go 1.25.0
 
 require (
+	connectrpc.com/connect v1.19.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.66.1

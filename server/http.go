@@ -45,6 +45,7 @@ const readyTimeout = 5 * time.Second
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
 //	GET  /metrics               Prometheus exposition of Config.Gatherer (when set), behind Config.MetricsToken (when set)
+//	POST /rdq.v1.RdqService/*   every method over the Connect protocol and gRPC-Web (see RPCPath)
 //
 // Every /v1 request needs "Authorization: Bearer <token>". Request bodies
 // are JSON (Content-Type application/json, or none) of at most
@@ -57,8 +58,8 @@ const readyTimeout = 5 * time.Second
 // OpsHandler instead.
 func (s *Service) Handler() http.Handler { return s.handler(true, true) }
 
-// APIHandler returns the /v1 endpoints of Handler, without /healthz,
-// /readyz and /metrics.
+// APIHandler returns the /v1 and RPCPath endpoints of Handler, without
+// /healthz, /readyz and /metrics.
 func (s *Service) APIHandler() http.Handler { return s.handler(true, false) }
 
 // OpsHandler returns the operational endpoints of Handler (/healthz,
@@ -81,6 +82,9 @@ func (s *Service) handler(api, ops bool) http.Handler {
 			w.Header().Set("Allow", allow)
 			writeProblem(w, r, errorf(CodeMethodNotAllowed, fmt.Sprintf("%s %s is not supported; use %s", r.Method, r.URL.Path, allow)))
 		})
+	}
+	if api {
+		mux.Handle(RPCPath, s.rpc)
 	}
 	if ops {
 		s.opsRoutes(mux)

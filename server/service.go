@@ -1,12 +1,13 @@
 // Package server is rdq's network API as a library: one implementation of
-// the rdq.v1 contract (proto/rdq/v1/rdq.proto) served over gRPC and as
+// the rdq.v1 contract (proto/rdq/v1/rdq.proto) served over gRPC, over the
+// Connect protocol and gRPC-Web (at RPCPath, on the REST handler) and as
 // REST/JSON under /v1/..., bearer-token authentication with roles per queue
 // pattern, RFC 9457 problem documents, health and readiness endpoints and
 // Prometheus metrics.
 //
 //	svc, err := server.New(server.Config{Store: st, Auth: tokens})
 //	...
-//	srv := &http.Server{ // REST, /healthz, /readyz, /metrics
+//	srv := &http.Server{ // REST, Connect, gRPC-Web, /healthz, /readyz, /metrics
 //		Handler:           svc.Handler(),
 //		ReadHeaderTimeout: 10 * time.Second,
 //		ReadTimeout:       30 * time.Second,
@@ -42,6 +43,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,6 +185,7 @@ type Service struct {
 	bodies       *bodySlots // places for REST bodies, per principal
 	bodyRead     time.Duration
 	timeout      time.Duration
+	rpc          http.Handler // RPCPath: Connect, gRPC-Web and gRPC
 	m            *metrics
 	// consoleNow, if set, is the clock of console sessions and sign-in
 	// throttles (tests set it).
@@ -291,6 +294,9 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.m = m
+	if s.rpc, err = s.newRPCHandler(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -1,10 +1,11 @@
 // Command rdq-server runs rdq as a network service: tasks are submitted over
 // REST/JSON (/v1/...) or gRPC (rdq.v1.RdqService, on its own port), each
-// queue's handler is an HTTP callback, and the dead-letter queue is operated
-// over the same API. It is glue around the library: package server (API,
-// auth, metrics), package server/serverconfig (the configuration file),
-// package callback (signed HTTP callbacks and their receiver), package
-// worker and a store.
+// queue's handler is an HTTP callback or a gRPC handler (a queue url
+// grpcs://host:port), and the dead-letter queue is operated over the same
+// API. It is glue around the library: package server (API, auth, metrics),
+// package server/serverconfig (the configuration file), package callback
+// (signed HTTP callbacks and their receiver), package callback/grpccall
+// (gRPC handlers), package worker and a store.
 //
 //	go run ./examples/rdq-server -dev                    # sample config, embedded store
 //	RDQ_DATABASE_URL=postgres://... go run ./examples/rdq-server -config my.json
@@ -48,7 +49,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/callback"
+	"github.com/srjn45/rdq/callback/grpccall"
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/server/serverconfig"
 	"github.com/srjn45/rdq/storeurl"
@@ -86,16 +89,42 @@ func run(ctx context.Context, cfg *serverconfig.File, grace time.Duration, log *
 	}
 	defer closeStore()
 
-	// Callbacks: one router sends each task to its queue's URL; the
-	// worker runs it under every handler name the queues declare.
+	// Handlers: one router sends each task to its queue's HTTP callback
+	// or gRPC handler; the worker runs it under every handler name the
+	// queues declare.
 	caller, err := callback.New(cfg.CallbackConfig())
 	if err != nil {
 		return err
 	}
 	defer caller.Close()
-	route, err := caller.Router(cfg.Targets())
+	httpRoute, err := caller.Router(cfg.Targets())
 	if err != nil {
 		return err
+	}
+	grpcConfig, err := cfg.GRPCConfig()
+	if err != nil {
+		return err
+	}
+	grpcCaller, err := grpccall.New(grpcConfig)
+	if err != nil {
+		return err
+	}
+	// Closed after the worker has stopped (deferred calls run last first).
+	defer func() {
+		if err := grpcCaller.Close(); err != nil {
+			log.Warn("closing the connections to gRPC handlers", "error", err)
+		}
+	}()
+	grpcTargets := cfg.GRPCTargets()
+	grpcRoute, err := grpcCaller.Router(grpcTargets)
+	if err != nil {
+		return err
+	}
+	route := func(ctx context.Context, t *rdq.Task) error {
+		if _, ok := grpcTargets[t.Queue]; ok {
+			return grpcRoute(ctx, t)
+		}
+		return httpRoute(ctx, t)
 	}
 
 	reg := prometheus.NewRegistry()

@@ -15,9 +15,14 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/callback"
+	"github.com/srjn45/rdq/proto/rdqv1"
 	"github.com/srjn45/rdq/server/serverconfig"
 )
 
@@ -122,7 +127,7 @@ func TestRunServesTheSample(t *testing.T) {
 	cfg.Listen, cfg.GRPCListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DatabaseURL = filepath.Join(t.TempDir(), "rdq.db")
 	receiver := httptest.NewServer(callback.Receiver([]byte(cfg.Callback.Secret), callback.DefaultMaxSkew, demoReceiver(slog.New(slog.DiscardHandler))))
-	defer receiver.Close()
+	t.Cleanup(receiver.Close) // after the server stops
 	cfg.DemoReceiver = ""
 	for name, q := range cfg.Queues {
 		q.URL = receiver.URL + "/hooks/" + name
@@ -134,81 +139,8 @@ func TestRunServesTheSample(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addrs := make(listenAddrs, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, cfg, time.Second, slog.New(addrs)) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
-	var base string
-	select {
-	case addr := <-addrs:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("run returned before serving: %v", err)
-	}
-
-	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	defer client.CloseIdleConnections()
-	call := func(method, path, token string, body any, out any) int {
-		t.Helper()
-		var r io.Reader
-		if body != nil {
-			b, err := json.Marshal(body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r = bytes.NewReader(b)
-		}
-		req, err := http.NewRequest(method, base+path, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if out != nil {
-			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-				t.Fatalf("%s %s: %d: %v", method, path, resp.StatusCode, err)
-			}
-		}
-		return resp.StatusCode
-	}
-	submit := func(payload string) string {
-		t.Helper()
-		var res struct {
-			Task struct{ ID string } `json:"task"`
-		}
-		task := map[string]any{"version": 1, "queue": "orders", "handler": "charge", "content_type": "application/json", "payload": []byte(payload)}
-		if code := call("POST", "/v1/tasks", shopToken, task, &res); code != http.StatusOK || res.Task.ID == "" {
-			t.Fatalf("submit: %d %+v", code, res)
-		}
-		return res.Task.ID
-	}
-	// await polls the task until it reaches status.
-	await := func(id, status string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			var got struct{ Status string }
-			call("GET", "/v1/tasks/"+id, oncallToken, nil, &got)
-			if got.Status == status {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task %s is %s, want %s", id, got.Status, status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	srv := serve(t, cfg)
+	call, submit, await := srv.call, srv.submit, srv.await
 
 	await(submit(`{"order": 42}`), "SUCCEEDED")
 	failing := submit(`{"fail": true}`)
@@ -222,5 +154,169 @@ func TestRunServesTheSample(t *testing.T) {
 	var problem struct{ Code string }
 	if code := call("POST", "/v1/dlq:redrive", shopToken, map[string]any{"filter": map[string]string{"queue": "orders"}, "reason": "retry"}, &problem); code != http.StatusForbidden || problem.Code != "permission_denied" {
 		t.Errorf("a submitter's redrive: %d %+v", code, problem)
+	}
+}
+
+// grpcHandler is a HandlerService admitting calls with the token
+// "Bearer handler-token": a payload asking to fail is refused for good,
+// any other succeeds.
+type grpcHandler struct {
+	rdqv1.UnimplementedHandlerServiceServer
+}
+
+func (grpcHandler) Execute(ctx context.Context, req *rdqv1.ExecuteRequest) (*rdqv1.ExecuteResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("authorization"); len(v) != 1 || v[0] != "Bearer handler-token" {
+		return nil, status.Error(codes.Unauthenticated, "bad token")
+	}
+	if bytes.Contains(req.GetPayload(), []byte("fail")) {
+		return &rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Permanent{Permanent: &rdqv1.Failure{
+			ErrorType: "OrderRejected", Message: "order refused", Stack: "at grpcHandler.Execute",
+		}}}, nil
+	}
+	return &rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Success{Success: &rdqv1.Success{}}}, nil
+}
+
+// A queue whose url is grpc:// runs its tasks on a gRPC handler, with the
+// queue's metadata: a task succeeds, and one the handler refuses is dead
+// with the handler's error type, message and stack.
+func TestRunServesAGRPCHandler(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	rdqv1.RegisterHandlerServiceServer(g, grpcHandler{})
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	t.Cleanup(func() { // after the server stops
+		g.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("gRPC handler: %v", err)
+		}
+	})
+
+	cfg := loadSample(t)
+	cfg.Listen, cfg.GRPCListen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.DatabaseURL = filepath.Join(t.TempDir(), "rdq.db")
+	cfg.DemoReceiver = ""
+	q := cfg.Queues["orders"]
+	q.URL = "grpc://" + lis.Addr().String()
+	q.Metadata = map[string]string{"authorization": "Bearer handler-token"}
+	q.InitialBackoff = serverconfig.Duration(10 * time.Millisecond)
+	cfg.Queues = map[string]serverconfig.Queue{"orders": q}
+	cfg.Callback.Allow = []string{lis.Addr().String()}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	srv := serve(t, cfg)
+	srv.await(srv.submit(`{"order": 42}`), "SUCCEEDED")
+	failing := srv.submit(`{"fail": true}`)
+	srv.await(failing, "DEAD")
+	var task struct {
+		History []struct {
+			Outcome   string `json:"outcome"`
+			ErrorType string `json:"error_type"`
+			Message   string `json:"message"`
+			Stack     string `json:"stack"`
+		} `json:"history"`
+	}
+	if code := srv.call("GET", "/v1/tasks/"+failing, oncallToken, nil, &task); code != http.StatusOK || len(task.History) != 1 {
+		t.Fatalf("task: %d %+v", code, task)
+	}
+	if h := task.History[0]; h.Outcome != "PERMANENT_FAILURE" || h.ErrorType != "OrderRejected" || h.Message != "order refused" || h.Stack != "at grpcHandler.Execute" {
+		t.Errorf("attempt = %+v, want the handler's permanent failure", h)
+	}
+}
+
+// served is a running rdq-server (run) and a REST client of it.
+type served struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+}
+
+// serve runs cfg until the test ends.
+func serve(t *testing.T, cfg *serverconfig.File) *served {
+	t.Helper()
+	addrs := make(listenAddrs, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, time.Second, slog.New(addrs)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	s := &served{t: t, client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
+	t.Cleanup(s.client.CloseIdleConnections)
+	select {
+	case addr := <-addrs:
+		s.base = "http://" + addr
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v", err)
+	}
+	return s
+}
+
+// call sends a REST request and decodes the answer into out (if not nil).
+func (s *served) call(method, path, token string, body any, out any) int {
+	s.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.base+path, r)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			s.t.Fatalf("%s %s: %d: %v", method, path, resp.StatusCode, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// submit submits a JSON payload to handler charge of queue orders.
+func (s *served) submit(payload string) string {
+	s.t.Helper()
+	var res struct {
+		Task struct{ ID string } `json:"task"`
+	}
+	task := map[string]any{"version": 1, "queue": "orders", "handler": "charge", "content_type": "application/json", "payload": []byte(payload)}
+	if code := s.call("POST", "/v1/tasks", shopToken, task, &res); code != http.StatusOK || res.Task.ID == "" {
+		s.t.Fatalf("submit: %d %+v", code, res)
+	}
+	return res.Task.ID
+}
+
+// await polls the task until it reaches status.
+func (s *served) await(id, status string) {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got struct{ Status string }
+		s.call("GET", "/v1/tasks/"+id, oncallToken, nil, &got)
+		if got.Status == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("task %s is %s, want %s", id, got.Status, status)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -6,12 +6,13 @@
 // HandlerService, which a worker calls once per attempt.
 //
 // The generated files are committed, and TestGeneratedCodeIsCurrent fails
-// when they differ from what the .proto files generate. To regenerate them
-// after changing it, install protoc and the two plugins at their pinned
-// versions (scripts/protoc.sh), then run go generate:
+// when they differ from what the .proto files generate. They are made by
+// buf (https://buf.build) and the protoc-gen-go, protoc-gen-go-grpc and
+// protoc-gen-connect-go plugins (the last into package rdqv1connect), all
+// pinned and run with go run (proto/buf.gen.yaml), so
+// regenerating them after a change needs nothing installed but Go:
 //
-//	bash scripts/protoc.sh
-//	PATH="$(go env GOPATH)/bin:$PATH" go generate ./proto/rdqv1
+//	go generate ./proto/rdqv1
 package rdqv1
 
-//go:generate protoc -I ../ --go_out=../.. --go_opt=module=github.com/srjn45/rdq --go-grpc_out=../.. --go-grpc_opt=module=github.com/srjn45/rdq rdq/v1/rdq.proto rdq/v1/handler.proto
+//go:generate env GOWORK=off go run github.com/bufbuild/buf/cmd/buf@v1.75.0 generate --template ../buf.gen.yaml -o ../.. ..

@@ -2,16 +2,21 @@ package serverconfig
 
 import (
 	"cmp"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/callback"
+	"github.com/srjn45/rdq/callback/grpccall"
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/worker"
 )
@@ -64,14 +69,74 @@ func (f *File) CallbackConfig() callback.Config {
 	}
 }
 
-// Targets returns each queue's callback target, for callback.Caller's
-// Router; a queue without a secret of its own has a nil Target.Secret.
+// Targets returns the callback target of each queue whose handler is an
+// HTTP callback, for callback.Caller's Router; a queue without a secret of
+// its own has a nil Target.Secret.
 func (f *File) Targets() map[string]callback.Target {
 	out := make(map[string]callback.Target, len(f.Queues))
 	for name, q := range f.Queues {
-		out[name] = callback.Target{URL: q.URL, Secret: secretBytes(q.Secret)}
+		if !IsGRPC(q.URL) {
+			out[name] = callback.Target{URL: q.URL, Secret: secretBytes(q.Secret)}
+		}
 	}
 	return out
+}
+
+// IsGRPC reports whether a queue's url names a gRPC handler: its scheme
+// is grpc or grpcs.
+func IsGRPC(url string) bool {
+	scheme, _, ok := strings.Cut(url, "://")
+	return ok && (strings.EqualFold(scheme, grpccall.SchemeTLS) || strings.EqualFold(scheme, grpccall.SchemePlaintext))
+}
+
+// GRPCTargets returns the target of each queue whose handler is a gRPC
+// handler, for grpccall.Caller's Router.
+func (f *File) GRPCTargets() map[string]grpccall.Target {
+	out := map[string]grpccall.Target{}
+	for name, q := range f.Queues {
+		if IsGRPC(q.URL) {
+			out[name] = grpccall.Target{URL: q.URL, Metadata: maps.Clone(q.Metadata)}
+		}
+	}
+	return out
+}
+
+// GRPCConfig returns the configuration of the gRPC handler caller: the
+// callback section's allowlist, addresses and timeout, and its TLS files
+// read into a tls.Config.
+func (f *File) GRPCConfig() (grpccall.Config, error) {
+	cfg := grpccall.Config{
+		Allow:      f.Callback.Allow,
+		AllowAddrs: f.Callback.AllowAddrs,
+		Timeout:    time.Duration(f.Callback.Timeout),
+	}
+	c := f.Callback
+	if c.TLSCAFile == "" && c.TLSCertFile == "" && c.TLSKeyFile == "" {
+		return cfg, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return cfg, fmt.Errorf("callback.tls_ca_file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return cfg, fmt.Errorf("callback.tls_ca_file %s holds no PEM certificate: give the file of the authorities that sign the handlers' certificates", c.TLSCAFile)
+		}
+	}
+	if c.TLSCertFile != "" || c.TLSKeyFile != "" {
+		if c.TLSCertFile == "" || c.TLSKeyFile == "" {
+			return cfg, errors.New("callback.tls_cert_file and callback.tls_key_file: set both to present a client certificate (mutual TLS), or neither")
+		}
+		cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+		if err != nil {
+			return cfg, fmt.Errorf("callback.tls_cert_file and callback.tls_key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	cfg.TLS = tc
+	return cfg, nil
 }
 
 func secretBytes(s string) []byte {
@@ -140,6 +205,11 @@ func (f *File) SampleSecrets() []string {
 		q := f.Queues[name]
 		if placeholder(q.Secret) {
 			out = append(out, fmt.Sprintf("queue %s secret (set %s)", name, cmp.Or(q.SecretEnv, "its secret")))
+		}
+		for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
+			if placeholder(q.Metadata[k]) {
+				out = append(out, fmt.Sprintf("queue %s metadata %s (set %s)", name, k, cmp.Or(q.MetadataEnv[k], "its value")))
+			}
 		}
 	}
 	if placeholder(f.MetricsToken) {

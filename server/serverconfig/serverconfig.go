@@ -25,6 +25,16 @@
 //	    {"name": "shop", "token_env": "RDQ_TOKEN_SHOP", "grants": [{"queue": "orders", "role": "submitter"}]}
 //	  ]
 //	}
+//
+// A queue whose url is grpcs://host:port (or grpc://host:port, plaintext)
+// runs its tasks on a gRPC handler (package grpccall) instead of an HTTP
+// callback, through the same allowlist, retries and dead-letter queue; its
+// "metadata" (or "metadata_env") authenticates the calls, and the callback
+// section's "tls_ca_file", "tls_cert_file" and "tls_key_file" set the
+// trusted authorities and the client certificate of mutual TLS:
+//
+//	"payments": {"url": "grpcs://payments.internal:8443", "handlers": ["charge"],
+//	             "metadata_env": {"authorization": "RDQ_PAYMENTS_AUTH"}}
 package serverconfig
 
 import (
@@ -33,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"time"
@@ -106,33 +117,51 @@ type File struct {
 	Principals []Principal `json:"principals"`
 }
 
-// Callback is the "callback" section of a File (see callback.Config).
+// Callback is the "callback" section of a File (see callback.Config and,
+// for gRPC handlers, grpccall.Config).
 type Callback struct {
 	// Secret (or the variable SecretEnv names) signs the callbacks of
 	// queues without a secret of their own: raw, or "whsec_" + base64; at
 	// least callback.MinSecretLength bytes.
 	Secret    string `json:"secret"`
 	SecretEnv string `json:"secret_env"`
-	// Allow lists the hosts and URL prefixes callbacks may target; at
-	// least one.
+	// Allow lists the hosts and URL prefixes callbacks and gRPC handlers
+	// may target; at least one.
 	Allow []string `json:"allow"`
 	// AllowAddrs lists the internal addresses or CIDR prefixes
 	// (loopback, private, link-local) callbacks may connect to.
 	AllowAddrs []string `json:"allow_addrs"`
-	// Timeout bounds one callback; zero means callback.DefaultTimeout.
+	// Timeout bounds one callback or gRPC handler call; zero means
+	// callback.DefaultTimeout (grpccall.DefaultTimeout, the same).
 	Timeout Duration `json:"timeout"`
+	// TLSCAFile, TLSCertFile and TLSKeyFile configure the connections to
+	// gRPC handlers over grpcs: a PEM file of the certificate authorities
+	// to trust (empty means the system's) and, for mutual TLS, the client
+	// certificate and its key (set both or neither).
+	TLSCAFile   string `json:"tls_ca_file"`
+	TLSCertFile string `json:"tls_cert_file"`
+	TLSKeyFile  string `json:"tls_key_file"`
 }
 
 // Queue is one queue of a File: where its tasks are sent and how they
 // are retried.
 type Queue struct {
-	// URL is the callback every task of the queue is POSTed to; it must
-	// be admitted by the callback section's allowlist.
+	// URL is where the queue's tasks run, admitted by the callback
+	// section's allowlist: an http or https callback every task is POSTed
+	// to (package callback), or a gRPC handler, grpcs://host:port or
+	// grpc://host:port, whose HandlerService is called once per attempt
+	// (package grpccall).
 	URL string `json:"url"`
-	// Secret (or the variable SecretEnv names) signs this queue's
-	// callbacks; empty means the callback section's secret.
+	// Secret (or the variable SecretEnv names) signs this queue's HTTP
+	// callbacks; empty means the callback section's secret. A gRPC
+	// handler has none: it authenticates calls by Metadata and TLS.
 	Secret    string `json:"secret"`
 	SecretEnv string `json:"secret_env"`
+	// Metadata is sent with every call to a gRPC handler, such as
+	// {"authorization": "Bearer ..."}; MetadataEnv maps a key to the
+	// variable holding its value, which wins when set and not empty.
+	Metadata    map[string]string `json:"metadata"`
+	MetadataEnv map[string]string `json:"metadata_env"`
 	// Handlers are the handler names tasks of the queue may name; at
 	// least one.
 	Handlers []string `json:"handlers"`
@@ -301,6 +330,15 @@ func (f *File) applyEnv() {
 	fromEnv(&f.Callback.Secret, f.Callback.SecretEnv)
 	for name, q := range f.Queues {
 		fromEnv(&q.Secret, q.SecretEnv)
+		for k, env := range q.MetadataEnv {
+			if v := os.Getenv(env); env != "" && v != "" {
+				q.Metadata = maps.Clone(q.Metadata)
+				if q.Metadata == nil {
+					q.Metadata = map[string]string{}
+				}
+				q.Metadata[k] = v
+			}
+		}
 		f.Queues[name] = q
 	}
 	for i := range f.Principals {

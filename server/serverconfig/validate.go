@@ -11,6 +11,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/callback"
+	"github.com/srjn45/rdq/callback/grpccall"
 	"github.com/srjn45/rdq/server"
 	"github.com/srjn45/rdq/worker"
 )
@@ -103,6 +104,9 @@ func (f *File) validateCallback(v *validation) {
 	if c.Timeout < 0 {
 		v.addf("callback.timeout is %s: use a positive duration, or leave it out for the default (%s)", time.Duration(c.Timeout), callback.DefaultTimeout)
 	}
+	if _, err := f.GRPCConfig(); err != nil {
+		v.addf("%w", err)
+	}
 	if c.Secret != "" {
 		if err := callback.ValidateSecret([]byte(c.Secret)); err != nil {
 			v.addf("%s: %w", envNote("callback.secret", c.SecretEnv), err)
@@ -121,6 +125,16 @@ func (f *File) validateCallback(v *validation) {
 		return
 	}
 	defer allow.Close()
+	grpcAllow, err := grpccall.New(grpccall.Config{Allow: c.Allow})
+	if err != nil {
+		v.addf("callback.allow: %w", err)
+		return
+	}
+	defer func() {
+		if err := grpcAllow.Close(); err != nil {
+			v.addf("checking callback.allow: %w", err)
+		}
+	}()
 	if addrs, err := callback.New(callback.Config{Allow: c.Allow, AllowAddrs: c.AllowAddrs}); err != nil {
 		v.addf("callback.allow_addrs: %w", err)
 	} else {
@@ -128,7 +142,11 @@ func (f *File) validateCallback(v *validation) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Queues)) {
 		if u := f.Queues[name].URL; u != "" {
-			if err := allow.Check(u); err != nil {
+			check := allow.Check
+			if IsGRPC(u) {
+				check = grpcAllow.Check
+			}
+			if err := check(u); err != nil {
 				v.addf("queues.%s.url: %w: list it (or a prefix of it) in callback.allow", name, err)
 			}
 		}
@@ -149,13 +167,31 @@ func (f *File) validateQueues(v *validation) {
 		if q.URL == "" {
 			v.addf("%s.url is empty: give the callback URL its tasks are POSTed to", at)
 		}
-		if q.Secret != "" {
+		grpc := IsGRPC(q.URL)
+		switch {
+		case grpc && q.Secret != "":
+			v.addf("%s: a gRPC handler's calls are not signed: remove the secret, and authenticate them with metadata (or metadata_env) over grpcs", envNote(at+".secret", q.SecretEnv))
+		case grpc:
+			// Authenticated by metadata and TLS, checked below.
+		case len(q.Metadata) > 0 || len(q.MetadataEnv) > 0:
+			v.addf("%s.metadata: only gRPC handlers (grpcs:// or grpc:// urls) take metadata; an HTTP callback is authenticated by its signature", at)
+		case q.Secret != "":
 			if err := callback.ValidateSecret([]byte(q.Secret)); err != nil {
 				v.addf("%s: %w", envNote(at+".secret", q.SecretEnv), err)
 			}
-		} else if f.Callback.Secret == "" {
+		case f.Callback.Secret == "":
 			v.addf("%s: no secret signs its callbacks: set callback.secret or callback.secret_env for every queue, or this queue's secret or secret_env%s",
 				at, unsetNote(f.Callback.SecretEnv, q.SecretEnv))
+		}
+		if grpc {
+			if err := grpccall.ValidateMetadata(q.Metadata); err != nil {
+				v.addf("%s.metadata: %w", at, err)
+			}
+			for _, k := range slices.Sorted(maps.Keys(q.MetadataEnv)) {
+				if err := grpccall.ValidateMetadata(map[string]string{k: ""}); err != nil {
+					v.addf("%s.metadata_env: %w", at, err)
+				}
+			}
 		}
 		if len(q.Handlers) == 0 {
 			v.addf("%s.handlers is empty: list the handler names its tasks may use", at)

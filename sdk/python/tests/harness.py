@@ -88,13 +88,9 @@ def config_json(
 ) -> str:
     qs = {}
     for name, q in queues.items():
-        target = (
-            {"grpc": q["grpc"]}
-            if "grpc" in q
-            else {"url": q.get("url", f"http://127.0.0.1:{receiver_port}{q.get('path')}")}
-        )
         qs[name] = {
-            **target,
+            "url": q.get("url", f"http://127.0.0.1:{receiver_port}{q.get('path')}"),
+            **({"metadata": q["metadata"]} if "metadata" in q else {}),
             "handlers": q["handlers"],
             "max_attempts": q.get("max_attempts", 5),
             "initial_backoff": "50ms",

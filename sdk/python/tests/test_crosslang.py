@@ -23,14 +23,11 @@ GRPC_TOKEN = "handler-token-for-rdq-server-0123456789ab"
 
 
 def grpc_queue(port: int) -> dict[str, Any]:
-    """The configuration of a queue whose handler is the gRPC HandlerService at port.
-
-    rdq-server has no gRPC caller yet: it refuses this queue as an unknown
-    setting, and the gRPC case skips. Once it has one, make this the shape
-    of its configuration and the case runs.
-    """
+    """The configuration of a queue whose handler is the gRPC HandlerService at port:
+    a grpc:// url, with the host's token as the calls' metadata."""
     return {
-        "grpc": {"target": f"127.0.0.1:{port}", "metadata": {"authorization": f"Bearer {GRPC_TOKEN}"}},
+        "url": f"grpc://127.0.0.1:{port}",
+        "metadata": {"authorization": f"Bearer {GRPC_TOKEN}"},
         "handlers": ["refund"],
         "max_attempts": 5,
     }
@@ -121,22 +118,22 @@ async def test_python_submits_typescript_runs_go_redrives(
         "orders": {"url": f"http://127.0.0.1:{ts.port}/hooks/orders", "handlers": ["charge"], "max_attempts": 5},
     }
     host: HandlerServer | None = None
+    allow = (f"127.0.0.1:{ts.port}",)
     if refunds_over == "http":
         py.routes["/hooks/refunds"] = CallbackReceiver(secret, refund)
         queues["refunds"] = {"path": "/hooks/refunds", "handlers": ["refund"], "max_attempts": 5}
     else:
         host = await serve_handlers({"refund": refund}, token=GRPC_TOKEN)
         queues["refunds"] = grpc_queue(host.port)
+        allow += (f"127.0.0.1:{host.port}",)
     try:
         server = await start_server(
-            server_binary, store.url, py.port, queues, callback_secret=secret, extra_allow=(f"127.0.0.1:{ts.port}",)
+            server_binary, store.url, py.port, queues, callback_secret=secret, extra_allow=allow
         )
-    except RuntimeError as exc:
+    except RuntimeError:
         if host is not None:
             await host.stop(None)
         store.drop()
-        if refunds_over == "grpc" and "unknown setting" in str(exc):
-            pytest.skip("rdq-server has no gRPC callbacks yet (HandlerService caller); see grpc_queue")
         raise
     try:
         async with (

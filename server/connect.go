@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/srjn45/rdq/proto/rdqv1/rdqv1connect"
+)
+
+// RPCPath is the path prefix under which Handler and APIHandler serve the
+// rdq.v1.RdqService methods ("/rdq.v1.RdqService/Submit") over the Connect
+// protocol (unary POST of JSON or binary protobuf, over HTTP/1.1 or
+// HTTP/2), gRPC-Web and gRPC (over HTTP/2), with connect-go: the same
+// implementation, authentication (the "Authorization: Bearer" header),
+// request timeout, trace context, panic recovery, metrics and errors (the
+// stable code in a google.rpc.ErrorInfo detail) as the gRPC server of
+// NewGRPCServer, with request messages of at most Config.MaxBodyBytes.
+const RPCPath = "/" + rdqv1connect.RdqServiceName + "/"
+
+// newRPCHandler returns the handler of RPCPath.
+func (s *Service) newRPCHandler() (http.Handler, error) {
+	path, h := rdqv1connect.NewRdqServiceHandler(s,
+		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectUnary)),
+		connect.WithReadMaxBytes(int(min(s.maxBody, 1<<31-1))),
+	)
+	if path != RPCPath {
+		return nil, fmt.Errorf("server: the Connect handler serves %s, not %s", path, RPCPath)
+	}
+	return h, nil
+}
+
+// connectUnary runs a Connect call through UnaryInterceptor, as the gRPC
+// server does: its headers are the call's metadata, and the gRPC status
+// the interceptor answers with becomes a Connect error with the same code,
+// message and details.
+func (s *Service) connectUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		md := metadata.MD{}
+		for k, vs := range req.Header() {
+			md.Append(strings.ToLower(k), vs...)
+		}
+		ctx = metadata.NewIncomingContext(ctx, md)
+		var resp connect.AnyResponse
+		_, err := s.UnaryInterceptor(ctx, req.Any(), &grpc.UnaryServerInfo{FullMethod: req.Spec().Procedure},
+			func(ctx context.Context, _ any) (any, error) {
+				r, err := next(ctx, req)
+				if err != nil {
+					return nil, err
+				}
+				resp = r
+				return r.Any(), nil
+			})
+		if err != nil {
+			return nil, s.connectError(ctx, err)
+		}
+		return resp, nil
+	}
+}
+
+// connectError is the Connect error of err, a gRPC status (or a Connect
+// error already): the same code, message and details.
+func (s *Service) connectError(ctx context.Context, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		s.log.ErrorContext(ctx, "rdq api: a Connect call ended with an error that is no gRPC status", "error", err)
+		return connect.NewError(connect.CodeInternal, errors.New("internal error; the server log has the details"))
+	}
+	out := connect.NewError(connect.Code(st.Code()), errors.New(st.Message()))
+	for _, d := range st.Proto().GetDetails() {
+		msg, derr := d.UnmarshalNew()
+		var detail *connect.ErrorDetail
+		if derr == nil {
+			detail, derr = connect.NewErrorDetail(msg)
+		}
+		if derr != nil {
+			// The error itself still goes out, without this detail.
+			s.log.ErrorContext(ctx, "rdq api: a detail of an error cannot be sent over Connect", "type", d.GetTypeUrl(), "error", derr)
+			continue
+		}
+		out.AddDetail(detail)
+	}
+	return out
+}
