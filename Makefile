@@ -4,7 +4,7 @@
 
 # The modules of the repository, the core first; go.work holds them all.
 # The Kafka example is a module outside the workspace (it needs a newer Go).
-MODULES := . proto callback sqlitestore storetest rdqtest storeurl console server cmd/rdq examples internal/crosslang pgstore/internal/compliance
+MODULES := . proto callback sqlitestore redisstore storetest rdqtest storeurl console server cmd/rdq examples internal/crosslang pgstore/internal/compliance
 KAFKA := examples/kafka-consumer
 PACKAGES := ./... $(foreach m,$(filter-out .,$(MODULES)),./$(m)/...)
 STATICCHECK := $(CURDIR)/.bin/staticcheck

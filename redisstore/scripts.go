@@ -1,0 +1,755 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// Every Lua script of the store is in this file. Each one runs atomically
+// on the server: it is what a transaction is to the SQL stores.
+//
+// Keys. ARGV[1] of every script is the store's namespace N. A queue Q's
+// keys share the prefix N:{Q} (P below), whose hash tag is the queue:
+//
+//	P:t:ID     hash     a task (fields below)
+//	P:a:ID     list     its attempts, oldest first (record below)
+//	P:pending  zset     PENDING tasks of every handler, by due time (µs)
+//	P:ph:H     zset     PENDING tasks of handler H, by due time (µs)
+//	P:inflight zset     IN_FLIGHT tasks, by lease expiry (µs)
+//	P:done     zset     SUCCEEDED tasks, by finish time (µs)
+//	P:dead     zset     DEAD tasks, by finish time (µs)
+//	P:ik:K     string   idempotency key K: the task's ID, or
+//	                    "purged:ID:CREATED:PURGED" once it was purged
+//	P:ikp      zset     purged keys K, by purge time (µs), for pruning
+//
+// and the namespace's own keys:
+//
+//	N:queues   set      every queue that ever had a task
+//	N:id:ID    string   the queue of task ID
+//	N:audit    list     audit entries, newest first (record below)
+//	N:auditseq string   the last audit entry's ID
+//	N:notify   channel  queue names published when tasks are enqueued
+//
+// A task's hash fields: id, q queue, h handler, p payload, ct content
+// type, hd headers (netstrings), ik idempotency key, st status, at
+// attempts, lf life, nx next attempt (µs), tk lease token, le lease expiry
+// (µs, 0 when not in flight), lo lease owner, ca claimed at (µs), cr
+// created, up updated, fi finished (µs, 0 when not finished), et, em, ef
+// last error type, message, fingerprint, ma max attempts, to timeout (µs),
+// sn snoozes, mn the highest attempt number recorded.
+//
+// Records (attempts, audit entries) are sequences of netstrings
+// ("LEN:BYTES"), so any bytes survive. An attempt: number, life, token,
+// started, finished, outcome, error type, message, stack, worker. An
+// audit entry: id, at, actor, action, filter, ids (comma-separated),
+// count, reason, details (netstrings of keys and values).
+//
+// Times are microseconds since the Unix epoch, integers well below 2^53,
+// so Lua's doubles hold them exactly; every number a script writes goes
+// through fmt, since Lua's own number formatting rounds them. The clock
+// is the server's TIME unless the caller passes a "now" (tests travel in
+// time with it).
+//
+// Every script here names the keys it touches in its comment. The
+// namespace's keys and the keys of several queues are built inside the
+// scripts from N, which a standalone server allows; see the package
+// documentation for what that means on Redis Cluster.
+
+// prelude is the shared head of every script.
+const prelude = `
+local N = ARGV[1]
+local function fmt(n) return string.format('%d', n) end
+local function clock(arg)
+  if arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function nstr(s) return #s .. ':' .. s end
+local function qp(q) return N .. ':{' .. q .. '}' end
+local function tkey(q, id) return qp(q) .. ':t:' .. id end
+local function akey(q, id) return qp(q) .. ':a:' .. id end
+local function idkey(id) return N .. ':id:' .. id end
+local function num(v) if v then return tonumber(v) or 0 end return 0 end
+
+-- record appends an attempt to task id's history, numbered after its
+-- highest recorded number, and returns the number.
+local function record(q, id, life, token, started, finished, outcome, etype, msg, stack, worker)
+  local k = tkey(q, id)
+  local n = redis.call('HINCRBY', k, 'mn', 1)
+  redis.call('RPUSH', akey(q, id), nstr(fmt(n)) .. nstr(fmt(life)) .. nstr(fmt(token)) ..
+    nstr(fmt(started)) .. nstr(fmt(finished)) .. nstr(outcome) .. nstr(etype) .. nstr(msg) ..
+    nstr(stack) .. nstr(worker))
+  return n
+end
+
+-- wait makes task id of queue q and handler h PENDING, due at due.
+local function wait(q, id, h, due)
+  local p = qp(q)
+  redis.call('ZREM', p .. ':inflight', id)
+  redis.call('ZADD', p .. ':pending', fmt(due), id)
+  redis.call('ZADD', p .. ':ph:' .. h, fmt(due), id)
+end
+
+-- unwait removes task id from the pending indexes of its queue.
+local function unwait(q, id, h)
+  local p = qp(q)
+  redis.call('ZREM', p .. ':pending', id)
+  redis.call('ZREM', p .. ':ph:' .. h, id)
+end
+
+-- bury adds DEAD task id of queue q to the dead-letter indexes, each a
+-- zset by finish time: N:dead, P:dead, N:dh:H (handler), N:de:E (error
+-- type), N:df:F and P:df:F (fingerprint), and counts it in the group
+-- summaries N:dfs and P:dfs (fingerprint -> count).
+local function bury(q, id)
+  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi')
+  local p, fi = qp(q), v[4]
+  redis.call('ZADD', N .. ':dead', fi, id)
+  redis.call('ZADD', p .. ':dead', fi, id)
+  redis.call('ZADD', N .. ':dh:' .. v[1], fi, id)
+  redis.call('ZADD', N .. ':de:' .. v[2], fi, id)
+  redis.call('ZADD', N .. ':df:' .. v[3], fi, id)
+  redis.call('ZADD', p .. ':df:' .. v[3], fi, id)
+  redis.call('ZINCRBY', N .. ':dfs', 1, v[3])
+  redis.call('ZINCRBY', p .. ':dfs', 1, v[3])
+end
+
+-- unbury removes DEAD task id of queue q from the dead-letter indexes.
+local function unbury(q, id)
+  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef')
+  local p = qp(q)
+  redis.call('ZREM', N .. ':dead', id)
+  redis.call('ZREM', p .. ':dead', id)
+  redis.call('ZREM', N .. ':dh:' .. v[1], id)
+  redis.call('ZREM', N .. ':de:' .. v[2], id)
+  redis.call('ZREM', N .. ':df:' .. v[3], id)
+  redis.call('ZREM', p .. ':df:' .. v[3], id)
+  for _, k in ipairs({N .. ':dfs', p .. ':dfs'}) do
+    if tonumber(redis.call('ZINCRBY', k, -1, v[3])) <= 0 then redis.call('ZREM', k, v[3]) end
+  end
+end
+
+-- readfilter reads a dead-task filter from ARGV at b+1: queue, handler,
+-- error type, fingerprint, dead after (µs or ''), dead before (µs or
+-- ''), message (lower case), life min, life below, id count, ids...
+-- It returns the filter and the index of its last argument.
+local function readfilter(b)
+  local f = {q = ARGV[b+1], h = ARGV[b+2], et = ARGV[b+3], ef = ARGV[b+4],
+    after = ARGV[b+5], before = ARGV[b+6], msg = ARGV[b+7],
+    lmin = tonumber(ARGV[b+8]), lbelow = tonumber(ARGV[b+9]), ids = {}}
+  local n = tonumber(ARGV[b+10])
+  for i = 1, n do f.ids[i] = ARGV[b+10+i] end
+  return f, b + 10 + n
+end
+
+-- matches reports whether the task whose HMGET of st, q, h, et, ef, fi,
+-- em, lf is v is DEAD and matches filter f (ids aside). Message matching
+-- folds ASCII letters only.
+local function matches(f, v)
+  if v[1] ~= 'DEAD' then return false end
+  if f.q ~= '' and v[2] ~= f.q then return false end
+  if f.h ~= '' and v[3] ~= f.h then return false end
+  if f.et ~= '' and v[4] ~= f.et then return false end
+  if f.ef ~= '' and v[5] ~= f.ef then return false end
+  local fi = tonumber(v[6])
+  if f.after ~= '' and fi < tonumber(f.after) then return false end
+  if f.before ~= '' and fi >= tonumber(f.before) then return false end
+  if f.msg ~= '' and not string.find(string.lower(v[7] or ''), f.msg, 1, true) then return false end
+  local lf = tonumber(v[8])
+  if f.lmin > 0 and lf < f.lmin then return false end
+  if f.lbelow > 0 and lf >= f.lbelow then return false end
+  return true
+end
+
+-- look reads what matches needs of task id, and its queue (nil when
+-- there is no such task).
+local function look(id)
+  local q = redis.call('GET', idkey(id))
+  if not q then return nil, nil end
+  local v = redis.call('HMGET', tkey(q, id), 'st', 'q', 'h', 'et', 'ef', 'fi', 'em', 'lf')
+  if not v[1] then return nil, nil end
+  return q, v
+end
+
+-- audit writes an audit entry and returns its ID. It is the first write of
+-- every script that audits, so a failed audit write changes nothing.
+local function audit(at, actor, action, filter, ids, count, reason, details)
+  local id = redis.call('INCR', N .. ':auditseq')
+  redis.call('LPUSH', N .. ':audit', nstr(fmt(id)) .. nstr(fmt(at)) .. nstr(actor) .. nstr(action) ..
+    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details))
+  return id
+end
+`
+
+// scriptEnqueue inserts a batch of tasks.
+// ARGV: N, now, key retention (µs), count, then per task 18 fields: id,
+// queue, handler, payload, content type, headers, idempotency key, delay
+// (µs), max attempts, timeout (µs), has first failure ("1"/"0"), its
+// outcome, error type, message, stack, fingerprint, worker, duration (µs).
+// Keys: N:id:ID, N:queues, N:notify, and of each task's queue P:t:ID,
+// P:a:ID, P:pending, P:ph:H, P:ik:K, P:ikp, and the dead-letter indexes
+// (bury) for a task created dead.
+// Returns per task {"new"|"dup", HGETALL...} or {"purged", id, queue,
+// key, created}.
+var scriptEnqueue = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local retention = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local out = {}
+local queues = {}
+for i = 0, n - 1 do
+  local b = 4 + i * 18
+  local id, q, h = ARGV[b+1], ARGV[b+2], ARGV[b+3]
+  local ik = ARGV[b+7]
+  local res = nil
+  local existing = redis.call('GET', idkey(id))
+  if existing then
+    res = {'dup'}
+    local fields = redis.call('HGETALL', tkey(existing, id))
+    for _, v in ipairs(fields) do res[#res+1] = v end
+  end
+  local ikk = qp(q) .. ':ik:' .. ik
+  if not res and ik ~= '' then
+    local v = redis.call('GET', ikk)
+    if v then
+      local pid, pcreated, pat = string.match(v, '^purged:([^:]+):(%d+):(%d+)$')
+      if pid then
+        if now - tonumber(pat) <= retention then
+          res = {'purged', pid, q, ik, pcreated}
+        end
+      else
+        local fields = redis.call('HGETALL', tkey(q, v))
+        if #fields > 0 then
+          res = {'dup'}
+          for _, f in ipairs(fields) do res[#res+1] = f end
+        end
+      end
+    end
+  end
+  if not res then
+    local k = tkey(q, id)
+    local due = now + tonumber(ARGV[b+8])
+    redis.call('HSET', k, 'id', id, 'q', q, 'h', h, 'p', ARGV[b+4], 'ct', ARGV[b+5], 'hd', ARGV[b+6],
+      'ik', ik, 'st', 'PENDING', 'at', '0', 'lf', '0', 'nx', fmt(due), 'tk', '0', 'le', '0', 'lo', '',
+      'ca', '0', 'cr', fmt(now), 'up', fmt(now), 'fi', '0', 'et', '', 'em', '', 'ef', '',
+      'ma', ARGV[b+9], 'to', ARGV[b+10], 'sn', '0', 'mn', '0')
+    if ARGV[b+11] == '1' then
+      local outcome = ARGV[b+12]
+      local dur = tonumber(ARGV[b+18])
+      record(q, id, 0, 0, now - dur, now, outcome, ARGV[b+13], ARGV[b+14], ARGV[b+15], ARGV[b+17])
+      redis.call('HSET', k, 'at', '1', 'et', ARGV[b+13], 'em', ARGV[b+14], 'ef', ARGV[b+16])
+      if outcome == 'PERMANENT_FAILURE' then
+        redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now))
+        bury(q, id)
+      else
+        wait(q, id, h, due)
+      end
+    else
+      wait(q, id, h, due)
+    end
+    redis.call('SET', idkey(id), q)
+    if ik ~= '' then
+      redis.call('SET', ikk, id)
+      redis.call('ZREM', qp(q) .. ':ikp', ik)
+    end
+    redis.call('SADD', N .. ':queues', q)
+    queues[q] = true
+    res = {'new'}
+    local fields = redis.call('HGETALL', k)
+    for _, v in ipairs(fields) do res[#res+1] = v end
+  end
+  out[#out+1] = res
+end
+for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
+return out
+`)
+
+// scriptClaim leases up to limit due PENDING tasks of the given queues
+// (and handlers), oldest due first.
+// ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
+// handler count, handlers...
+// Keys: of each queue P:pending (no handlers) or P:ph:H (each handler),
+// P:inflight, P:t:ID of each claimed task.
+// Returns {HGETALL...} per claimed task.
+var scriptClaim = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease = tonumber(ARGV[3])
+local worker = ARGV[4]
+local limit = tonumber(ARGV[5])
+local nq = tonumber(ARGV[6])
+local nh = tonumber(ARGV[7 + nq])
+local cands = {}
+for i = 1, nq do
+  local q = ARGV[6 + i]
+  local keys = {}
+  if nh == 0 then
+    keys[1] = qp(q) .. ':pending'
+  else
+    for j = 1, nh do keys[#keys+1] = qp(q) .. ':ph:' .. ARGV[7 + nq + j] end
+  end
+  for _, key in ipairs(keys) do
+    local r = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
+    for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q} end
+  end
+end
+table.sort(cands, function(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  return a[2] < b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #cands) do
+  local c = cands[i]
+  local id, q = c[2], c[3]
+  local k = tkey(q, id)
+  local h = redis.call('HGET', k, 'h')
+  unwait(q, id, h)
+  local exp = now + lease
+  redis.call('HINCRBY', k, 'tk', 1)
+  redis.call('HSET', k, 'st', 'IN_FLIGHT', 'le', fmt(exp), 'lo', worker, 'ca', fmt(now), 'up', fmt(now))
+  redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
+  out[#out+1] = redis.call('HGETALL', k)
+end
+return out
+`)
+
+// scriptHeartbeat extends live leases.
+// ARGV: N, now, extend (µs), count, then per lease: id, token.
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight.
+// Returns per lease 1 (extended) or 0 (lost).
+var scriptHeartbeat = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local exp = now + tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local out = {}
+for i = 0, n - 1 do
+  local id, token = ARGV[5 + i*2], tonumber(ARGV[6 + i*2])
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      redis.call('HSET', k, 'le', fmt(exp), 'up', fmt(now))
+      redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
+      ok = 1
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptFinish ends executions.
+// ARGV: N, now, count, then per completion 12 fields: id, token, status,
+// retry in (µs), has attempt ("1"/"0"), outcome, error type, message,
+// stack, fingerprint, worker, duration (µs).
+// Keys: N:id:ID, and of its queue P:t:ID, P:a:ID, P:inflight, P:pending,
+// P:ph:H, P:done, and the dead-letter indexes (bury).
+// Returns per completion 1 (applied) or 0 (lost).
+var scriptFinish = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[3])
+local out = {}
+for i = 0, n - 1 do
+  local b = 3 + i * 12
+  local id, token, status = ARGV[b+1], tonumber(ARGV[b+2]), ARGV[b+3]
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      ok = 1
+      if ARGV[b+5] == '1' then
+        local outcome = ARGV[b+6]
+        record(q, id, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
+          ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+11])
+        redis.call('HINCRBY', k, 'at', 1)
+        if outcome ~= 'SUCCESS' then
+          redis.call('HSET', k, 'et', ARGV[b+7], 'em', ARGV[b+8], 'ef', ARGV[b+10])
+        end
+      end
+      redis.call('ZREM', qp(q) .. ':inflight', id)
+      if status == 'PENDING' then
+        local due = now + tonumber(ARGV[b+4])
+        redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(due), 'le', '0', 'up', fmt(now))
+        wait(q, id, v[4], due)
+      elseif status == 'SUCCEEDED' then
+        redis.call('HSET', k, 'st', 'SUCCEEDED', 'fi', fmt(now), 'le', '0', 'up', fmt(now))
+        redis.call('ZADD', qp(q) .. ':done', fmt(now), id)
+      else
+        redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'le', '0', 'up', fmt(now))
+        bury(q, id)
+      end
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptRelease returns leased tasks to PENDING, due now.
+// ARGV: N, now, count, then per lease: id, token.
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:pending, P:ph:H.
+// Returns per lease 1 (released) or 0 (lost).
+var scriptRelease = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[3])
+local out = {}
+for i = 0, n - 1 do
+  local id, token = ARGV[4 + i*2], tonumber(ARGV[5 + i*2])
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'h')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(now), 'le', '0', 'up', fmt(now))
+      wait(q, id, v[3], now)
+      ok = 1
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptReclaim takes over IN_FLIGHT tasks whose lease expired, oldest
+// expiry first, recording a LEASE_EXPIRED attempt for each.
+// ARGV: N, now, lease (µs), worker, limit, error type, message,
+// fingerprint of the lease-expired failure, queue count, queues... (none:
+// every queue of N:queues).
+// Keys: N:queues, and of each queue P:inflight, P:t:ID, P:a:ID.
+// Returns {HGETALL...} per reclaimed task.
+var scriptReclaim = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease = tonumber(ARGV[3])
+local worker = ARGV[4]
+local limit = tonumber(ARGV[5])
+local etype, emsg, efp = ARGV[6], ARGV[7], ARGV[8]
+local nq = tonumber(ARGV[9])
+local queues = {}
+if nq == 0 then
+  queues = redis.call('SMEMBERS', N .. ':queues')
+else
+  for i = 1, nq do queues[i] = ARGV[9 + i] end
+end
+local cands = {}
+for _, q in ipairs(queues) do
+  local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':inflight', '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
+  for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q} end
+end
+table.sort(cands, function(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  return a[2] < b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #cands) do
+  local c = cands[i]
+  local id, q = c[2], c[3]
+  local k = tkey(q, id)
+  local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo')
+  record(q, id, tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
+  local exp = now + lease
+  redis.call('HINCRBY', k, 'at', 1)
+  redis.call('HINCRBY', k, 'tk', 1)
+  redis.call('HSET', k, 'le', fmt(exp), 'lo', worker, 'ca', fmt(now), 'up', fmt(now),
+    'et', etype, 'em', emsg, 'ef', efp)
+  redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
+  out[#out+1] = redis.call('HGETALL', k)
+end
+return out
+`)
+
+// scriptGet reads a task and its attempts.
+// ARGV: N, id. Keys: N:id:ID, and of its queue P:t:ID, P:a:ID.
+// Returns {} when there is no such task, else {{HGETALL...}, {attempts...}}.
+var scriptGet = redis.NewScript(prelude + `
+local id = ARGV[2]
+local q = redis.call('GET', idkey(id))
+if not q then return {} end
+local t = redis.call('HGETALL', tkey(q, id))
+if #t == 0 then return {} end
+return {t, redis.call('LRANGE', akey(q, id), 0, -1)}
+`)
+
+// scriptPurgeSucceeded deletes SUCCEEDED tasks that finished before a
+// cut-off, keeping their idempotency keys for the key retention, and
+// prunes the keys purged longer ago than it; it writes a "retention" audit
+// entry, before anything else, when it deletes anything.
+// ARGV: N, now, older than (µs), limit, actor, key retention (µs), audit
+// filter (JSON).
+// Keys: N:queues, N:audit, N:auditseq, N:id:ID, and of each queue P:done,
+// P:t:ID, P:a:ID, P:ik:K, P:ikp.
+// Returns the number of tasks deleted.
+var scriptPurgeSucceeded = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local cut = now - tonumber(ARGV[3])
+local left = tonumber(ARGV[4])
+local actor = ARGV[5]
+local retention = tonumber(ARGV[6])
+local queues = redis.call('SMEMBERS', N .. ':queues')
+table.sort(queues)
+local gone = {}
+for _, q in ipairs(queues) do
+  if left <= 0 then break end
+  local ids = redis.call('ZRANGEBYSCORE', qp(q) .. ':done', '-inf', '(' .. fmt(cut), 'LIMIT', 0, left)
+  for _, id in ipairs(ids) do gone[#gone+1] = {q, id} end
+  left = left - #ids
+end
+if #gone > 0 then audit(now, actor, 'retention', ARGV[7], '', #gone, '', '') end
+for _, g in ipairs(gone) do
+  local q, id = g[1], g[2]
+  local p, k = qp(q), tkey(q, id)
+  local v = redis.call('HMGET', k, 'ik', 'cr')
+  if v[1] and v[1] ~= '' then
+    local ikk = p .. ':ik:' .. v[1]
+    if redis.call('GET', ikk) == id then
+      redis.call('SET', ikk, 'purged:' .. id .. ':' .. v[2] .. ':' .. fmt(now))
+      redis.call('ZADD', p .. ':ikp', fmt(now), v[1])
+    end
+  end
+  redis.call('DEL', k, akey(q, id), idkey(id))
+  redis.call('ZREM', p .. ':done', id)
+end
+for _, q in ipairs(queues) do
+  local p = qp(q)
+  local old = redis.call('ZRANGEBYSCORE', p .. ':ikp', '-inf', '(' .. fmt(now - retention), 'LIMIT', 0, 1000)
+  for _, ik in ipairs(old) do
+    local ikk = p .. ':ik:' .. ik
+    local v = redis.call('GET', ikk)
+    if v and string.sub(v, 1, 7) == 'purged:' then redis.call('DEL', ikk) end
+    redis.call('ZREM', p .. ':ikp', ik)
+  end
+end
+return #gone
+`)
+
+// scriptScanDead walks a dead-letter index newest first from a cursor,
+// examining at most a budget of entries, and returns the tasks matching a
+// filter (or their count, or their IDs). The index is the narrowest the
+// filter allows: P:df:F or N:df:F for a fingerprint, P:dead for a queue,
+// N:dh:H for a handler, N:de:E for an error type, else N:dead; the
+// filter's time bounds narrow its score range.
+// ARGV: N, mode ("list", "ids" or "count"), limit, budget, cursor finish
+// time (µs, or empty), cursor ID, filter (readfilter; without ids).
+// Keys: the index, N:id:ID and P:t:ID of each entry.
+// Returns {done (1/0), last examined finish time, last examined ID, count,
+// results...}: HGETALL replies ("list") or IDs ("ids").
+var scriptScanDead = redis.NewScript(prelude + `
+local mode = ARGV[2]
+local limit = tonumber(ARGV[3])
+local budget = tonumber(ARGV[4])
+local cfi, cid = ARGV[5], ARGV[6]
+local f = readfilter(6)
+local key
+if f.ef ~= '' then
+  if f.q ~= '' then key = qp(f.q) .. ':df:' .. f.ef else key = N .. ':df:' .. f.ef end
+elseif f.q ~= '' then key = qp(f.q) .. ':dead'
+elseif f.h ~= '' then key = N .. ':dh:' .. f.h
+elseif f.et ~= '' then key = N .. ':de:' .. f.et
+else key = N .. ':dead' end
+local hi = '+inf'
+if f.before ~= '' then hi = '(' .. f.before end
+if cfi ~= '' and (f.before == '' or tonumber(cfi) < tonumber(f.before)) then hi = cfi end
+local lo = '-inf'
+if f.after ~= '' then lo = f.after end
+local out = {0, '', '', 0}
+local found, seen, off = 0, 0, 0
+local lastfi, lastid = cfi, cid
+while seen < budget and (mode == 'count' or found < limit) do
+  local r = redis.call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES', 'LIMIT', off, 256)
+  if #r == 0 then out[1] = 1 break end
+  off = off + #r / 2
+  for j = 1, #r, 2 do
+    local id, fi = r[j], r[j+1]
+    if not (cfi ~= '' and tonumber(fi) == tonumber(cfi) and id >= cid) then
+      seen = seen + 1
+      lastfi, lastid = fi, id
+      local q, v = look(id)
+      if q and matches(f, v) then
+        found = found + 1
+        if mode == 'list' then out[#out+1] = redis.call('HGETALL', tkey(q, id))
+        elseif mode == 'ids' then out[#out+1] = id end
+        if mode ~= 'count' and found >= limit then break end
+      end
+      if seen >= budget then break end
+    end
+  end
+end
+out[2], out[3], out[4] = lastfi, lastid, found
+return out
+`)
+
+// scriptDeadByID reads the tasks of a list of IDs that are DEAD and match
+// a filter, newest dead first, after a cursor.
+// ARGV: N, limit, cursor finish time (µs, or empty), cursor ID, filter
+// (readfilter, with ids).
+// Keys: N:id:ID, P:t:ID of each ID.
+// Returns HGETALL replies.
+var scriptDeadByID = redis.NewScript(prelude + `
+local limit = tonumber(ARGV[2])
+local cfi, cid = ARGV[3], ARGV[4]
+local f = readfilter(4)
+local rows, seen = {}, {}
+for _, id in ipairs(f.ids) do
+  if not seen[id] then
+    seen[id] = true
+    local q, v = look(id)
+    if q and matches(f, v) then
+      local fi = tonumber(v[6])
+      if cfi == '' or fi < tonumber(cfi) or (fi == tonumber(cfi) and id < cid) then
+        rows[#rows+1] = {fi, id, q}
+      end
+    end
+  end
+end
+table.sort(rows, function(a, b)
+  if a[1] ~= b[1] then return a[1] > b[1] end
+  return a[2] > b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #rows) do out[i] = redis.call('HGETALL', tkey(rows[i][3], rows[i][2])) end
+return out
+`)
+
+// scriptDeadGroups reads the kept group summaries: per fingerprint, the
+// count of dead tasks and the first and last of them by finish time.
+// ARGV: N, queue (empty for every queue).
+// Keys: N:dfs or P:dfs, N:df:F or P:df:F of each fingerprint, P:t:ID of
+// each group's newest task.
+// Returns per group {fingerprint, count, first seen, last seen, example
+// ID, error type, message}, largest first.
+var scriptDeadGroups = redis.NewScript(prelude + `
+local q = ARGV[2]
+local sum, pre
+if q == '' then sum, pre = N .. ':dfs', N .. ':df:' else sum, pre = qp(q) .. ':dfs', qp(q) .. ':df:' end
+local out = {}
+local r = redis.call('ZREVRANGE', sum, 0, -1, 'WITHSCORES')
+for j = 1, #r, 2 do
+  local fp, n = r[j], r[j+1]
+  local first = redis.call('ZRANGE', pre .. fp, 0, 0, 'WITHSCORES')
+  local last = redis.call('ZREVRANGE', pre .. fp, 0, 0, 'WITHSCORES')
+  if #last > 0 then
+    local ex = last[1]
+    local eq = redis.call('GET', idkey(ex))
+    local v = {'', ''}
+    if eq then v = redis.call('HMGET', tkey(eq, ex), 'et', 'em') end
+    out[#out+1] = {fp, n, first[2], last[2], ex, v[1] or '', v[2] or ''}
+  end
+end
+return out
+`)
+
+// scriptRedrive moves DEAD tasks back to PENDING in a new life, writing
+// its audit entry first when it redrives anything.
+// ARGV: N, now, actor, reason, action, audit filter (JSON, or empty), audit
+// details (netstrings), max life, has payload ("1"/"0"), payload, SHA-1
+// of the payload the caller read (guards an edit), delay (µs), filter
+// (readfilter; without ids), count, then per task: id, extra delay (µs).
+// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:pending,
+// P:ph:H and the dead-letter indexes (unbury).
+// Returns per task "ok", "notfound", "notdead", "limit", "nomatch", or
+// "changed" (the payload was not the one read: nothing was done).
+var scriptRedrive = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local actor, reason, action, afilter, details = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local maxlife = tonumber(ARGV[8])
+local haspayload, payload, guard = ARGV[9] == '1', ARGV[10], ARGV[11]
+local delay = tonumber(ARGV[12])
+local f, b = readfilter(12)
+local n = tonumber(ARGV[b+1])
+local res, todo, ids, seen = {}, {}, {}, {}
+for i = 0, n - 1 do
+  local id, extra = ARGV[b+2+i*2], tonumber(ARGV[b+3+i*2])
+  local q, v = look(id)
+  if not q then res[#res+1] = 'notfound'
+  elseif v[1] ~= 'DEAD' or seen[id] then res[#res+1] = 'notdead'
+  elseif not matches(f, v) then res[#res+1] = 'nomatch'
+  elseif maxlife > 0 and tonumber(v[8]) >= maxlife then res[#res+1] = 'limit'
+  else
+    if haspayload and redis.sha1hex(redis.call('HGET', tkey(q, id), 'p') or '') ~= guard then return {'changed'} end
+    seen[id] = true
+    res[#res+1] = 'ok'
+    todo[#todo+1] = {q, id, extra, v[3]}
+    ids[#ids+1] = id
+  end
+end
+if #todo == 0 then return res end
+audit(now, actor, action, afilter, table.concat(ids, ','), #todo, reason, details)
+for _, t in ipairs(todo) do
+  local q, id, h = t[1], t[2], t[4]
+  local k = tkey(q, id)
+  unbury(q, id)
+  local due = now + delay + t[3]
+  redis.call('HINCRBY', k, 'lf', 1)
+  redis.call('HSET', k, 'st', 'PENDING', 'at', '0', 'sn', '0', 'nx', fmt(due), 'fi', '0', 'le', '0', 'up', fmt(now))
+  if haspayload then redis.call('HSET', k, 'p', payload) end
+  wait(q, id, h, due)
+end
+return res
+`)
+
+// scriptPurgeDead deletes DEAD tasks that match a filter, with their
+// attempts and idempotency keys, writing its audit entry first when it
+// deletes anything.
+// ARGV: N, now, actor, reason, action, audit filter (JSON), filter
+// (readfilter; without ids), count, ids...
+// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
+// P:ik:K, P:ikp and the dead-letter indexes (unbury).
+// Returns the number of tasks deleted.
+var scriptPurgeDead = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local actor, reason, action, afilter = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local f, b = readfilter(6)
+local n = tonumber(ARGV[b+1])
+local todo, seen = {}, {}
+for i = 1, n do
+  local id = ARGV[b+1+i]
+  local q, v = look(id)
+  if q and not seen[id] and matches(f, v) then
+    seen[id] = true
+    todo[#todo+1] = {q, id}
+  end
+end
+if #todo == 0 then return 0 end
+audit(now, actor, action, afilter, '', #todo, reason, '')
+for _, t in ipairs(todo) do
+  local q, id = t[1], t[2]
+  local p, k = qp(q), tkey(q, id)
+  unbury(q, id)
+  local ik = redis.call('HGET', k, 'ik')
+  if ik and ik ~= '' and redis.call('GET', p .. ':ik:' .. ik) == id then
+    redis.call('DEL', p .. ':ik:' .. ik)
+    redis.call('ZREM', p .. ':ikp', ik)
+  end
+  redis.call('DEL', k, akey(q, id), idkey(id))
+end
+return #todo
+`)
+
+// scriptStats counts each queue's tasks by status.
+// ARGV: N, now, succeeded window (µs).
+// Keys: N:queues, and of each queue P:pending, P:inflight, P:dead,
+// P:done.
+// Returns per queue with tasks {queue, pending, in flight, dead,
+// succeeded in the window, oldest due age (µs)}, by queue name.
+var scriptStats = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local since = now - tonumber(ARGV[3])
+local queues = redis.call('SMEMBERS', N .. ':queues')
+table.sort(queues)
+local out = {}
+for _, q in ipairs(queues) do
+  local p = qp(q)
+  local pend = redis.call('ZCARD', p .. ':pending')
+  local fl = redis.call('ZCARD', p .. ':inflight')
+  local dead = redis.call('ZCARD', p .. ':dead')
+  local done = redis.call('ZCARD', p .. ':done')
+  if pend + fl + dead + done > 0 then
+    local succ = redis.call('ZCOUNT', p .. ':done', fmt(since), '+inf')
+    local age = 0
+    local first = redis.call('ZRANGE', p .. ':pending', 0, 0, 'WITHSCORES')
+    if #first > 0 and tonumber(first[2]) <= now then age = now - tonumber(first[2]) end
+    out[#out+1] = {q, pend, fl, dead, succ, fmt(age)}
+  end
+end
+return out
+`)
