@@ -398,12 +398,16 @@ func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (sto
 	return res, nil
 }
 
-// PurgeDead implements store.Admin.
+// PurgeDead implements store.Admin. An empty Action is "purge".
 func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, error) {
 	if p.Limit < 1 {
 		return 0, fmt.Errorf("%w: redisstore: purge dead needs a limit of at least 1 (got %d)", rdq.ErrInvalid, p.Limit)
 	}
-	if p.Action != "purge" && p.Action != "retention" {
+	switch p.Action {
+	case "":
+		p.Action = "purge"
+	case "purge", "retention":
+	default:
 		return 0, fmt.Errorf("%w: redisstore: purge dead action %q; want purge or retention", rdq.ErrInvalid, p.Action)
 	}
 	ids, err := s.deadIDs(ctx, p.Filter, p.Limit)
@@ -490,7 +494,8 @@ func decodeAudit(rec string) (store.AuditEntry, error) {
 	return e, nil
 }
 
-// Stats implements store.Admin.
+// Stats implements store.Admin. A SucceededWindow of zero or less counts
+// every succeeded task kept.
 func (s *Store) Stats(ctx context.Context, p store.StatsParams) ([]store.QueueStats, error) {
 	res, err := s.run(ctx, scriptStats, nowArg(p.Now), micros(p.SucceededWindow))
 	if err != nil {

@@ -726,14 +726,16 @@ return #todo
 `)
 
 // scriptStats counts each queue's tasks by status.
-// ARGV: N, now, succeeded window (µs).
+// ARGV: N, now, succeeded window (µs; zero or less counts every
+// succeeded task kept).
 // Keys: N:queues, and of each queue P:pending, P:inflight, P:dead,
 // P:done.
 // Returns per queue with tasks {queue, pending, in flight, dead,
 // succeeded in the window, oldest due age (µs)}, by queue name.
 var scriptStats = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
-local since = now - tonumber(ARGV[3])
+local since = '-inf'
+if tonumber(ARGV[3]) > 0 then since = fmt(now - tonumber(ARGV[3])) end
 local queues = redis.call('SMEMBERS', N .. ':queues')
 table.sort(queues)
 local out = {}
@@ -744,7 +746,7 @@ for _, q in ipairs(queues) do
   local dead = redis.call('ZCARD', p .. ':dead')
   local done = redis.call('ZCARD', p .. ':done')
   if pend + fl + dead + done > 0 then
-    local succ = redis.call('ZCOUNT', p .. ':done', fmt(since), '+inf')
+    local succ = redis.call('ZCOUNT', p .. ':done', since, '+inf')
     local age = 0
     local first = redis.call('ZRANGE', p .. ':pending', 0, 0, 'WITHSCORES')
     if #first > 0 and tonumber(first[2]) <= now then age = now - tonumber(first[2]) end
