@@ -18,19 +18,12 @@ import (
 	"github.com/srjn45/rdq/store"
 )
 
-var (
-	_ store.Admin       = (*Store)(nil)
-	_ store.BulkChunker = (*Store)(nil)
-)
+var _ store.Admin = (*Store)(nil)
 
 // scanBudget bounds the index entries one script examines, so a filter
 // no index serves (a message substring, a life) never holds the server
 // for long: the store continues from where the script stopped.
 const scanBudget = 2000
-
-// BulkChunkSize implements store.BulkChunker: bulk redrives and purges go
-// in chunks of 500 tasks, each one script.
-func (s *Store) BulkChunkSize() int { return 500 }
 
 // filterArgs appends a filter's script arguments (see readfilter in
 // scripts.go).

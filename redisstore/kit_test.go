@@ -119,8 +119,11 @@ func harness() storetest.Harness {
 		},
 		// A script runs alone on the server: there are no row locks for a
 		// claim to pass over, so no LockTask.
-		FailAudit:    failAudit,
-		Capabilities: storetest.Capabilities{Notifications: true, Admin: true},
+		FailAudit: failAudit,
+		Capabilities: storetest.Capabilities{
+			Notifications: true, Admin: true, Pause: true, Snooze: true, RetryInPlace: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
+		},
 	}
 }
 

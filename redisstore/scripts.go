@@ -18,10 +18,14 @@ import "github.com/redis/go-redis/v9"
 //	P:ik:K     string   idempotency key K: the task's ID, or
 //	                    "purged:ID:CREATED:PURGED" once it was purged
 //	P:ikp      zset     purged keys K, by purge time (µs), for pruning
+//	P:paused   string   present while the queue is paused
+//	P:dead, P:df:F, P:dfs  dead-letter indexes (see bury)
 //
 // and the namespace's own keys:
 //
 //	N:queues   set      every queue that ever had a task
+//	N:paused   set      the paused queues
+//	N:dead, N:dh:H, N:de:E, N:df:F, N:dfs, N:dfk:F  dead-letter indexes
 //	N:id:ID    string   the queue of task ID
 //	N:audit    list     audit entries, newest first (record below)
 //	N:auditseq string   the last audit entry's ID
@@ -97,7 +101,8 @@ end
 -- bury adds DEAD task id of queue q to the dead-letter indexes, each a
 -- zset by finish time: N:dead, P:dead, N:dh:H (handler), N:de:E (error
 -- type), N:df:F and P:df:F (fingerprint), and counts it in the group
--- summaries N:dfs and P:dfs (fingerprint -> count).
+-- summaries N:dfs and P:dfs (fingerprint -> count) and N:dfk:F (a hash of
+-- "queue\nhandler" -> count).
 local function bury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi')
   local p, fi = qp(q), v[4]
@@ -109,6 +114,7 @@ local function bury(q, id)
   redis.call('ZADD', p .. ':df:' .. v[3], fi, id)
   redis.call('ZINCRBY', N .. ':dfs', 1, v[3])
   redis.call('ZINCRBY', p .. ':dfs', 1, v[3])
+  redis.call('HINCRBY', N .. ':dfk:' .. v[3], q .. '\n' .. v[1], 1)
 end
 
 -- unbury removes DEAD task id of queue q from the dead-letter indexes.
@@ -124,6 +130,8 @@ local function unbury(q, id)
   for _, k in ipairs({N .. ':dfs', p .. ':dfs'}) do
     if tonumber(redis.call('ZINCRBY', k, -1, v[3])) <= 0 then redis.call('ZREM', k, v[3]) end
   end
+  local gk = N .. ':dfk:' .. v[3]
+  if redis.call('HINCRBY', gk, q .. '\n' .. v[1], -1) <= 0 then redis.call('HDEL', gk, q .. '\n' .. v[1]) end
 end
 
 -- readfilter reads a dead-task filter from ARGV at b+1: queue, handler,
@@ -265,8 +273,9 @@ return out
 // (and handlers), oldest due first.
 // ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
 // handler count, handlers...
-// Keys: of each queue P:pending (no handlers) or P:ph:H (each handler),
-// P:inflight, P:t:ID of each claimed task.
+// Keys: of each queue P:paused, P:pending (no handlers) or P:ph:H (each
+// handler), P:inflight, P:t:ID of each claimed task. A paused queue is
+// passed over.
 // Returns {HGETALL...} per claimed task.
 var scriptClaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -279,11 +288,13 @@ local cands = {}
 for i = 1, nq do
   local q = ARGV[6 + i]
   local keys = {}
+  if redis.call('EXISTS', qp(q) .. ':paused') == 1 then nh = -1 end
   if nh == 0 then
     keys[1] = qp(q) .. ':pending'
-  else
+  elseif nh > 0 then
     for j = 1, nh do keys[#keys+1] = qp(q) .. ':ph:' .. ARGV[7 + nq + j] end
   end
+  nh = tonumber(ARGV[7 + nq])
   for _, key in ipairs(keys) do
     local r = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
     for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q} end
@@ -753,5 +764,152 @@ for _, q in ipairs(queues) do
     out[#out+1] = {q, pend, fl, dead, succ, fmt(age)}
   end
 end
+return out
+`)
+
+// scriptPause pauses or resumes a queue, writing its audit entry first
+// when it changes anything.
+// ARGV: N, now, queue, "pause" or "resume", actor, reason, audit filter.
+// Keys: P:paused, N:paused, N:audit, N:auditseq.
+// Returns 1 when the queue changed state, else 0.
+var scriptPause = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, action = ARGV[3], ARGV[4]
+local paused = redis.call('EXISTS', qp(q) .. ':paused') == 1
+if (action == 'pause') == paused then return 0 end
+audit(now, ARGV[5], action, ARGV[7], '', 0, ARGV[6], '')
+if action == 'pause' then
+  redis.call('SET', qp(q) .. ':paused', '1')
+  redis.call('SADD', N .. ':paused', q)
+else
+  redis.call('DEL', qp(q) .. ':paused')
+  redis.call('SREM', N .. ':paused', q)
+  redis.call('PUBLISH', N .. ':notify', q)
+end
+return 1
+`)
+
+// scriptSnooze returns leased tasks to PENDING, due after their delay,
+// without recording or counting an attempt, and counts the snooze.
+// ARGV: N, now, count, then per item: id, token, delay (µs).
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:pending, P:ph:H.
+// Returns per item 1 (snoozed) or 0 (lost).
+var scriptSnooze = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[3])
+local out = {}
+for i = 0, n - 1 do
+  local id, token, delay = ARGV[4 + i*3], tonumber(ARGV[5 + i*3]), tonumber(ARGV[6 + i*3])
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'h')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      local due = now + delay
+      redis.call('HINCRBY', k, 'sn', 1)
+      redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(due), 'le', '0', 'up', fmt(now))
+      wait(q, id, v[3], due)
+      ok = 1
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptRetryInPlace records failed attempts and leases their tasks again
+// to the attempt's worker, unless the task's queue is paused, where it is
+// left PENDING as Finish leaves a retry.
+// ARGV: N, now, lease (µs), count, then per item 10 fields: id, token,
+// retry in (µs), outcome, error type, message, stack, fingerprint,
+// worker, duration (µs).
+// Keys: N:id:ID, and of its queue P:paused, P:t:ID, P:a:ID, P:inflight,
+// P:pending, P:ph:H.
+// Returns per item {0} (lost), {2} (left waiting) or {1, HGETALL...}.
+var scriptRetryInPlace = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local out = {}
+for i = 0, n - 1 do
+  local b = 4 + i * 10
+  local id, token = ARGV[b+1], tonumber(ARGV[b+2])
+  local q = redis.call('GET', idkey(id))
+  local res = {0}
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      local worker = ARGV[b+9]
+      record(q, id, tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
+        ARGV[b+5], ARGV[b+6], ARGV[b+7], worker)
+      redis.call('HINCRBY', k, 'at', 1)
+      local due = now + tonumber(ARGV[b+3])
+      redis.call('HSET', k, 'et', ARGV[b+5], 'em', ARGV[b+6], 'ef', ARGV[b+8], 'nx', fmt(due), 'up', fmt(now))
+      if redis.call('EXISTS', qp(q) .. ':paused') == 1 then
+        redis.call('HSET', k, 'st', 'PENDING', 'le', '0')
+        wait(q, id, v[4], due)
+        res = {2}
+      else
+        local exp = now + lease
+        redis.call('HINCRBY', k, 'tk', 1)
+        redis.call('HSET', k, 'le', fmt(exp), 'lo', worker, 'ca', fmt(now))
+        redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
+        res = {1}
+        for _, f in ipairs(redis.call('HGETALL', k)) do res[#res+1] = f end
+      end
+    end
+  end
+  out[#out+1] = res
+end
+return out
+`)
+
+// scriptNotDue counts each queue's PENDING tasks due after now.
+// ARGV: N, now. Keys: N:queues, P:pending of each queue.
+// Returns {queue, count} for each queue with any.
+var scriptNotDue = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local out = {}
+for _, q in ipairs(redis.call('SMEMBERS', N .. ':queues')) do
+  local c = redis.call('ZCOUNT', qp(q) .. ':pending', '(' .. fmt(now), '+inf')
+  if c > 0 then out[#out+1] = {q, c} end
+end
+return out
+`)
+
+// scriptDeadHistogram counts dead tasks by finish time in consecutive
+// buckets, over all of them or per fingerprint.
+// ARGV: N, since (µs), width (µs), buckets, fingerprint count,
+// fingerprints...
+// Keys: N:dead, or N:df:F of each fingerprint.
+// Returns one list of counts per fingerprint (one in all with none).
+var scriptDeadHistogram = redis.NewScript(prelude + `
+local since, width, nb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local nf = tonumber(ARGV[5])
+local keys = {}
+if nf == 0 then keys[1] = N .. ':dead' else
+  for i = 1, nf do keys[i] = N .. ':df:' .. ARGV[5 + i] end
+end
+local out = {}
+for _, key in ipairs(keys) do
+  local counts = {}
+  for i = 0, nb - 1 do
+    local lo = since + i * width
+    counts[#counts+1] = redis.call('ZCOUNT', key, fmt(lo), '(' .. fmt(lo + width))
+  end
+  out[#out+1] = counts
+end
+return out
+`)
+
+// scriptDeadGroupKeys reads the queues and handlers of each fingerprint's
+// dead tasks from the summaries bury keeps.
+// ARGV: N, fingerprints... Keys: N:dfk:F of each fingerprint.
+// Returns per fingerprint the HGETALL of its summary.
+var scriptDeadGroupKeys = redis.NewScript(prelude + `
+local out = {}
+for i = 2, #ARGV do out[#out+1] = redis.call('HGETALL', N .. ':dfk:' .. ARGV[i]) end
 return out
 `)

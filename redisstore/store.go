@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +38,10 @@ type Config struct {
 	KeyRetention time.Duration
 	// Logger receives the store's warnings. Nil discards them.
 	Logger *slog.Logger
+	// RequireDurable makes Open refuse a server whose settings can lose
+	// tasks it acknowledged (see CheckDurability), or whose settings it
+	// cannot read. By default Open logs a warning for each and goes on.
+	RequireDurable bool
 }
 
 // Store is rdq's Redis backend. It implements store.Store and
@@ -108,9 +113,57 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Store, error) {
 	}
 	s.owned = true
 	if err := c.Ping(ctx).Err(); err != nil {
-		return nil, errors.Join(fmt.Errorf("redisstore: connecting to %s:%s: %w", opt.Addr, redactedDB(opt), err), c.Close())
+		return nil, errors.Join(fmt.Errorf("redisstore: connecting to %s (%s): %w", opt.Addr, redactedDB(opt), err), c.Close())
+	}
+	problems, err := s.CheckDurability(ctx)
+	if err != nil {
+		if cfg.RequireDurable {
+			return nil, errors.Join(fmt.Errorf("redisstore: %s: durability required, and %w", opt.Addr, err), c.Close())
+		}
+		s.log.WarnContext(ctx, "redisstore: could not check that the server keeps acknowledged tasks", "addr", opt.Addr, "err", err)
+	}
+	for _, p := range problems {
+		if cfg.RequireDurable {
+			return nil, errors.Join(fmt.Errorf("%w: redisstore: %s can lose acknowledged tasks: %s", ErrNotDurable, opt.Addr, strings.Join(problems, "; ")), c.Close())
+		}
+		s.log.WarnContext(ctx, "redisstore: the server can lose acknowledged tasks", "addr", opt.Addr, "problem", p)
 	}
 	return s, nil
+}
+
+// ErrNotDurable is returned by Open with Config.RequireDurable when the
+// server's settings can lose tasks it acknowledged.
+var ErrNotDurable = errors.New("redisstore: the Redis server is not configured to keep acknowledged tasks")
+
+// CheckDurability reads the server's persistence and eviction settings
+// (CONFIG GET) and returns what in them can lose a task the store
+// acknowledged: no append-only file (appendonly no: what was written since
+// the last snapshot is lost when the server stops), appendfsync no (the
+// operating system decides when the file reaches the disk), and an
+// eviction policy that may delete any key (maxmemory-policy allkeys-*).
+// rdq requires appendonly yes and a policy that evicts no key of rdq's
+// (noeviction; rdq's keys have no expiry, so the volatile-* policies
+// never evict them either). appendfsync everysec, Redis's default, is
+// accepted: a crash of the server process loses nothing acknowledged, and
+// a crash of the whole host loses up to about a second of writes;
+// appendfsync always closes that window at the cost of one fsync per
+// write. An error means the settings could not be read (a managed
+// service may refuse CONFIG).
+func (s *Store) CheckDurability(ctx context.Context) ([]string, error) {
+	cfg, err := s.c.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading the server's settings (CONFIG GET): %w", err)
+	}
+	var problems []string
+	if v := cfg["appendonly"]; v != "yes" {
+		problems = append(problems, fmt.Sprintf("appendonly is %q: tasks written since the last snapshot are lost when the server stops; set appendonly yes", v))
+	} else if v := cfg["appendfsync"]; v == "no" {
+		problems = append(problems, `appendfsync is "no": a host crash loses what the operating system had not yet written; set appendfsync everysec or always`)
+	}
+	if v := cfg["maxmemory-policy"]; strings.HasPrefix(v, "allkeys-") {
+		problems = append(problems, fmt.Sprintf("maxmemory-policy is %q: a full server deletes tasks; set maxmemory-policy noeviction", v))
+	}
+	return problems, nil
 }
 
 // NamespaceParam is the query parameter of a URL given to Open that names
