@@ -699,8 +699,9 @@ return res
 `)
 
 // scriptPurgeDead deletes DEAD tasks that match a filter, with their
-// attempts and idempotency keys, writing its audit entry first when it
-// deletes anything.
+// attempts, writing its audit entry first when it deletes anything. A
+// "purge" frees the tasks' idempotency keys; "retention" keeps them for
+// the key retention, as PurgeSucceeded does.
 // ARGV: N, now, actor, reason, action, audit filter (JSON), filter
 // (readfilter; without ids), count, ids...
 // Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
@@ -726,10 +727,16 @@ for _, t in ipairs(todo) do
   local q, id = t[1], t[2]
   local p, k = qp(q), tkey(q, id)
   unbury(q, id)
-  local ik = redis.call('HGET', k, 'ik')
+  local v = redis.call('HMGET', k, 'ik', 'cr')
+  local ik = v[1]
   if ik and ik ~= '' and redis.call('GET', p .. ':ik:' .. ik) == id then
-    redis.call('DEL', p .. ':ik:' .. ik)
-    redis.call('ZREM', p .. ':ikp', ik)
+    if action == 'retention' then
+      redis.call('SET', p .. ':ik:' .. ik, 'purged:' .. id .. ':' .. v[2] .. ':' .. fmt(now))
+      redis.call('ZADD', p .. ':ikp', fmt(now), ik)
+    else
+      redis.call('DEL', p .. ':ik:' .. ik)
+      redis.call('ZREM', p .. ':ikp', ik)
+    end
   end
   redis.call('DEL', k, akey(q, id), idkey(id))
 end
@@ -912,4 +919,166 @@ var scriptDeadGroupKeys = redis.NewScript(prelude + `
 local out = {}
 for i = 2, #ARGV do out[#out+1] = redis.call('HGETALL', N .. ':dfk:' .. ARGV[i]) end
 return out
+`)
+
+// scriptListTasks lists live tasks of one state matching a filter, in the
+// state's order, after a cursor: PENDING tasks never tried in this life
+// ("pending") or tried ("retrying") by due time, IN_FLIGHT ones by lease
+// expiry, SUCCEEDED ones by finish time, newest first. It walks the
+// state's sorted set of each queue the filter allows (P:pending,
+// P:inflight, P:done) from the cursor and merges them.
+// ARGV: N, state, limit, cursor time (µs, or empty), cursor ID, queue,
+// handler, error type, fingerprint, message (lower case), id count,
+// ids...
+// Keys: N:queues, N:id:ID, and of each queue the state's set and P:t:ID.
+// Returns HGETALL replies.
+var scriptListTasks = redis.NewScript(prelude + `
+local state, limit = ARGV[2], tonumber(ARGV[3])
+local cat, cid = ARGV[4], ARGV[5]
+local f = {q = ARGV[6], h = ARGV[7], et = ARGV[8], ef = ARGV[9], msg = ARGV[10]}
+local nids = tonumber(ARGV[11])
+local desc = state == 'succeeded'
+local set, st = ':pending', 'PENDING'
+if state == 'in_flight' then set, st = ':inflight', 'IN_FLIGHT'
+elseif state == 'succeeded' then set, st = ':done', 'SUCCEEDED' end
+local function fits(q, id)
+  local v = redis.call('HMGET', tkey(q, id), 'st', 'h', 'et', 'ef', 'em', 'at')
+  if v[1] ~= st then return false end
+  if state == 'pending' and tonumber(v[6]) ~= 0 then return false end
+  if state == 'retrying' and tonumber(v[6]) == 0 then return false end
+  if f.h ~= '' and v[2] ~= f.h then return false end
+  if f.et ~= '' and v[3] ~= f.et then return false end
+  if f.ef ~= '' and v[4] ~= f.ef then return false end
+  if f.msg ~= '' and not string.find(string.lower(v[5] or ''), f.msg, 1, true) then return false end
+  return true
+end
+local function after(at, id)
+  if cat == '' then return true end
+  local c = tonumber(cat)
+  if desc then return at < c or (at == c and id < cid) end
+  return at > c or (at == c and id > cid)
+end
+local rows = {}
+if nids > 0 then
+  local seen = {}
+  for i = 1, nids do
+    local id = ARGV[11 + i]
+    local q = redis.call('GET', idkey(id))
+    if q and not seen[id] and (f.q == '' or f.q == q) then
+      seen[id] = true
+      local at = redis.call('ZSCORE', qp(q) .. set, id)
+      if at and fits(q, id) and after(tonumber(at), id) then rows[#rows+1] = {tonumber(at), id, q} end
+    end
+  end
+else
+  local queues
+  if f.q ~= '' then queues = {f.q} else queues = redis.call('SMEMBERS', N .. ':queues') end
+  for _, q in ipairs(queues) do
+    local key, found, off = qp(q) .. set, 0, 0
+    while found < limit do
+      local r
+      if desc then
+        local hi = '+inf'
+        if cat ~= '' then hi = cat end
+        r = redis.call('ZREVRANGEBYSCORE', key, hi, '-inf', 'WITHSCORES', 'LIMIT', off, 256)
+      else
+        local lo = '-inf'
+        if cat ~= '' then lo = cat end
+        r = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', off, 256)
+      end
+      if #r == 0 then break end
+      off = off + #r / 2
+      for j = 1, #r, 2 do
+        local id, at = r[j], tonumber(r[j+1])
+        if after(at, id) and fits(q, id) then
+          rows[#rows+1] = {at, id, q}
+          found = found + 1
+          if found >= limit then break end
+        end
+      end
+    end
+  end
+end
+table.sort(rows, function(a, b)
+  if a[1] ~= b[1] then if desc then return a[1] > b[1] end return a[1] < b[1] end
+  if desc then return a[2] > b[2] end
+  return a[2] < b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #rows) do out[i] = redis.call('HGETALL', tkey(rows[i][3], rows[i][2])) end
+return out
+`)
+
+// scriptRetryNow makes PENDING tasks due now, writing its audit entry
+// first when it changes anything, and notifies their queues.
+// ARGV: N, now, actor, reason, count, ids...
+// Keys: N:audit, N:auditseq, N:id:ID, N:notify, and of its queue P:t:ID,
+// P:pending, P:ph:H.
+// Returns per task "ok", "notfound" or "notpending".
+var scriptRetryNow = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[5])
+local res, todo, ids, seen = {}, {}, {}, {}
+for i = 1, n do
+  local id = ARGV[5 + i]
+  local q, v = look(id)
+  if not q then res[i] = 'notfound'
+  elseif v[1] ~= 'PENDING' or seen[id] then
+    if seen[id] then res[i] = 'ok' else res[i] = 'notpending' end
+  else
+    seen[id] = true
+    res[i] = 'ok'
+    todo[#todo+1] = {q, id, v[3]}
+    ids[#ids+1] = id
+  end
+end
+if #todo == 0 then return res end
+audit(now, ARGV[3], 'retry_now', '', table.concat(ids, ','), #todo, ARGV[4], '')
+local queues = {}
+for _, t in ipairs(todo) do
+  redis.call('HSET', tkey(t[1], t[2]), 'nx', fmt(now), 'up', fmt(now))
+  wait(t[1], t[2], t[3], now)
+  queues[t[1]] = true
+end
+for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
+return res
+`)
+
+// scriptCancel moves PENDING tasks to DEAD with a CANCELLED attempt,
+// writing its audit entry first when it changes anything.
+// ARGV: N, now, actor, reason, error type, message, fingerprint, count,
+// ids...
+// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
+// P:pending, P:ph:H and the dead-letter indexes (bury).
+// Returns per task "ok", "notfound" or "notpending".
+var scriptCancel = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local actor, reason, etype, emsg, efp = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local n = tonumber(ARGV[8])
+local res, todo, ids, seen = {}, {}, {}, {}
+for i = 1, n do
+  local id = ARGV[8 + i]
+  local q, v = look(id)
+  if not q then res[i] = 'notfound'
+  elseif seen[id] then res[i] = 'ok'
+  elseif v[1] ~= 'PENDING' then res[i] = 'notpending'
+  else
+    seen[id] = true
+    res[i] = 'ok'
+    todo[#todo+1] = {q, id, v[3], tonumber(v[8])}
+    ids[#ids+1] = id
+  end
+end
+if #todo == 0 then return res end
+audit(now, actor, 'cancel', '', table.concat(ids, ','), #todo, reason, '')
+for _, t in ipairs(todo) do
+  local q, id = t[1], t[2]
+  local k = tkey(q, id)
+  unwait(q, id, t[3])
+  record(q, id, t[4], 0, now, now, 'CANCELLED', etype, emsg, '', actor)
+  redis.call('HINCRBY', k, 'at', 1)
+  redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
+  bury(q, id)
+end
+return res
 `)
