@@ -6,16 +6,27 @@
 //	if err != nil { ... }
 //	defer s.Close()
 //
-// A *Store implements store.Store and store.Notifier with the semantics
-// of the SQL stores, checked by the same compliance kit (package
-// storetest). Every operation is one Lua script, which Redis runs
+// A *Store implements store.Store and every optional capability the SQL
+// stores have (store.Notifier, Admin, Pauser, HandlerPauser, LiveTasks,
+// WorkerRegistry, Snoozer, InPlaceRetrier, NotDueCounter,
+// DeadHistogrammer, DeadGroupKeyer) with their semantics, checked by the
+// same compliance kit (package storetest). Every operation is one Lua script, which Redis runs
 // atomically: a claim of a whole batch is one script, as is every finish
 // batch. The store owns the clock: scripts read the server's TIME, never
 // the caller's clock. Each claim increments the task's own fencing token;
 // attempts are numbered from the task's persisted history (its highest
 // number plus one), so numbers continue across redrives. Idempotency keys
 // are unique per queue and outlive a purged task by Config.KeyRetention.
-// Notifications are Redis pub/sub messages published by Enqueue.
+// Notifications are Redis pub/sub messages published by Enqueue. Every
+// mutation that is audited writes its audit entry first in its script, so
+// a failed audit write leaves everything as it was.
+//
+// # Durability
+//
+// Open checks the server's persistence and eviction settings
+// (CheckDurability) and warns about those that can lose acknowledged tasks,
+// or refuses them with Config.RequireDurable: rdq needs appendonly yes and
+// a maxmemory-policy that evicts none of its keys (noeviction).
 //
 // There is no schema and nothing to migrate: keys are created as tasks
 // arrive, under the store's namespace (Config.Namespace). Every script is

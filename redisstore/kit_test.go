@@ -122,7 +122,7 @@ func harness() storetest.Harness {
 		FailAudit: failAudit,
 		Capabilities: storetest.Capabilities{
 			Notifications: true, Admin: true, Pause: true, Snooze: true, RetryInPlace: true,
-			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Live: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Live: true, Registry: true, PauseHandlers: true,
 		},
 	}
 }

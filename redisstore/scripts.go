@@ -12,6 +12,10 @@ import "github.com/redis/go-redis/v9"
 //	P:a:ID     list     its attempts, oldest first (record below)
 //	P:pending  zset     PENDING tasks of every handler, by due time (µs)
 //	P:ph:H     zset     PENDING tasks of handler H, by due time (µs)
+//	P:ready    zset     PENDING tasks not held by a paused handler, by due
+//	                    time (µs): what a claim of every handler reads
+//	P:hp:H     hash     the pause of handler H (see scriptPauseHandler)
+//	P:hps      set      the queue's paused handlers
 //	P:inflight zset     IN_FLIGHT tasks, by lease expiry (µs)
 //	P:done     zset     SUCCEEDED tasks, by finish time (µs)
 //	P:dead     zset     DEAD tasks, by finish time (µs)
@@ -19,12 +23,16 @@ import "github.com/redis/go-redis/v9"
 //	                    "purged:ID:CREATED:PURGED" once it was purged
 //	P:ikp      zset     purged keys K, by purge time (µs), for pruning
 //	P:paused   string   present while the queue is paused
+//	P:handlers set      handlers whose tasks have waited in the queue
 //	P:dead, P:df:F, P:dfs  dead-letter indexes (see bury)
 //
 // and the namespace's own keys:
 //
 //	N:queues   set      every queue that ever had a task
 //	N:paused   set      the paused queues
+//	N:hps      set      paused handlers, as "queue\nhandler"
+//	N:workers  set      registered worker IDs
+//	N:w:ID     hash     a worker's entry (see scriptRegister)
 //	N:dead, N:dh:H, N:de:E, N:df:F, N:dfs, N:dfk:F  dead-letter indexes
 //	N:id:ID    string   the queue of task ID
 //	N:audit    list     audit entries, newest first (record below)
@@ -83,12 +91,20 @@ local function record(q, id, life, token, started, finished, outcome, etype, msg
   return n
 end
 
--- wait makes task id of queue q and handler h PENDING, due at due.
+-- held reports whether handler h of queue q is paused (P:hp:H exists):
+-- its waiting tasks are held, out of P:ready.
+local function held(q, h) return redis.call('EXISTS', qp(q) .. ':hp:' .. h) == 1 end
+
+-- wait makes task id of queue q and handler h PENDING, due at due: in
+-- P:pending, P:ph:H and, unless the handler is paused, P:ready; and
+-- records h among the queue's handlers (P:handlers).
 local function wait(q, id, h, due)
   local p = qp(q)
+  redis.call('SADD', p .. ':handlers', h)
   redis.call('ZREM', p .. ':inflight', id)
   redis.call('ZADD', p .. ':pending', fmt(due), id)
   redis.call('ZADD', p .. ':ph:' .. h, fmt(due), id)
+  if not held(q, h) then redis.call('ZADD', p .. ':ready', fmt(due), id) end
 end
 
 -- unwait removes task id from the pending indexes of its queue.
@@ -96,6 +112,7 @@ local function unwait(q, id, h)
   local p = qp(q)
   redis.call('ZREM', p .. ':pending', id)
   redis.call('ZREM', p .. ':ph:' .. h, id)
+  redis.call('ZREM', p .. ':ready', id)
 end
 
 -- bury adds DEAD task id of queue q to the dead-letter indexes, each a
@@ -273,9 +290,9 @@ return out
 // (and handlers), oldest due first.
 // ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
 // handler count, handlers...
-// Keys: of each queue P:paused, P:pending (no handlers) or P:ph:H (each
-// handler), P:inflight, P:t:ID of each claimed task. A paused queue is
-// passed over.
+// Keys: of each queue P:paused, P:ready (no handlers) or P:hp:H and P:ph:H
+// (each handler), P:pending, P:inflight, P:t:ID of each claimed task. A
+// paused queue and a paused handler are passed over.
 // Returns {HGETALL...} per claimed task.
 var scriptClaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -290,9 +307,12 @@ for i = 1, nq do
   local keys = {}
   if redis.call('EXISTS', qp(q) .. ':paused') == 1 then nh = -1 end
   if nh == 0 then
-    keys[1] = qp(q) .. ':pending'
+    keys[1] = qp(q) .. ':ready'
   elseif nh > 0 then
-    for j = 1, nh do keys[#keys+1] = qp(q) .. ':ph:' .. ARGV[7 + nq + j] end
+    for j = 1, nh do
+      local h = ARGV[7 + nq + j]
+      if not held(q, h) then keys[#keys+1] = qp(q) .. ':ph:' .. h end
+    end
   end
   nh = tonumber(ARGV[7 + nq])
   for _, key in ipairs(keys) do
@@ -827,7 +847,8 @@ return out
 
 // scriptRetryInPlace records failed attempts and leases their tasks again
 // to the attempt's worker, unless the task's queue is paused, where it is
-// left PENDING as Finish leaves a retry.
+// left PENDING as Finish leaves a retry, and so is a task of a paused
+// handler (held).
 // ARGV: N, now, lease (µs), count, then per item 10 fields: id, token,
 // retry in (µs), outcome, error type, message, stack, fingerprint,
 // worker, duration (µs).
@@ -854,7 +875,7 @@ for i = 0, n - 1 do
       redis.call('HINCRBY', k, 'at', 1)
       local due = now + tonumber(ARGV[b+3])
       redis.call('HSET', k, 'et', ARGV[b+5], 'em', ARGV[b+6], 'ef', ARGV[b+8], 'nx', fmt(due), 'up', fmt(now))
-      if redis.call('EXISTS', qp(q) .. ':paused') == 1 then
+      if redis.call('EXISTS', qp(q) .. ':paused') == 1 or held(q, v[4]) then
         redis.call('HSET', k, 'st', 'PENDING', 'le', '0')
         wait(q, id, v[4], due)
         res = {2}
@@ -1081,4 +1102,274 @@ for _, t in ipairs(todo) do
   bury(q, id)
 end
 return res
+`)
+
+// liveServes is the Lua that tells whether a live registered worker serves
+// (q, h) at now.
+const liveServes = `
+local function served(now, q, h)
+  for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
+    local v = redis.call('HMGET', N .. ':w:' .. id, 'qs', 'hs', 'seen', 'stale')
+    if v[3] and now - tonumber(v[3]) < tonumber(v[4]) and
+      string.find(v[1], ',' .. q .. ',', 1, true) and string.find(v[2], ',' .. h .. ',', 1, true) then
+      return true
+    end
+  end
+  return false
+end
+`
+
+// scriptRegister inserts or refreshes a worker's entry and removes the
+// expired entries.
+// ARGV: N, now, id, host, pid, version, queues (",a,b,"), handlers
+// (",h1,h2,"), slots, in flight, stale after (µs), expire after (µs).
+// Keys: N:workers, N:w:ID of every worker.
+// A worker's hash: host, pid, ver, qs, hs, slots, inflight, started,
+// seen (µs), stale and expire (µs).
+var scriptRegister = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
+  local v = redis.call('HMGET', N .. ':w:' .. id, 'seen', 'expire')
+  if not v[1] or now - tonumber(v[1]) >= tonumber(v[2]) then
+    redis.call('DEL', N .. ':w:' .. id)
+    redis.call('SREM', N .. ':workers', id)
+  end
+end
+local k = N .. ':w:' .. ARGV[3]
+local started = redis.call('HGET', k, 'started') or fmt(now)
+redis.call('HSET', k, 'host', ARGV[4], 'pid', ARGV[5], 'ver', ARGV[6], 'qs', ARGV[7], 'hs', ARGV[8],
+  'slots', ARGV[9], 'inflight', ARGV[10], 'started', started, 'seen', fmt(now), 'stale', ARGV[11], 'expire', ARGV[12])
+redis.call('SADD', N .. ':workers', ARGV[3])
+return 1
+`)
+
+// scriptWorkers reads every worker entry.
+// ARGV: N, now. Keys: N:workers, N:w:ID of every worker.
+// Returns {now, {id, HGETALL...}...}.
+var scriptWorkers = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local out = {fmt(now)}
+for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
+  local row = {id}
+  for _, f in ipairs(redis.call('HGETALL', N .. ':w:' .. id)) do row[#row+1] = f end
+  out[#out+1] = row
+end
+return out
+`)
+
+// scriptUnserved counts the PENDING tasks of each (queue, handler) that no
+// live worker serves.
+// ARGV: N, now, due only ("1"/"0"), queue count, queues... (none: every
+// queue).
+// Keys: N:queues, N:workers, N:w:ID, and of each queue P:handlers and
+// P:ph:H.
+// Returns {queue, handler, count, oldest due (µs)} per pair, and now
+// first.
+var scriptUnserved = redis.NewScript(prelude + liveServes + `
+local now = clock(ARGV[2])
+local dueonly = ARGV[3] == '1'
+local nq = tonumber(ARGV[4])
+local queues = {}
+if nq == 0 then queues = redis.call('SMEMBERS', N .. ':queues') else
+  for i = 1, nq do queues[i] = ARGV[4 + i] end
+end
+local out = {fmt(now)}
+for _, q in ipairs(queues) do
+  for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do
+    local key = qp(q) .. ':ph:' .. h
+    local n
+    if not dueonly then n = redis.call('ZCARD', key)
+    elseif held(q, h) then n = 0
+    else n = redis.call('ZCOUNT', key, '-inf', fmt(now)) end
+    if n > 0 and not served(now, q, h) then
+      local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      out[#out+1] = {q, h, n, first[2]}
+    end
+  end
+end
+return out
+`)
+
+// scriptDeadLetterUnserved moves to DEAD the PENDING tasks of (queue,
+// handler) due for at least a grace while no live worker serves the pair,
+// each with a PERMANENT_FAILURE attempt, writing its audit entry first.
+// ARGV: N, now, queue, handler, grace (µs), limit, actor, error type,
+// message, fingerprint.
+// Keys: N:workers, N:w:ID, N:audit, N:auditseq, and of the queue P:ph:H,
+// P:pending, P:t:ID, P:a:ID and the dead-letter indexes (bury).
+// Returns the number of tasks moved.
+var scriptDeadLetterUnserved = redis.NewScript(prelude + liveServes + `
+local now = clock(ARGV[2])
+local q, h = ARGV[3], ARGV[4]
+if held(q, h) or served(now, q, h) then return 0 end
+local ids = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now - tonumber(ARGV[5])), 'LIMIT', 0, tonumber(ARGV[6]))
+if #ids == 0 then return 0 end
+local actor, etype, emsg, efp = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', '')
+for _, id in ipairs(ids) do
+  local k = tkey(q, id)
+  unwait(q, id, h)
+  record(q, id, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
+  redis.call('HINCRBY', k, 'at', 1)
+  redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
+  bury(q, id)
+end
+return #ids
+`)
+
+// scriptPauseHandler pauses a handler of a queue, or reopens it after a
+// failed probe, writing its audit entry first when it changes anything. A
+// new pause holds the handler's waiting tasks (out of P:ready).
+// ARGV: N, now, queue, handler, cool-off (µs; 0 until resumed), has probe
+// ("1"/"0"), probe id, probe token, actor, reason, fingerprint, ratio (as
+// kept), ratio (as audited, or empty), cool-off (as audited), audit
+// filter.
+// Keys: P:hp:H, P:hps, N:hps, P:ph:H, P:ready, N:audit, N:auditseq.
+// A pause's hash: state, since, probeat (µs, 0 for none), trips, pid,
+// ptoken (the probe's lease while half-open), actor, reason, fp, ratio.
+// Returns 1 when it changed anything, else 0.
+var scriptPauseHandler = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, h, cool = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local pk = qp(q) .. ':hp:' .. h
+local probeat = 0
+if cool > 0 then probeat = now + cool end
+local trips = 1
+if ARGV[6] == '1' then
+  local v = redis.call('HMGET', pk, 'state', 'pid', 'ptoken', 'trips')
+  if v[1] ~= 'half_open' or v[2] ~= ARGV[7] or tonumber(v[3]) ~= tonumber(ARGV[8]) then return 0 end
+  trips = tonumber(v[4]) + 1
+elseif redis.call('EXISTS', pk) == 1 then
+  return 0
+end
+local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(fmt(trips)) .. nstr('cool_off') .. nstr(ARGV[14])
+if ARGV[11] ~= '' then details = details .. nstr('fingerprint') .. nstr(ARGV[11]) end
+if ARGV[13] ~= '' then details = details .. nstr('ratio') .. nstr(ARGV[13]) end
+local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
+audit(now, ARGV[9], 'pause_handler', ARGV[15], '', waiting, ARGV[10], details)
+if trips == 1 then
+  redis.call('HSET', pk, 'since', fmt(now))
+  redis.call('SADD', qp(q) .. ':hps', h)
+  redis.call('SADD', N .. ':hps', q .. '\n' .. h)
+  local off = 0
+  while true do
+    local ids = redis.call('ZRANGE', qp(q) .. ':ph:' .. h, off, off + 999)
+    if #ids == 0 then break end
+    redis.call('ZREM', qp(q) .. ':ready', unpack(ids))
+    off = off + #ids
+  end
+end
+redis.call('HSET', pk, 'state', 'open', 'probeat', fmt(probeat), 'trips', fmt(trips), 'pid', '', 'ptoken', '0',
+  'actor', ARGV[9], 'reason', ARGV[10], 'fp', ARGV[11], 'ratio', ARGV[12])
+return 1
+`)
+
+// scriptResumeHandler resumes a paused handler (with a probe's lease, only
+// if that probe is the current one), writing its audit entry first, and
+// releases its waiting tasks into P:ready.
+// ARGV: N, now, queue, handler, has probe ("1"/"0"), probe id, probe
+// token, actor, reason, audit filter.
+// Keys: P:hp:H, P:hps, N:hps, P:ph:H, P:ready, N:audit, N:auditseq,
+// N:notify.
+// Returns 1 when it resumed the handler, else 0.
+var scriptResumeHandler = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, h = ARGV[3], ARGV[4]
+local pk = qp(q) .. ':hp:' .. h
+local v = redis.call('HMGET', pk, 'state', 'pid', 'ptoken', 'trips')
+if not v[1] then return 0 end
+if ARGV[5] == '1' and (v[1] ~= 'half_open' or v[2] ~= ARGV[6] or tonumber(v[3]) ~= tonumber(ARGV[7])) then return 0 end
+local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(v[4])
+if ARGV[5] == '1' then details = details .. nstr('probe') .. nstr(ARGV[6]) end
+local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
+audit(now, ARGV[8], 'resume_handler', ARGV[10], '', waiting, ARGV[9], details)
+redis.call('DEL', pk)
+redis.call('SREM', qp(q) .. ':hps', h)
+redis.call('SREM', N .. ':hps', q .. '\n' .. h)
+redis.call('ZUNIONSTORE', qp(q) .. ':ready', 2, qp(q) .. ':ready', qp(q) .. ':ph:' .. h)
+redis.call('PUBLISH', N .. ':notify', q)
+return 1
+`)
+
+// scriptClaimProbe leases, for each paused handler of the queues whose
+// cool-off has passed and that has no live probe, the due waiting task
+// with the fewest attempts (the soonest due among those, of the first
+// 1,000 due), and makes the handler half-open with it as its probe. A
+// paused queue yields none.
+// ARGV: N, now, lease (µs), worker, queue count, queues..., handler
+// count, handlers...
+// Keys: of each queue P:paused, P:hps, P:hp:H, P:ph:H, P:pending, P:ready,
+// P:inflight, P:t:ID.
+// Returns {HGETALL of the task, HGETALL of the pause, queue, handler}
+// per probe.
+var scriptClaimProbe = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease, worker = tonumber(ARGV[3]), ARGV[4]
+local nq = tonumber(ARGV[5])
+local nh = tonumber(ARGV[6 + nq])
+local only = {}
+for j = 1, nh do only[ARGV[6 + nq + j]] = true end
+local out = {}
+for i = 1, nq do
+  local q = ARGV[5 + i]
+  if redis.call('EXISTS', qp(q) .. ':paused') == 0 then
+    local hs = redis.call('SMEMBERS', qp(q) .. ':hps')
+    table.sort(hs)
+    for _, h in ipairs(hs) do
+      local pk = qp(q) .. ':hp:' .. h
+      local v = redis.call('HMGET', pk, 'state', 'probeat', 'pid', 'ptoken')
+      local pat = tonumber(v[2] or '0')
+      if (nh == 0 or only[h]) and v[1] and pat > 0 and pat <= now then
+        local free = v[1] == 'open'
+        if not free then
+          local pv = redis.call('HMGET', tkey(q, v[3]), 'st', 'tk', 'le')
+          free = not (pv[1] == 'IN_FLIGHT' and tonumber(pv[2]) == tonumber(v[4]) and tonumber(pv[3]) > now)
+        end
+        if free then
+          local best, bat, bdue
+          local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, 1000)
+          for j = 1, #r, 2 do
+            local id, due = r[j], tonumber(r[j+1])
+            local at = tonumber(redis.call('HGET', tkey(q, id), 'at'))
+            if not best or at < bat or (at == bat and (due < bdue or (due == bdue and id < best))) then
+              best, bat, bdue = id, at, due
+            end
+          end
+          if best then
+            local k = tkey(q, best)
+            unwait(q, best, h)
+            local exp = now + lease
+            local tk = redis.call('HINCRBY', k, 'tk', 1)
+            redis.call('HSET', k, 'st', 'IN_FLIGHT', 'le', fmt(exp), 'lo', worker, 'ca', fmt(now), 'up', fmt(now))
+            redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), best)
+            redis.call('HSET', pk, 'state', 'half_open', 'pid', best, 'ptoken', fmt(tk))
+            out[#out+1] = {redis.call('HGETALL', k), redis.call('HGETALL', pk), q, h}
+          end
+        end
+      end
+    end
+  end
+end
+return out
+`)
+
+// scriptPausedHandlers reads the paused handlers of a queue (every queue
+// when empty).
+// ARGV: N, queue. Keys: N:hps or P:hps, P:hp:H of each.
+// Returns {queue, handler, HGETALL} per paused handler.
+var scriptPausedHandlers = redis.NewScript(prelude + `
+local out = {}
+local pairs_ = {}
+if ARGV[2] == '' then
+  for _, m in ipairs(redis.call('SMEMBERS', N .. ':hps')) do
+    local q, h = string.match(m, '^([^\n]*)\n(.*)$')
+    pairs_[#pairs_+1] = {q, h}
+  end
+else
+  for _, h in ipairs(redis.call('SMEMBERS', qp(ARGV[2]) .. ':hps')) do pairs_[#pairs_+1] = {ARGV[2], h} end
+end
+for _, p in ipairs(pairs_) do
+  out[#out+1] = {p[1], p[2], redis.call('HGETALL', qp(p[1]) .. ':hp:' .. p[2])}
+end
+return out
 `)
