@@ -6,6 +6,9 @@
 # The Kafka example is a module outside the workspace (it needs a newer Go).
 MODULES := . proto callback sqlitestore redisstore storetest rdqtest storeurl console server cmd/rdq examples internal/crosslang pgstore/internal/compliance
 KAFKA := examples/kafka-consumer
+# The Redis side-by-side harness (rdq and Asynq), outside the workspace so that
+# Asynq's requirements never reach another module's build.
+PEERBENCH := redisstore/internal/peerbench
 PACKAGES := ./... $(foreach m,$(filter-out .,$(MODULES)),./$(m)/...)
 STATICCHECK := $(CURDIR)/.bin/staticcheck
 
@@ -29,7 +32,7 @@ tools:
 # the same database by default), a JDK 17+ and Maven.
 test: export RDQ_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: tools
-	set -e; for m in $(MODULES) $(KAFKA); do \
+	set -e; for m in $(MODULES) $(KAFKA) $(PEERBENCH); do \
 		echo "module $$m"; \
 		(cd $$m && GOWORK=off go mod tidy -diff && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...); \
 	done
@@ -44,6 +47,7 @@ test: tools
 	# The DLQ's reads at the bench scale, each served by an index.
 	RDQ_BENCH_EXPLAIN=1 go test -count=1 -run '^TestExplainAtScale$$' ./dlq/
 	cd $(KAFKA) && GOWORK=off go test -race -count=1 ./...
+	cd $(PEERBENCH) && GOWORK=off go test -race -count=1 ./...
 	cd java && mvn -q verify
 
 # Runs the benchmarks of the end-to-end path on both stores.

@@ -25,6 +25,7 @@ var forbidden = []string{
 	"github.com/srjn45/rdq/sqlitestore",
 	"github.com/srjn45/rdq/redisstore",
 	"github.com/redis/go-redis/",
+	"github.com/hibiken/asynq",
 	"github.com/srjn45/rdq/storetest",
 }
 
