@@ -12,8 +12,6 @@ import "github.com/redis/go-redis/v9"
 //	P:a:ID     list     its attempts, oldest first (record below)
 //	P:pending  zset     PENDING tasks of every handler, by due time (µs)
 //	P:ph:H     zset     PENDING tasks of handler H, by due time (µs)
-//	P:ready    zset     PENDING tasks not held by a paused handler, by due
-//	                    time (µs): what a claim of every handler reads
 //	P:hp:H     hash     the pause of handler H (see scriptPauseHandler)
 //	P:hps      set      the queue's paused handlers
 //	P:inflight zset     IN_FLIGHT tasks, by lease expiry (µs)
@@ -82,29 +80,40 @@ local function num(v) if v then return tonumber(v) or 0 end return 0 end
 
 -- record appends an attempt to task id's history, numbered after its
 -- highest recorded number, and returns the number.
-local function record(q, id, life, token, started, finished, outcome, etype, msg, stack, worker)
-  local k = tkey(q, id)
-  local n = redis.call('HINCRBY', k, 'mn', 1)
+-- append appends attempt number n to task id's history; the caller keeps
+-- the task's highest number (mn).
+local function append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
   redis.call('RPUSH', akey(q, id), nstr(fmt(n)) .. nstr(fmt(life)) .. nstr(fmt(token)) ..
     nstr(fmt(started)) .. nstr(fmt(finished)) .. nstr(outcome) .. nstr(etype) .. nstr(msg) ..
     nstr(stack) .. nstr(worker))
+end
+
+local function record(q, id, life, token, started, finished, outcome, etype, msg, stack, worker)
+  local n = redis.call('HINCRBY', tkey(q, id), 'mn', 1)
+  append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
   return n
 end
 
 -- held reports whether handler h of queue q is paused (P:hp:H exists):
--- its waiting tasks are held, out of P:ready.
+-- claims pass over its waiting tasks.
 local function held(q, h) return redis.call('EXISTS', qp(q) .. ':hp:' .. h) == 1 end
 
+-- known caches, per script, the (queue, handler) pairs already recorded in
+-- P:handlers.
+local known = {}
+
 -- wait makes task id of queue q and handler h PENDING, due at due: in
--- P:pending, P:ph:H and, unless the handler is paused, P:ready; and
--- records h among the queue's handlers (P:handlers).
+-- P:pending and P:ph:H; and records h among the queue's handlers
+-- (P:handlers). A task coming from IN_FLIGHT is taken out of P:inflight
+-- by its caller.
 local function wait(q, id, h, due)
   local p = qp(q)
-  redis.call('SADD', p .. ':handlers', h)
-  redis.call('ZREM', p .. ':inflight', id)
+  if not known[p .. h] then
+    redis.call('SADD', p .. ':handlers', h)
+    known[p .. h] = true
+  end
   redis.call('ZADD', p .. ':pending', fmt(due), id)
   redis.call('ZADD', p .. ':ph:' .. h, fmt(due), id)
-  if not held(q, h) then redis.call('ZADD', p .. ':ready', fmt(due), id) end
 end
 
 -- unwait removes task id from the pending indexes of its queue.
@@ -112,7 +121,6 @@ local function unwait(q, id, h)
   local p = qp(q)
   redis.call('ZREM', p .. ':pending', id)
   redis.call('ZREM', p .. ':ph:' .. h, id)
-  redis.call('ZREM', p .. ':ready', id)
 end
 
 -- bury adds DEAD task id of queue q to the dead-letter indexes, each a
@@ -211,8 +219,8 @@ end
 // Keys: N:id:ID, N:queues, N:notify, and of each task's queue P:t:ID,
 // P:a:ID, P:pending, P:ph:H, P:ik:K, P:ikp, and the dead-letter indexes
 // (bury) for a task created dead.
-// Returns per task {"new"|"dup", HGETALL...} or {"purged", id, queue,
-// key, created}.
+// Returns per task {"new", created (µs)}, {"dup", HGETALL...} or
+// {"purged", id, queue, key, created}.
 var scriptEnqueue = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local retention = tonumber(ARGV[3])
@@ -274,11 +282,9 @@ for i = 0, n - 1 do
       redis.call('SET', ikk, id)
       redis.call('ZREM', qp(q) .. ':ikp', ik)
     end
-    redis.call('SADD', N .. ':queues', q)
+    if not queues[q] then redis.call('SADD', N .. ':queues', q) end
     queues[q] = true
-    res = {'new'}
-    local fields = redis.call('HGETALL', k)
-    for _, v in ipairs(fields) do res[#res+1] = v end
+    res = {'new', fmt(now)}
   end
   out[#out+1] = res
 end
@@ -290,9 +296,9 @@ return out
 // (and handlers), oldest due first.
 // ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
 // handler count, handlers...
-// Keys: of each queue P:paused, P:ready (no handlers) or P:hp:H and P:ph:H
-// (each handler), P:pending, P:inflight, P:t:ID of each claimed task. A
-// paused queue and a paused handler are passed over.
+// Keys: of each queue P:paused, P:handlers (no handlers given), P:hp:H and
+// P:ph:H of each handler, P:pending, P:inflight, P:t:ID of each claimed
+// task. A paused queue and a paused handler are passed over.
 // Returns {HGETALL...} per claimed task.
 var scriptClaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -305,19 +311,17 @@ local cands = {}
 for i = 1, nq do
   local q = ARGV[6 + i]
   local keys = {}
-  if redis.call('EXISTS', qp(q) .. ':paused') == 1 then nh = -1 end
-  if nh == 0 then
-    keys[1] = qp(q) .. ':ready'
-  elseif nh > 0 then
-    for j = 1, nh do
-      local h = ARGV[7 + nq + j]
-      if not held(q, h) then keys[#keys+1] = qp(q) .. ':ph:' .. h end
+  if redis.call('EXISTS', qp(q) .. ':paused') == 0 then
+    local hs = {}
+    if nh == 0 then hs = redis.call('SMEMBERS', qp(q) .. ':handlers') else
+      for j = 1, nh do hs[j] = ARGV[7 + nq + j] end
     end
-  end
-  nh = tonumber(ARGV[7 + nq])
-  for _, key in ipairs(keys) do
-    local r = redis.call('ZRANGEBYSCORE', key, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
-    for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q} end
+    for _, h in ipairs(hs) do
+      if not held(q, h) then
+        local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
+        for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q, h} end
+      end
+    end
   end
 end
 table.sort(cands, function(a, b)
@@ -327,15 +331,19 @@ end)
 local out = {}
 for i = 1, math.min(limit, #cands) do
   local c = cands[i]
-  local id, q = c[2], c[3]
+  local id, q, h = c[2], c[3], c[4]
   local k = tkey(q, id)
-  local h = redis.call('HGET', k, 'h')
   unwait(q, id, h)
   local exp = now + lease
-  redis.call('HINCRBY', k, 'tk', 1)
-  redis.call('HSET', k, 'st', 'IN_FLIGHT', 'le', fmt(exp), 'lo', worker, 'ca', fmt(now), 'up', fmt(now))
-  redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
-  out[#out+1] = redis.call('HGETALL', k)
+  local t = redis.call('HGETALL', k)
+  local set = {st = 'IN_FLIGHT', le = fmt(exp), lo = worker, ca = fmt(now), up = fmt(now)}
+  for j = 1, #t, 2 do
+    if t[j] == 'tk' then set.tk = fmt(tonumber(t[j+1]) + 1) end
+    if set[t[j]] then t[j+1] = set[t[j]] end
+  end
+  redis.call('HSET', k, 'tk', set.tk, 'st', 'IN_FLIGHT', 'le', set.le, 'lo', worker, 'ca', set.ca, 'up', set.up)
+  redis.call('ZADD', qp(q) .. ':inflight', set.le, id)
+  out[#out+1] = t
 end
 return out
 `)
@@ -385,28 +393,34 @@ for i = 0, n - 1 do
   local ok = 0
   if q then
     local k = tkey(q, id)
-    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
+    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h', 'mn', 'at')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
       ok = 1
+      local set = {'le', '0', 'up', fmt(now), 'st', status}
       if ARGV[b+5] == '1' then
         local outcome = ARGV[b+6]
-        record(q, id, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
+        local n = tonumber(v[5]) + 1
+        append(q, id, n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
           ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+11])
-        redis.call('HINCRBY', k, 'at', 1)
+        set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(tonumber(v[6]) + 1)
         if outcome ~= 'SUCCESS' then
-          redis.call('HSET', k, 'et', ARGV[b+7], 'em', ARGV[b+8], 'ef', ARGV[b+10])
+          set[#set+1], set[#set+2], set[#set+3] = 'et', ARGV[b+7], 'em'
+          set[#set+1], set[#set+2], set[#set+3] = ARGV[b+8], 'ef', ARGV[b+10]
         end
       end
       redis.call('ZREM', qp(q) .. ':inflight', id)
+      local due = now + tonumber(ARGV[b+4])
       if status == 'PENDING' then
-        local due = now + tonumber(ARGV[b+4])
-        redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(due), 'le', '0', 'up', fmt(now))
+        set[#set+1], set[#set+2] = 'nx', fmt(due)
+      else
+        set[#set+1], set[#set+2] = 'fi', fmt(now)
+      end
+      redis.call('HSET', k, unpack(set))
+      if status == 'PENDING' then
         wait(q, id, v[4], due)
       elseif status == 'SUCCEEDED' then
-        redis.call('HSET', k, 'st', 'SUCCEEDED', 'fi', fmt(now), 'le', '0', 'up', fmt(now))
         redis.call('ZADD', qp(q) .. ':done', fmt(now), id)
       else
-        redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'le', '0', 'up', fmt(now))
         bury(q, id)
       end
     end
@@ -433,6 +447,7 @@ for i = 0, n - 1 do
     local v = redis.call('HMGET', k, 'st', 'tk', 'h')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
       redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(now), 'le', '0', 'up', fmt(now))
+      redis.call('ZREM', qp(q) .. ':inflight', id)
       wait(q, id, v[3], now)
       ok = 1
     end
@@ -836,6 +851,7 @@ for i = 0, n - 1 do
       local due = now + delay
       redis.call('HINCRBY', k, 'sn', 1)
       redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(due), 'le', '0', 'up', fmt(now))
+      redis.call('ZREM', qp(q) .. ':inflight', id)
       wait(q, id, v[3], due)
       ok = 1
     end
@@ -877,6 +893,7 @@ for i = 0, n - 1 do
       redis.call('HSET', k, 'et', ARGV[b+5], 'em', ARGV[b+6], 'ef', ARGV[b+8], 'nx', fmt(due), 'up', fmt(now))
       if redis.call('EXISTS', qp(q) .. ':paused') == 1 or held(q, v[4]) then
         redis.call('HSET', k, 'st', 'PENDING', 'le', '0')
+        redis.call('ZREM', qp(q) .. ':inflight', id)
         wait(q, id, v[4], due)
         res = {2}
       else
@@ -1218,13 +1235,14 @@ return #ids
 `)
 
 // scriptPauseHandler pauses a handler of a queue, or reopens it after a
-// failed probe, writing its audit entry first when it changes anything. A
-// new pause holds the handler's waiting tasks (out of P:ready).
+// failed probe, writing its audit entry first when it changes anything.
+// While the pause (P:hp:H) exists, claims pass over the handler's waiting
+// tasks.
 // ARGV: N, now, queue, handler, cool-off (µs; 0 until resumed), has probe
 // ("1"/"0"), probe id, probe token, actor, reason, fingerprint, ratio (as
 // kept), ratio (as audited, or empty), cool-off (as audited), audit
 // filter.
-// Keys: P:hp:H, P:hps, N:hps, P:ph:H, P:ready, N:audit, N:auditseq.
+// Keys: P:hp:H, P:hps, N:hps, P:ph:H, N:audit, N:auditseq.
 // A pause's hash: state, since, probeat (µs, 0 for none), trips, pid,
 // ptoken (the probe's lease while half-open), actor, reason, fp, ratio.
 // Returns 1 when it changed anything, else 0.
@@ -1251,13 +1269,6 @@ if trips == 1 then
   redis.call('HSET', pk, 'since', fmt(now))
   redis.call('SADD', qp(q) .. ':hps', h)
   redis.call('SADD', N .. ':hps', q .. '\n' .. h)
-  local off = 0
-  while true do
-    local ids = redis.call('ZRANGE', qp(q) .. ':ph:' .. h, off, off + 999)
-    if #ids == 0 then break end
-    redis.call('ZREM', qp(q) .. ':ready', unpack(ids))
-    off = off + #ids
-  end
 end
 redis.call('HSET', pk, 'state', 'open', 'probeat', fmt(probeat), 'trips', fmt(trips), 'pid', '', 'ptoken', '0',
   'actor', ARGV[9], 'reason', ARGV[10], 'fp', ARGV[11], 'ratio', ARGV[12])
@@ -1265,12 +1276,11 @@ return 1
 `)
 
 // scriptResumeHandler resumes a paused handler (with a probe's lease, only
-// if that probe is the current one), writing its audit entry first, and
-// releases its waiting tasks into P:ready.
+// if that probe is the current one), writing its audit entry first: its
+// waiting tasks are claimable again.
 // ARGV: N, now, queue, handler, has probe ("1"/"0"), probe id, probe
 // token, actor, reason, audit filter.
-// Keys: P:hp:H, P:hps, N:hps, P:ph:H, P:ready, N:audit, N:auditseq,
-// N:notify.
+// Keys: P:hp:H, P:hps, N:hps, P:ph:H, N:audit, N:auditseq, N:notify.
 // Returns 1 when it resumed the handler, else 0.
 var scriptResumeHandler = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1286,7 +1296,6 @@ audit(now, ARGV[8], 'resume_handler', ARGV[10], '', waiting, ARGV[9], details)
 redis.call('DEL', pk)
 redis.call('SREM', qp(q) .. ':hps', h)
 redis.call('SREM', N .. ':hps', q .. '\n' .. h)
-redis.call('ZUNIONSTORE', qp(q) .. ':ready', 2, qp(q) .. ':ready', qp(q) .. ':ph:' .. h)
 redis.call('PUBLISH', N .. ':notify', q)
 return 1
 `)
@@ -1298,7 +1307,7 @@ return 1
 // paused queue yields none.
 // ARGV: N, now, lease (µs), worker, queue count, queues..., handler
 // count, handlers...
-// Keys: of each queue P:paused, P:hps, P:hp:H, P:ph:H, P:pending, P:ready,
+// Keys: of each queue P:paused, P:hps, P:hp:H, P:ph:H, P:pending,
 // P:inflight, P:t:ID.
 // Returns {HGETALL of the task, HGETALL of the pause, queue, handler}
 // per probe.

@@ -1,12 +1,14 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strconv"
 	"strings"
@@ -292,17 +294,42 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 			out[i] = store.EnqueueResult{Duplicate: true, Purged: true, Task: &rdq.Task{
 				ID: id, Queue: str(row[2]), IdempotencyKey: str(row[3]), CreatedAt: microTime(str(row[4])),
 			}}
-		case "new", "dup":
+		case "new":
+			if len(row) != 2 {
+				return nil, fmt.Errorf("redisstore: enqueue: malformed reply for task %d", i)
+			}
+			out[i] = store.EnqueueResult{Task: inserted(p.Tasks[i], microTime(str(row[1])))}
+		case "dup":
 			t, err := decodeTask(row[1:])
 			if err != nil {
 				return nil, fmt.Errorf("redisstore: enqueue: task %d: %w", i, err)
 			}
-			out[i] = store.EnqueueResult{Task: t, Duplicate: kind == "dup"}
+			out[i] = store.EnqueueResult{Task: t, Duplicate: true}
 		default:
 			return nil, fmt.Errorf("redisstore: enqueue: unexpected reply kind %q", kind)
 		}
 	}
 	return out, nil
+}
+
+// inserted is the task the enqueue script stored for nt at created, as Get
+// would read it (the script returns only the time, not the task).
+func inserted(nt store.NewTask, created time.Time) *rdq.Task {
+	t := &rdq.Task{
+		ID: nt.ID, Queue: nt.Queue, Handler: nt.Handler, Payload: bytes.Clone(nt.Payload), ContentType: nt.ContentType,
+		Headers: maps.Clone(nt.Headers), IdempotencyKey: nt.IdempotencyKey, Status: rdq.StatusPending,
+		NextAttemptAt: created.Add(time.Duration(max(nt.Delay, 0).Microseconds()) * time.Microsecond),
+		CreatedAt:     created, UpdatedAt: created, MaxAttempts: nt.MaxAttempts,
+		Timeout: time.Duration(nt.Timeout.Microseconds()) * time.Microsecond,
+	}
+	if ff := nt.FirstFailure; ff != nil {
+		t.Attempts = 1
+		t.LastError = rdq.ErrorSummary{Type: cut(ff.Failure.Type), Message: ff.Failure.Message, Fingerprint: cut(ff.Failure.Fingerprint)}
+		if ff.Outcome == rdq.OutcomePermanentFailure {
+			t.Status, t.FinishedAt = rdq.StatusDead, created
+		}
+	}
+	return t
 }
 
 // checkNew refuses what the store cannot take, before anything is written:
