@@ -10,7 +10,6 @@ import "github.com/redis/go-redis/v9"
 //
 //	P:t:ID     hash     a task (fields below)
 //	P:a:ID     list     its attempts, oldest first (record below)
-//	P:pending  zset     PENDING tasks of every handler, by due time (µs)
 //	P:ph:H     zset     PENDING tasks of handler H, by due time (µs)
 //	P:hp:H     hash     the pause of handler H (see scriptPauseHandler)
 //	P:hps      set      the queue's paused handlers
@@ -103,7 +102,7 @@ local function held(q, h) return redis.call('EXISTS', qp(q) .. ':hp:' .. h) == 1
 local known = {}
 
 -- wait makes task id of queue q and handler h PENDING, due at due: in
--- P:pending and P:ph:H; and records h among the queue's handlers
+-- P:ph:H; and records h among the queue's handlers
 -- (P:handlers). A task coming from IN_FLIGHT is taken out of P:inflight
 -- by its caller.
 local function wait(q, id, h, due)
@@ -112,14 +111,12 @@ local function wait(q, id, h, due)
     redis.call('SADD', p .. ':handlers', h)
     known[p .. h] = true
   end
-  redis.call('ZADD', p .. ':pending', fmt(due), id)
   redis.call('ZADD', p .. ':ph:' .. h, fmt(due), id)
 end
 
 -- unwait removes task id from the pending indexes of its queue.
 local function unwait(q, id, h)
   local p = qp(q)
-  redis.call('ZREM', p .. ':pending', id)
   redis.call('ZREM', p .. ':ph:' .. h, id)
 end
 
@@ -217,7 +214,7 @@ end
 // (µs), max attempts, timeout (µs), has first failure ("1"/"0"), its
 // outcome, error type, message, stack, fingerprint, worker, duration (µs).
 // Keys: N:id:ID, N:queues, N:notify, and of each task's queue P:t:ID,
-// P:a:ID, P:pending, P:ph:H, P:ik:K, P:ikp, and the dead-letter indexes
+// P:a:ID, P:handlers, P:ph:H, P:ik:K, P:ikp, and the dead-letter indexes
 // (bury) for a task created dead.
 // Returns per task {"new", created (µs)}, {"dup", HGETALL...} or
 // {"purged", id, queue, key, created}.
@@ -297,7 +294,7 @@ return out
 // ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
 // handler count, handlers...
 // Keys: of each queue P:paused, P:handlers (no handlers given), P:hp:H and
-// P:ph:H of each handler, P:pending, P:inflight, P:t:ID of each claimed
+// P:ph:H of each handler, P:inflight, P:t:ID of each claimed
 // task. A paused queue and a paused handler are passed over.
 // Returns {HGETALL...} per claimed task.
 var scriptClaim = redis.NewScript(prelude + `
@@ -379,7 +376,7 @@ return out
 // ARGV: N, now, count, then per completion 12 fields: id, token, status,
 // retry in (µs), has attempt ("1"/"0"), outcome, error type, message,
 // stack, fingerprint, worker, duration (µs).
-// Keys: N:id:ID, and of its queue P:t:ID, P:a:ID, P:inflight, P:pending,
+// Keys: N:id:ID, and of its queue P:t:ID, P:a:ID, P:inflight, P:handlers,
 // P:ph:H, P:done, and the dead-letter indexes (bury).
 // Returns per completion 1 (applied) or 0 (lost).
 var scriptFinish = redis.NewScript(prelude + `
@@ -432,7 +429,7 @@ return out
 
 // scriptRelease returns leased tasks to PENDING, due now.
 // ARGV: N, now, count, then per lease: id, token.
-// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:pending, P:ph:H.
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:handlers, P:ph:H.
 // Returns per lease 1 (released) or 0 (lost).
 var scriptRelease = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -690,7 +687,7 @@ return out
 // details (netstrings), max life, has payload ("1"/"0"), payload, SHA-1
 // of the payload the caller read (guards an edit), delay (µs), filter
 // (readfilter; without ids), count, then per task: id, extra delay (µs).
-// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:pending,
+// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:handlers,
 // P:ph:H and the dead-letter indexes (unbury).
 // Returns per task "ok", "notfound", "notdead", "limit", "nomatch", or
 // "changed" (the payload was not the one read: nothing was done).
@@ -781,8 +778,8 @@ return #todo
 // scriptStats counts each queue's tasks by status.
 // ARGV: N, now, succeeded window (µs; zero or less counts every
 // succeeded task kept).
-// Keys: N:queues, and of each queue P:pending, P:inflight, P:dead,
-// P:done.
+// Keys: N:queues, and of each queue P:handlers, P:ph:H, P:inflight,
+// P:dead, P:done.
 // Returns per queue with tasks {queue, pending, in flight, dead,
 // succeeded in the window, oldest due age (µs)}, by queue name.
 var scriptStats = redis.NewScript(prelude + `
@@ -794,15 +791,19 @@ table.sort(queues)
 local out = {}
 for _, q in ipairs(queues) do
   local p = qp(q)
-  local pend = redis.call('ZCARD', p .. ':pending')
+  local pend, oldest = 0, nil
+  for _, h in ipairs(redis.call('SMEMBERS', p .. ':handlers')) do
+    pend = pend + redis.call('ZCARD', p .. ':ph:' .. h)
+    local first = redis.call('ZRANGE', p .. ':ph:' .. h, 0, 0, 'WITHSCORES')
+    if #first > 0 and (not oldest or tonumber(first[2]) < oldest) then oldest = tonumber(first[2]) end
+  end
   local fl = redis.call('ZCARD', p .. ':inflight')
   local dead = redis.call('ZCARD', p .. ':dead')
   local done = redis.call('ZCARD', p .. ':done')
   if pend + fl + dead + done > 0 then
     local succ = redis.call('ZCOUNT', p .. ':done', since, '+inf')
     local age = 0
-    local first = redis.call('ZRANGE', p .. ':pending', 0, 0, 'WITHSCORES')
-    if #first > 0 and tonumber(first[2]) <= now then age = now - tonumber(first[2]) end
+    if oldest and oldest <= now then age = now - oldest end
     out[#out+1] = {q, pend, fl, dead, succ, fmt(age)}
   end
 end
@@ -834,7 +835,7 @@ return 1
 // scriptSnooze returns leased tasks to PENDING, due after their delay,
 // without recording or counting an attempt, and counts the snooze.
 // ARGV: N, now, count, then per item: id, token, delay (µs).
-// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:pending, P:ph:H.
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:handlers, P:ph:H.
 // Returns per item 1 (snoozed) or 0 (lost).
 var scriptSnooze = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -869,7 +870,7 @@ return out
 // retry in (µs), outcome, error type, message, stack, fingerprint,
 // worker, duration (µs).
 // Keys: N:id:ID, and of its queue P:paused, P:t:ID, P:a:ID, P:inflight,
-// P:pending, P:ph:H.
+// P:handlers, P:ph:H.
 // Returns per item {0} (lost), {2} (left waiting) or {1, HGETALL...}.
 var scriptRetryInPlace = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -912,13 +913,16 @@ return out
 `)
 
 // scriptNotDue counts each queue's PENDING tasks due after now.
-// ARGV: N, now. Keys: N:queues, P:pending of each queue.
+// ARGV: N, now. Keys: N:queues, P:handlers and P:ph:H of each queue.
 // Returns {queue, count} for each queue with any.
 var scriptNotDue = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local out = {}
 for _, q in ipairs(redis.call('SMEMBERS', N .. ':queues')) do
-  local c = redis.call('ZCOUNT', qp(q) .. ':pending', '(' .. fmt(now), '+inf')
+  local c = 0
+  for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do
+    c = c + redis.call('ZCOUNT', qp(q) .. ':ph:' .. h, '(' .. fmt(now), '+inf')
+  end
   if c > 0 then out[#out+1] = {q, c} end
 end
 return out
@@ -963,12 +967,13 @@ return out
 // state's order, after a cursor: PENDING tasks never tried in this life
 // ("pending") or tried ("retrying") by due time, IN_FLIGHT ones by lease
 // expiry, SUCCEEDED ones by finish time, newest first. It walks the
-// state's sorted set of each queue the filter allows (P:pending,
-// P:inflight, P:done) from the cursor and merges them.
+// state's sorted sets the filter allows (P:ph:H of each handler, or
+// P:inflight, P:done, of each queue) from the cursor and merges them.
 // ARGV: N, state, limit, cursor time (µs, or empty), cursor ID, queue,
 // handler, error type, fingerprint, message (lower case), id count,
 // ids...
-// Keys: N:queues, N:id:ID, and of each queue the state's set and P:t:ID.
+// Keys: N:queues, N:id:ID, and of each queue P:handlers, the state's sets
+// and P:t:ID.
 // Returns HGETALL replies.
 var scriptListTasks = redis.NewScript(prelude + `
 local state, limit = ARGV[2], tonumber(ARGV[3])
@@ -976,7 +981,7 @@ local cat, cid = ARGV[4], ARGV[5]
 local f = {q = ARGV[6], h = ARGV[7], et = ARGV[8], ef = ARGV[9], msg = ARGV[10]}
 local nids = tonumber(ARGV[11])
 local desc = state == 'succeeded'
-local set, st = ':pending', 'PENDING'
+local set, st = nil, 'PENDING'
 if state == 'in_flight' then set, st = ':inflight', 'IN_FLIGHT'
 elseif state == 'succeeded' then set, st = ':done', 'SUCCEEDED' end
 local function fits(q, id)
@@ -1004,15 +1009,25 @@ if nids > 0 then
     local q = redis.call('GET', idkey(id))
     if q and not seen[id] and (f.q == '' or f.q == q) then
       seen[id] = true
-      local at = redis.call('ZSCORE', qp(q) .. set, id)
+      local key
+      if set then key = qp(q) .. set else key = qp(q) .. ':ph:' .. (redis.call('HGET', tkey(q, id), 'h') or '') end
+      local at = redis.call('ZSCORE', key, id)
       if at and fits(q, id) and after(tonumber(at), id) then rows[#rows+1] = {tonumber(at), id, q} end
     end
   end
 else
   local queues
   if f.q ~= '' then queues = {f.q} else queues = redis.call('SMEMBERS', N .. ':queues') end
+  local keys = {}
   for _, q in ipairs(queues) do
-    local key, found, off = qp(q) .. set, 0, 0
+    if set then keys[#keys+1] = {qp(q) .. set, q}
+    elseif f.h ~= '' then keys[#keys+1] = {qp(q) .. ':ph:' .. f.h, q}
+    else
+      for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do keys[#keys+1] = {qp(q) .. ':ph:' .. h, q} end
+    end
+  end
+  for _, kq in ipairs(keys) do
+    local key, q, found, off = kq[1], kq[2], 0, 0
     while found < limit do
       local r
       if desc then
@@ -1051,7 +1066,7 @@ return out
 // first when it changes anything, and notifies their queues.
 // ARGV: N, now, actor, reason, count, ids...
 // Keys: N:audit, N:auditseq, N:id:ID, N:notify, and of its queue P:t:ID,
-// P:pending, P:ph:H.
+// P:handlers, P:ph:H.
 // Returns per task "ok", "notfound" or "notpending".
 var scriptRetryNow = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1087,7 +1102,7 @@ return res
 // ARGV: N, now, actor, reason, error type, message, fingerprint, count,
 // ids...
 // Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
-// P:pending, P:ph:H and the dead-letter indexes (bury).
+// P:handlers, P:ph:H and the dead-letter indexes (bury).
 // Returns per task "ok", "notfound" or "notpending".
 var scriptCancel = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1213,7 +1228,7 @@ return out
 // ARGV: N, now, queue, handler, grace (µs), limit, actor, error type,
 // message, fingerprint.
 // Keys: N:workers, N:w:ID, N:audit, N:auditseq, and of the queue P:ph:H,
-// P:pending, P:t:ID, P:a:ID and the dead-letter indexes (bury).
+// P:t:ID, P:a:ID and the dead-letter indexes (bury).
 // Returns the number of tasks moved.
 var scriptDeadLetterUnserved = redis.NewScript(prelude + liveServes + `
 local now = clock(ARGV[2])
@@ -1307,7 +1322,7 @@ return 1
 // paused queue yields none.
 // ARGV: N, now, lease (µs), worker, queue count, queues..., handler
 // count, handlers...
-// Keys: of each queue P:paused, P:hps, P:hp:H, P:ph:H, P:pending,
+// Keys: of each queue P:paused, P:hps, P:hp:H, P:ph:H,
 // P:inflight, P:t:ID.
 // Returns {HGETALL of the task, HGETALL of the pause, queue, handler}
 // per probe.
