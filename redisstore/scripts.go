@@ -571,6 +571,7 @@ return #gone
 // filter allows: P:df:F or N:df:F for a fingerprint, P:dead for a queue,
 // N:dh:H for a handler, N:de:E for an error type, else N:dead; the
 // filter's time bounds narrow its score range.
+// A count that the index answers alone is one ZCOUNT.
 // ARGV: N, mode ("list", "ids" or "count"), limit, budget, cursor finish
 // time (µs, or empty), cursor ID, filter (readfilter; without ids).
 // Keys: the index, N:id:ID and P:t:ID of each entry.
@@ -591,6 +592,17 @@ elseif f.et ~= '' then key = N .. ':de:' .. f.et
 else key = N .. ':dead' end
 local hi = '+inf'
 if f.before ~= '' then hi = '(' .. f.before end
+local lo0 = '-inf'
+if f.after ~= '' then lo0 = f.after end
+-- A count the index answers alone (no condition beyond its own field and
+-- the time bounds) is one ZCOUNT.
+local rest = f.msg == '' and f.lmin <= 0 and f.lbelow <= 0
+if f.ef ~= '' then rest = rest and f.h == '' and f.et == ''
+elseif f.q ~= '' then rest = rest and f.h == '' and f.et == ''
+elseif f.h ~= '' then rest = rest and f.et == '' end
+if mode == 'count' and cfi == '' and rest then
+  return {1, '', '', redis.call('ZCOUNT', key, lo0, hi)}
+end
 if cfi ~= '' and (f.before == '' or tonumber(cfi) < tonumber(f.before)) then hi = cfi end
 local lo = '-inf'
 if f.after ~= '' then lo = f.after end

@@ -46,8 +46,9 @@ type Config struct {
 	RequireDurable bool
 }
 
-// Store is rdq's Redis backend. It implements store.Store and
-// store.Notifier and store.Admin. It is safe for concurrent use.
+// Store is rdq's Redis backend. It implements store.Store and the optional
+// capabilities the package documentation lists. It is safe for concurrent
+// use.
 type Store struct {
 	c            redis.UniversalClient
 	ns           string
