@@ -26,10 +26,13 @@ tools:
 # embedded store on Go 1.25, then every
 # package's tests with the race detector in the workspace (the
 # cross-language tests in internal/crosslang included); every benchmark
-# once; then the Kafka example; then the Java SDK's build and tests. Needs
+# once; then the Kafka example and the Redis side-by-side harness; then the
+# Java SDK's build and tests. Needs
 # PostgreSQL (RDQ_TEST_DATABASE_URL, default
 # postgres://postgres@127.0.0.1:5432/test; the examples open RDQ_DATABASE_URL,
-# the same database by default), a JDK 17+ and Maven.
+# the same database by default), Redis (RDQ_TEST_REDIS_URL, default
+# redis://127.0.0.1:6390/0, as scripts/redis.sh starts it, and redis-server on
+# PATH), a JDK 17+ and Maven.
 test: export RDQ_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: tools
 	set -e; for m in $(MODULES) $(KAFKA) $(PEERBENCH); do \
