@@ -4,8 +4,11 @@
 
 # The modules of the repository, the core first; go.work holds them all.
 # The Kafka example is a module outside the workspace (it needs a newer Go).
-MODULES := . proto callback sqlitestore storetest rdqtest storeurl console server cmd/rdq examples internal/crosslang pgstore/internal/compliance
+MODULES := . proto callback sqlitestore redisstore storetest rdqtest storeurl console server cmd/rdq examples internal/crosslang pgstore/internal/compliance
 KAFKA := examples/kafka-consumer
+# The Redis side-by-side harness (rdq and Asynq), outside the workspace so that
+# Asynq's requirements never reach another module's build.
+PEERBENCH := redisstore/internal/peerbench
 PACKAGES := ./... $(foreach m,$(filter-out .,$(MODULES)),./$(m)/...)
 STATICCHECK := $(CURDIR)/.bin/staticcheck
 
@@ -23,13 +26,16 @@ tools:
 # embedded store on Go 1.25, then every
 # package's tests with the race detector in the workspace (the
 # cross-language tests in internal/crosslang included); every benchmark
-# once; then the Kafka example; then the Java SDK's build and tests. Needs
+# once; then the Kafka example and the Redis side-by-side harness; then the
+# Java SDK's build and tests. Needs
 # PostgreSQL (RDQ_TEST_DATABASE_URL, default
 # postgres://postgres@127.0.0.1:5432/test; the examples open RDQ_DATABASE_URL,
-# the same database by default), a JDK 17+ and Maven.
+# the same database by default), Redis (RDQ_TEST_REDIS_URL, default
+# redis://127.0.0.1:6390/0, as scripts/redis.sh starts it, and redis-server on
+# PATH), a JDK 17+ and Maven.
 test: export RDQ_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 test: tools
-	set -e; for m in $(MODULES) $(KAFKA); do \
+	set -e; for m in $(MODULES) $(KAFKA) $(PEERBENCH); do \
 		echo "module $$m"; \
 		(cd $$m && GOWORK=off go mod tidy -diff && GOWORK=off go vet ./... && GOWORK=off $(STATICCHECK) ./...); \
 	done
@@ -44,6 +50,7 @@ test: tools
 	# The DLQ's reads at the bench scale, each served by an index.
 	RDQ_BENCH_EXPLAIN=1 go test -count=1 -run '^TestExplainAtScale$$' ./dlq/
 	cd $(KAFKA) && GOWORK=off go test -race -count=1 ./...
+	cd $(PEERBENCH) && GOWORK=off go test -race -count=1 ./...
 	cd java && mvn -q verify
 	$(MAKE) sdk-test
 

@@ -29,7 +29,9 @@
 //   - envelope: the language-neutral JSON document of a task and its
 //     history, which the server and every SDK read and write.
 //   - sqlitestore: the embedded store on a SQLite file.
-//   - storeurl: open either store from a database URL (RDQ_DATABASE_URL).
+//   - redisstore: the store on a Redis server.
+//   - storeurl: open any of the stores from a database URL
+//     (RDQ_DATABASE_URL).
 //   - storetest: the compliance kit every store must pass.
 //   - rdqtest: helpers for testing handlers and producers.
 //   - dlq: the dead-letter queue: browse, group, redrive, purge, audit.

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// forbidden are modules no program that only submits or runs tasks should
-// find in its module graph: the server side, the browser, SQLite and rdq's
-// test and lint tools.
+// forbidden are modules no program on PostgreSQL that only submits or runs
+// tasks should find in its module graph: the server side, the browser,
+// SQLite, Redis and rdq's test and lint tools.
 var forbidden = []string{
 	"google.golang.org/grpc",
 	"github.com/chromedp/",
@@ -23,6 +23,9 @@ var forbidden = []string{
 	"github.com/srjn45/rdq/console",
 	"github.com/srjn45/rdq/callback",
 	"github.com/srjn45/rdq/sqlitestore",
+	"github.com/srjn45/rdq/redisstore",
+	"github.com/redis/go-redis/",
+	"github.com/hibiken/asynq",
 	"github.com/srjn45/rdq/storetest",
 }
 

@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.23.2
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/srjn45/rdq v0.0.0
 	github.com/srjn45/rdq/callback v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/proto v0.0.0-00010101000000-000000000000
@@ -35,10 +36,12 @@ require (
 	github.com/prometheus/procfs v0.16.1 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/srjn45/rdq/console v0.0.0-00010101000000-000000000000 // indirect
+	github.com/srjn45/rdq/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/srjn45/rdq/sqlitestore v0.0.0-00010101000000-000000000000 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/metric v1.45.0 // indirect
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/net v0.53.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
@@ -61,6 +64,7 @@ replace (
 	github.com/srjn45/rdq/pgstore/internal/compliance => ../pgstore/internal/compliance
 	github.com/srjn45/rdq/proto => ../proto
 	github.com/srjn45/rdq/rdqtest => ../rdqtest
+	github.com/srjn45/rdq/redisstore => ../redisstore
 	github.com/srjn45/rdq/server => ../server
 	github.com/srjn45/rdq/sqlitestore => ../sqlitestore
 	github.com/srjn45/rdq/storetest => ../storetest

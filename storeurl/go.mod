@@ -4,13 +4,16 @@ go 1.25.0
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/srjn45/rdq v0.0.0
+	github.com/srjn45/rdq/redisstore v0.0.0-00010101000000-000000000000
 	github.com/srjn45/rdq/sqlitestore v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
 )
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -19,6 +22,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.0.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
@@ -38,6 +42,7 @@ replace (
 	github.com/srjn45/rdq/pgstore/internal/compliance => ../pgstore/internal/compliance
 	github.com/srjn45/rdq/proto => ../proto
 	github.com/srjn45/rdq/rdqtest => ../rdqtest
+	github.com/srjn45/rdq/redisstore => ../redisstore
 	github.com/srjn45/rdq/server => ../server
 	github.com/srjn45/rdq/sqlitestore => ../sqlitestore
 	github.com/srjn45/rdq/storetest => ../storetest

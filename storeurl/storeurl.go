@@ -2,6 +2,7 @@
 // program, the rdq command and rdq-server choose their backend the same way:
 //
 //	postgres://... or postgresql://...      PostgreSQL (pgstore)
+//	redis://... or rediss://...             Redis (redisstore; rediss is TLS)
 //	sqlite:PATH, file:PATH or a plain path  a SQLite file (sqlitestore)
 //	empty                                   the default SQLite file, DefaultPath()
 //
@@ -18,6 +19,10 @@
 // A PostgreSQL URL is the driver's (pgx) connection URL plus an optional
 // schema parameter (SchemaParam). A program that already has a
 // *pgxpool.Pool builds the store directly with pgstore.New instead.
+//
+// A Redis URL is go-redis's (redis://[user:password@]host:port/db) plus an
+// optional namespace parameter (redisstore.NamespaceParam) that prefixes
+// the store's keys.
 //
 // # Secrets in URLs
 //
@@ -44,6 +49,7 @@ import (
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/redisstore"
 	"github.com/srjn45/rdq/sqlitestore"
 	"github.com/srjn45/rdq/store"
 )
@@ -82,15 +88,18 @@ type Kind int
 const (
 	SQLite Kind = iota + 1
 	Postgres
+	Redis
 )
 
-// String returns the backend's name: "SQLite" or "PostgreSQL".
+// String returns the backend's name: "SQLite", "PostgreSQL" or "Redis".
 func (k Kind) String() string {
 	switch k {
 	case SQLite:
 		return "SQLite"
 	case Postgres:
 		return "PostgreSQL"
+	case Redis:
+		return "Redis"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -107,6 +116,9 @@ type Target struct {
 	ConnString string
 	// Schema is the PostgreSQL schema, for Kind Postgres.
 	Schema string
+	// RedisURL is the Redis URL, namespace parameter included, for Kind
+	// Redis.
+	RedisURL string
 }
 
 // FromEnv returns the database URL from EnvVar; empty when unset.
@@ -148,6 +160,8 @@ func Parse(rawURL string) (Target, error) {
 	switch {
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
 		return parsePostgres(u)
+	case strings.HasPrefix(lower, "redis://"), strings.HasPrefix(lower, "rediss://"):
+		return parseRedis(u)
 	case strings.HasPrefix(lower, "sqlite:"):
 		return parseSQLitePath(u, u[len("sqlite:"):])
 	case strings.HasPrefix(lower, "file:"):
@@ -157,7 +171,7 @@ func Parse(rawURL string) (Target, error) {
 		return Target{}, fmt.Errorf("%w: a keyword/value connection string (host=… dbname=…) is not supported; use a postgres:// URL", ErrBadURL)
 	}
 	if scheme, _, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
-		return Target{}, fmt.Errorf("%w: %q: unknown scheme %q; use postgres://, postgresql://, sqlite: or a file path", ErrBadURL, Redact(u), scheme)
+		return Target{}, fmt.Errorf("%w: %q: unknown scheme %q; use postgres://, postgresql://, redis://, rediss://, sqlite: or a file path", ErrBadURL, Redact(u), scheme)
 	}
 	return sqliteTarget(u, u)
 }
@@ -198,6 +212,17 @@ func parsePostgres(raw string) (Target, error) {
 	q.Del(SchemaParam)
 	u.RawQuery = q.Encode()
 	return Target{Kind: Postgres, ConnString: u.String(), Schema: schema}, nil
+}
+
+func parseRedis(raw string) (Target, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Target{}, fmt.Errorf("%w: %s: %v", ErrBadURL, Redact(raw), errors.Unwrap(err))
+	}
+	if u.Host == "" {
+		return Target{}, fmt.Errorf("%w: %s: no host; want redis://host:port/db", ErrBadURL, Redact(raw))
+	}
+	return Target{Kind: Redis, RedisURL: raw}, nil
 }
 
 // parseSQLitePath handles sqlite:PATH and file:PATH; a leading "//" (as in
@@ -249,6 +274,8 @@ func Describe(rawURL string) string {
 			return fmt.Sprintf("SQLite at %s (set %s to use PostgreSQL)", t.Path, EnvVar)
 		}
 		return "SQLite at " + t.Path
+	case Redis:
+		return "Redis at " + Redact(t.RedisURL)
 	default:
 		return fmt.Sprintf("PostgreSQL at %s (schema %s)", Redact(t.ConnString), t.Schema)
 	}
@@ -257,7 +284,7 @@ func Describe(rawURL string) string {
 // safeParams are the query parameters whose values Redact shows: settings
 // of pgx and libpq that are not secrets. Every other value is hidden.
 var safeParams = map[string]bool{
-	SchemaParam: true, "sslmode": true, "sslrootcert": true, "sslcert": true, "sslkey": true,
+	SchemaParam: true, redisstore.NamespaceParam: true, "sslmode": true, "sslrootcert": true, "sslcert": true, "sslkey": true,
 	"sslsni": true, "sslnegotiation": true, "application_name": true, "connect_timeout": true,
 	"target_session_attrs": true, "load_balance_hosts": true, "dbname": true, "host": true,
 	"port": true, "user": true, "search_path": true, "timezone": true, "client_encoding": true,
@@ -276,7 +303,7 @@ const redactedMark = "xxxxx"
 // Redact returns rawURL fit to show: the password in its user information
 // and the value of every query parameter not known to be harmless are
 // replaced by "xxxxx", and any fragment is dropped. The parameters whose
-// values are shown are schema and these pgx and libpq settings: sslmode,
+// values are shown are schema, namespace (Redis) and these pgx and libpq settings: sslmode,
 // sslrootcert, sslcert, sslkey, sslsni, sslnegotiation, application_name,
 // connect_timeout, target_session_attrs, load_balance_hosts, dbname, host,
 // port, user, search_path, timezone, client_encoding, channel_binding,
@@ -399,6 +426,8 @@ func OpenTarget(ctx context.Context, t Target, cfg Config) (Store, error) {
 		return openSQLite(ctx, t, cfg, logger)
 	case Postgres:
 		return openPostgres(ctx, t, cfg, logger)
+	case Redis:
+		return openRedis(ctx, t, logger)
 	}
 	return nil, fmt.Errorf("%w: unknown backend %v", ErrBadURL, t.Kind)
 }
@@ -462,6 +491,16 @@ func openPostgres(ctx context.Context, t Target, cfg Config, logger *slog.Logger
 		}
 	}
 	return &pgStore{Store: s, pool: pool}, nil
+}
+
+// openRedis opens a Redis store; there is nothing to migrate.
+func openRedis(ctx context.Context, t Target, logger *slog.Logger) (st Store, err error) {
+	defer func() { err = scrub(err, t.RedisURL) }()
+	s, err := redisstore.Open(ctx, t.RedisURL, redisstore.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("rdq: opening Redis at %s: %w", Redact(t.RedisURL), err)
+	}
+	return s, nil
 }
 
 // driverReason is the driver's reason for rejecting a connection string,

@@ -27,7 +27,7 @@ func newFlagSet(name string, g *globals, stderr io.Writer, usage string) *flag.F
 	fs.SetOutput(stderr)
 	// The global flags keep what was given before the command (or the
 	// environment); their help shows no default, so no URL is printed.
-	fs.Var(globalString{&g.databaseURL}, "database-url", "database `URL` (postgres://… or sqlite:PATH; default $RDQ_DATABASE_URL, else the per-user SQLite file)")
+	fs.Var(globalString{&g.databaseURL}, "database-url", "database `URL` (postgres://…, redis://… or sqlite:PATH; default $RDQ_DATABASE_URL, else the per-user SQLite file)")
 	fs.Var(globalString{&g.schema}, "schema", "PostgreSQL `schema` holding rdq's tables (default $RDQ_SCHEMA, else the URL's schema parameter, else rdq)")
 	fs.Var(globalBool{&g.json}, "json", "print JSON instead of tables")
 	fs.Usage = func() {

@@ -63,8 +63,9 @@ Commands:
   help [command]       show help for a command
 
 Global flags (accepted before or after the command):
-  --database-url URL   postgres://user@host:5432/db[?schema=NAME], or sqlite:PATH
-                       (or a plain path) for a SQLite file. Default:
+  --database-url URL   postgres://user@host:5432/db[?schema=NAME],
+                       redis://host:6379/0[?namespace=NAME] (rediss:// for TLS),
+                       or sqlite:PATH (or a plain path) for a SQLite file. Default:
                        $RDQ_DATABASE_URL, else the per-user SQLite file
                        ($XDG_DATA_HOME or ~/.local/share)/rdq/rdq.db.
   --schema NAME        PostgreSQL schema holding rdq's tables (default: $RDQ_SCHEMA,

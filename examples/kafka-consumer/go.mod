@@ -31,13 +31,16 @@ require (
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
+	github.com/redis/go-redis/v9 v9.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/srjn45/rdq/redisstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/srjn45/rdq/sqlitestore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.1.0 // indirect
 	go.opentelemetry.io/otel v1.38.0 // indirect
 	go.opentelemetry.io/otel/metric v1.38.0 // indirect
 	go.opentelemetry.io/otel/trace v1.38.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
@@ -59,6 +62,7 @@ replace (
 	github.com/srjn45/rdq/pgstore/internal/compliance => ../../pgstore/internal/compliance
 	github.com/srjn45/rdq/proto => ../../proto
 	github.com/srjn45/rdq/rdqtest => ../../rdqtest
+	github.com/srjn45/rdq/redisstore => ../../redisstore
 	github.com/srjn45/rdq/server => ../../server
 	github.com/srjn45/rdq/sqlitestore => ../../sqlitestore
 	github.com/srjn45/rdq/storetest => ../../storetest

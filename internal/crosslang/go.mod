@@ -43,6 +43,7 @@ replace (
 	github.com/srjn45/rdq/pgstore/internal/compliance => ../../pgstore/internal/compliance
 	github.com/srjn45/rdq/proto => ../../proto
 	github.com/srjn45/rdq/rdqtest => ../../rdqtest
+	github.com/srjn45/rdq/redisstore => ../../redisstore
 	github.com/srjn45/rdq/server => ../../server
 	github.com/srjn45/rdq/sqlitestore => ../../sqlitestore
 	github.com/srjn45/rdq/storetest => ../../storetest

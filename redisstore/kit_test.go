@@ -1,0 +1,153 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srjn45/rdq/redisstore"
+	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/storetest"
+)
+
+// defaultURL is where scripts/redis.sh starts the test suite's Redis.
+const defaultURL = "redis://127.0.0.1:6390/0"
+
+// testURL is the Redis the tests use: RDQ_TEST_REDIS_URL, or defaultURL.
+func testURL() string {
+	if u := os.Getenv("RDQ_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return defaultURL
+}
+
+// client connects to the test Redis, skipping the test when there is none
+// (failing under CI=true, where scripts/redis.sh started it).
+func client(t testing.TB) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(testURL())
+	if err != nil {
+		t.Fatalf("RDQ_TEST_REDIS_URL: %v", err)
+	}
+	c := redis.NewClient(opt)
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		if cerr := c.Close(); cerr != nil {
+			t.Error(cerr)
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Redis at %s (%v): run scripts/redis.sh", opt.Addr, err)
+		}
+		t.Skipf("no Redis at %s (%v): run scripts/redis.sh", opt.Addr, err)
+	}
+	return c
+}
+
+// namespace returns a fresh namespace and deletes its keys when t ends.
+func namespace(t testing.TB, c *redis.Client) string {
+	t.Helper()
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	ns := "t-" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := c.Scan(ctx, 0, ns+":*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("listing the keys of %s: %v", ns, err)
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 1000)
+			if err := c.Unlink(ctx, keys[:n]...).Err(); err != nil {
+				t.Errorf("deleting the keys of %s: %v", ns, err)
+				break
+			}
+			keys = keys[n:]
+		}
+	})
+	return ns
+}
+
+// openStore returns a store in a fresh namespace, and a locator (a URL
+// with the namespace) that Open reaches it by.
+func openStore(t testing.TB) (*redisstore.Store, string) {
+	t.Helper()
+	c := client(t)
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	ns := namespace(t, c)
+	s, err := redisstore.New(c, redisstore.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(redisstore.NamespaceParam, ns)
+	u.RawQuery = q.Encode()
+	return s, u.String()
+}
+
+// harness runs the compliance kit on the test Redis: each test gets a
+// namespace of its own, and the locator is the URL with that namespace.
+func harness() storetest.Harness {
+	return storetest.Harness{
+		NewStore: func(t testing.TB) (store.Store, string) {
+			t.Helper()
+			return openStore(t)
+		},
+		Open: func(ctx context.Context, locator string) (store.Store, func() error, error) {
+			s, err := redisstore.Open(ctx, locator, redisstore.Config{})
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, s.Close, nil
+		},
+		// A script runs alone on the server: there are no row locks for a
+		// claim to pass over, so no LockTask.
+		FailAudit: failAudit,
+		Capabilities: storetest.Capabilities{
+			Notifications: true, Admin: true, Pause: true, Snooze: true, RetryInPlace: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Live: true, Registry: true, PauseHandlers: true,
+		},
+	}
+}
+
+func TestMain(m *testing.M) { storetest.Main(m, harness()) }
+
+func TestCompliance(t *testing.T) { storetest.Run(t, harness()) }
+
+// failAudit makes the audit writes of the store a locator names fail: its
+// audit sequence becomes a value INCR refuses, and INCR is the first write
+// of every script that audits.
+func failAudit(t testing.TB, locator string) {
+	t.Helper()
+	u, err := url.Parse(locator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := u.Query().Get(redisstore.NamespaceParam)
+	c := client(t)
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := c.Set(t.Context(), ns+":auditseq", "audit writes refused by the test", 0).Err(); err != nil {
+		t.Fatalf("making the audit writes of %s fail: %v", ns, err)
+	}
+}

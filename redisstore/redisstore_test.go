@@ -1,0 +1,112 @@
+package redisstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/redisstore"
+	"github.com/srjn45/rdq/store"
+)
+
+// TestOpenNamespaceParam: the namespace in a URL reaches the store, and
+// the parameter does not reach the client (which refuses options it does
+// not know).
+func TestOpenNamespaceParam(t *testing.T) {
+	s, locator := openStore(t)
+	id := rdq.NewID()
+	if _, err := s.Enqueue(t.Context(), store.EnqueueParams{Tasks: []store.NewTask{{ID: id, Queue: "q", Handler: "h"}}}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := redisstore.Open(t.Context(), locator, redisstore.Config{Namespace: "ignored"})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", locator, err)
+	}
+	defer func() {
+		if err := o.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if o.Namespace() != s.Namespace() {
+		t.Fatalf("Namespace() = %q, want %q from the URL", o.Namespace(), s.Namespace())
+	}
+	if _, _, err := o.Get(t.Context(), id); err != nil {
+		t.Fatalf("Get through the opened store: %v", err)
+	}
+}
+
+// TestBadConfig: a bad namespace, retention or URL is refused with what
+// was wrong, and a password in the URL is never repeated.
+func TestBadConfig(t *testing.T) {
+	c := client(t)
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, cfg := range []redisstore.Config{
+		{Namespace: "a{b}"},
+		{Namespace: strings.Repeat("n", 65)},
+		{KeyRetention: -time.Second},
+	} {
+		if _, err := redisstore.New(c, cfg); !errors.Is(err, rdq.ErrInvalid) {
+			t.Errorf("New(%+v) error = %v, want one wrapping rdq.ErrInvalid", cfg, err)
+		}
+	}
+	for _, u := range []string{"redis://user:s3cret@127.0.0.1:1/0?namespace=a%7Bb", "redis://user:s3cret@[::1/0", "mysql://user:s3cret@host/db"} {
+		_, err := redisstore.Open(t.Context(), u, redisstore.Config{})
+		if err == nil {
+			t.Errorf("Open(%q) succeeded", u)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open error shows the password: %v", err)
+		}
+	}
+}
+
+// TestEnqueueRefusesWholeBatch: a task the store cannot take fails the
+// whole batch before anything is written.
+func TestEnqueueRefusesWholeBatch(t *testing.T) {
+	s, _ := openStore(t)
+	good := store.NewTask{ID: rdq.NewID(), Queue: "q", Handler: "h"}
+	bad := store.NewTask{ID: rdq.NewID(), Queue: "q{x}", Handler: "h"}
+	if _, err := s.Enqueue(t.Context(), store.EnqueueParams{Tasks: []store.NewTask{good, bad}}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Fatalf("Enqueue with a bad queue name: %v, want an error wrapping rdq.ErrInvalid", err)
+	}
+	if _, _, err := s.Get(t.Context(), good.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get of the good task of a refused batch: %v, want ErrNotFound", err)
+	}
+}
+
+// TestServerClock: without a Now, times come from the server's clock.
+func TestServerClock(t *testing.T) {
+	s, _ := openStore(t)
+	c := client(t)
+	defer func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	before, err := c.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Enqueue(t.Context(), store.EnqueueParams{Tasks: []store.NewTask{{ID: rdq.NewID(), Queue: "q", Handler: "h", Delay: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res[0].Task
+	if got.CreatedAt.Before(before.Truncate(time.Microsecond)) || got.CreatedAt.After(after) {
+		t.Errorf("CreatedAt %s is not between the server's times %s and %s", got.CreatedAt, before, after)
+	}
+	if d := got.NextAttemptAt.Sub(got.CreatedAt); d != time.Hour {
+		t.Errorf("NextAttemptAt - CreatedAt = %s, want 1h", d)
+	}
+}

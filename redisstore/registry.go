@@ -1,0 +1,183 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/store"
+)
+
+var _ store.WorkerRegistry = (*Store)(nil)
+
+// list renders names as ",a,b," for the scripts' substring checks (names
+// hold no comma).
+func list(names []string) string {
+	if len(names) == 0 {
+		return ","
+	}
+	return "," + strings.Join(names, ",") + ","
+}
+
+func unlist(s string) []string {
+	s = strings.Trim(s, ",")
+	if s == "" {
+		return nil
+	}
+	out := strings.Split(s, ",")
+	slices.Sort(out)
+	return out
+}
+
+// RegisterWorker implements store.WorkerRegistry.
+func (s *Store) RegisterWorker(ctx context.Context, p store.RegisterWorkerParams) error {
+	if err := store.ValidateRegistration(p); err != nil {
+		return err
+	}
+	w := p.Worker
+	for _, n := range slices.Concat(w.Queues, w.Handlers) {
+		if err := rdq.ValidateName("queue or handler", n); err != nil {
+			return fmt.Errorf("redisstore: register worker %s: %w", w.ID, err)
+		}
+	}
+	_, err := s.run(ctx, scriptRegister, nowArg(p.Now), w.ID, w.Host, w.PID, w.Version, list(w.Queues), list(w.Handlers),
+		w.Slots, w.InFlight, micros(p.StaleAfter), micros(p.ExpireAfter))
+	if err != nil {
+		return fmt.Errorf("redisstore: register worker %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+// DeregisterWorker implements store.WorkerRegistry.
+func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
+	pipe := s.c.TxPipeline()
+	pipe.Del(ctx, s.ns+":w:"+id)
+	pipe.SRem(ctx, s.ns+":workers", id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisstore: deregister worker %s: %w", id, err)
+	}
+	return nil
+}
+
+// workers reads the entries not expired at the store's now, ordered by ID.
+func (s *Store) workers(ctx context.Context, now *time.Time) ([]store.WorkerInfo, error) {
+	res, err := s.run(ctx, scriptWorkers, nowArg(now))
+	if err != nil {
+		return nil, err
+	}
+	rows, _ := res.([]any)
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("unexpected empty reply")
+	}
+	at, _ := strconv.ParseInt(str(rows[0]), 10, 64)
+	var out []store.WorkerInfo
+	for _, r := range rows[1:] {
+		v, _ := r.([]any)
+		if len(v) < 1 || len(v)%2 != 1 {
+			return nil, fmt.Errorf("malformed worker entry")
+		}
+		f := map[string]string{}
+		for i := 1; i+1 < len(v); i += 2 {
+			f[str(v[i])] = str(v[i+1])
+		}
+		seen, _ := strconv.ParseInt(f["seen"], 10, 64)
+		stale, _ := strconv.ParseInt(f["stale"], 10, 64)
+		expire, _ := strconv.ParseInt(f["expire"], 10, 64)
+		if f["seen"] == "" || at-seen >= expire {
+			continue
+		}
+		pid, _ := strconv.Atoi(f["pid"])
+		slots, _ := strconv.Atoi(f["slots"])
+		inflight, _ := strconv.Atoi(f["inflight"])
+		out = append(out, store.WorkerInfo{
+			ID: str(v[0]), Host: f["host"], PID: pid, Version: f["ver"], Queues: unlist(f["qs"]), Handlers: unlist(f["hs"]),
+			Slots: slots, InFlight: inflight, StartedAt: microTime(f["started"]), LastSeen: microTime(f["seen"]),
+			Stale: at-seen >= stale,
+		})
+	}
+	slices.SortFunc(out, func(a, b store.WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Workers implements store.WorkerRegistry.
+func (s *Store) Workers(ctx context.Context, p store.WorkersParams) ([]store.WorkerInfo, error) {
+	ws, err := s.workers(ctx, p.Now)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: workers: %w", err)
+	}
+	if p.Queue == "" {
+		return ws, nil
+	}
+	var out []store.WorkerInfo
+	for _, w := range ws {
+		if slices.Contains(w.Queues, p.Queue) {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// UnservedHandlers implements store.WorkerRegistry. A queue's pairs come
+// from the handlers whose tasks have waited in it, each counted on its
+// sorted set of waiting tasks.
+func (s *Store) UnservedHandlers(ctx context.Context, p store.UnservedParams) ([]store.UnservedHandler, error) {
+	if p.DueOnly && len(p.Queues) == 0 {
+		return nil, fmt.Errorf("%w: redisstore: unserved handlers with DueOnly needs at least one queue", rdq.ErrInvalid)
+	}
+	args := []any{nowArg(p.Now), flag(p.DueOnly), len(p.Queues)}
+	for _, q := range p.Queues {
+		args = append(args, q)
+	}
+	res, err := s.run(ctx, scriptUnserved, args...)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: unserved handlers: %w", err)
+	}
+	rows, _ := res.([]any)
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("redisstore: unserved handlers: unexpected empty reply")
+	}
+	now := microTime(str(rows[0]))
+	out := make([]store.UnservedHandler, 0, len(rows)-1)
+	for _, r := range rows[1:] {
+		v, _ := r.([]any)
+		if len(v) != 4 {
+			return nil, fmt.Errorf("redisstore: unserved handlers: malformed reply")
+		}
+		n, _ := v[2].(int64)
+		oldest := microTime(floatMicros(str(v[3])))
+		u := store.UnservedHandler{Queue: str(v[0]), Handler: str(v[1]), Tasks: n, OldestDue: oldest}
+		if !oldest.After(now) {
+			u.Waiting = now.Sub(oldest)
+		}
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b store.UnservedHandler) int {
+		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Handler, b.Handler))
+	})
+	return out, nil
+}
+
+// DeadLetterUnserved implements store.WorkerRegistry.
+func (s *Store) DeadLetterUnserved(ctx context.Context, p store.DeadLetterUnservedParams) (int64, error) {
+	if err := rdq.ValidateName("queue", p.Queue); err != nil {
+		return 0, fmt.Errorf("redisstore: dead-letter unserved: %w", err)
+	}
+	if err := rdq.ValidateName("handler", p.Handler); err != nil {
+		return 0, fmt.Errorf("redisstore: dead-letter unserved: %w", err)
+	}
+	if p.Grace < 0 || p.Limit < 1 || p.Failure.Type == "" {
+		return 0, fmt.Errorf("%w: redisstore: dead-letter unserved needs a grace of zero or more, a limit of at least 1 and a failure (got %s, %d, %q)", rdq.ErrInvalid, p.Grace, p.Limit, p.Failure.Type)
+	}
+	res, err := s.run(ctx, scriptDeadLetterUnserved, nowArg(p.Now), p.Queue, p.Handler, micros(p.Grace), p.Limit, p.Actor,
+		cut(p.Failure.Type), p.Failure.Message, cut(p.Failure.Fingerprint))
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: dead-letter unserved: %w", err)
+	}
+	n, _ := res.(int64)
+	return n, nil
+}

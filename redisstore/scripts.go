@@ -1,0 +1,1411 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// Every Lua script of the store is in this file. Each one runs atomically
+// on the server: it is what a transaction is to the SQL stores.
+//
+// Keys. ARGV[1] of every script is the store's namespace N. A queue Q's
+// keys share the prefix N:{Q} (P below), whose hash tag is the queue:
+//
+//	P:t:ID     hash     a task (fields below)
+//	P:a:ID     list     its attempts, oldest first (record below)
+//	P:ph:H     zset     PENDING tasks of handler H, by due time (µs)
+//	P:hp:H     hash     the pause of handler H (see scriptPauseHandler)
+//	P:hps      set      the queue's paused handlers
+//	P:inflight zset     IN_FLIGHT tasks, by lease expiry (µs)
+//	P:done     zset     SUCCEEDED tasks, by finish time (µs)
+//	P:dead     zset     DEAD tasks, by finish time (µs)
+//	P:ik:K     string   idempotency key K: the task's ID, or
+//	                    "purged:ID:CREATED:PURGED" once it was purged
+//	P:ikp      zset     purged keys K, by purge time (µs), for pruning
+//	P:paused   string   present while the queue is paused
+//	P:handlers set      handlers whose tasks have waited in the queue
+//	P:dead, P:df:F, P:dfs  dead-letter indexes (see bury)
+//
+// and the namespace's own keys:
+//
+//	N:queues   set      every queue that ever had a task
+//	N:paused   set      the paused queues
+//	N:hps      set      paused handlers, as "queue\nhandler"
+//	N:workers  set      registered worker IDs
+//	N:w:ID     hash     a worker's entry (see scriptRegister)
+//	N:dead, N:dh:H, N:de:E, N:df:F, N:dfs, N:dfk:F  dead-letter indexes
+//	N:id:ID    string   the queue of task ID
+//	N:audit    list     audit entries, newest first (record below)
+//	N:auditseq string   the last audit entry's ID
+//	N:notify   channel  queue names published when tasks are enqueued
+//
+// A task's hash fields: id, q queue, h handler, p payload, ct content
+// type, hd headers (netstrings), ik idempotency key, st status, at
+// attempts, lf life, nx next attempt (µs), tk lease token, le lease expiry
+// (µs, 0 when not in flight), lo lease owner, ca claimed at (µs), cr
+// created, up updated, fi finished (µs, 0 when not finished), et, em, ef
+// last error type, message, fingerprint, ma max attempts, to timeout (µs),
+// sn snoozes, mn the highest attempt number recorded.
+//
+// Records (attempts, audit entries) are sequences of netstrings
+// ("LEN:BYTES"), so any bytes survive. An attempt: number, life, token,
+// started, finished, outcome, error type, message, stack, worker. An
+// audit entry: id, at, actor, action, filter, ids (comma-separated),
+// count, reason, details (netstrings of keys and values).
+//
+// Times are microseconds since the Unix epoch, integers well below 2^53,
+// so Lua's doubles hold them exactly; every number a script writes goes
+// through fmt, since Lua's own number formatting rounds them. The clock
+// is the server's TIME unless the caller passes a "now" (tests travel in
+// time with it).
+//
+// Every script here names the keys it touches in its comment. The
+// namespace's keys and the keys of several queues are built inside the
+// scripts from N, which a standalone server allows; see the package
+// documentation for what that means on Redis Cluster.
+
+// prelude is the shared head of every script.
+const prelude = `
+local N = ARGV[1]
+local function fmt(n) return string.format('%d', n) end
+local function clock(arg)
+  if arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function nstr(s) return #s .. ':' .. s end
+local function qp(q) return N .. ':{' .. q .. '}' end
+local function tkey(q, id) return qp(q) .. ':t:' .. id end
+local function akey(q, id) return qp(q) .. ':a:' .. id end
+local function idkey(id) return N .. ':id:' .. id end
+local function num(v) if v then return tonumber(v) or 0 end return 0 end
+
+-- record appends an attempt to task id's history, numbered after its
+-- highest recorded number, and returns the number.
+-- append appends attempt number n to task id's history; the caller keeps
+-- the task's highest number (mn).
+local function append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
+  redis.call('RPUSH', akey(q, id), nstr(fmt(n)) .. nstr(fmt(life)) .. nstr(fmt(token)) ..
+    nstr(fmt(started)) .. nstr(fmt(finished)) .. nstr(outcome) .. nstr(etype) .. nstr(msg) ..
+    nstr(stack) .. nstr(worker))
+end
+
+local function record(q, id, life, token, started, finished, outcome, etype, msg, stack, worker)
+  local n = redis.call('HINCRBY', tkey(q, id), 'mn', 1)
+  append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
+  return n
+end
+
+-- held reports whether handler h of queue q is paused (P:hp:H exists):
+-- claims pass over its waiting tasks.
+local function held(q, h) return redis.call('EXISTS', qp(q) .. ':hp:' .. h) == 1 end
+
+-- known caches, per script, the (queue, handler) pairs already recorded in
+-- P:handlers.
+local known = {}
+
+-- wait makes task id of queue q and handler h PENDING, due at due: in
+-- P:ph:H; and records h among the queue's handlers
+-- (P:handlers). A task coming from IN_FLIGHT is taken out of P:inflight
+-- by its caller.
+local function wait(q, id, h, due)
+  local p = qp(q)
+  if not known[p .. h] then
+    redis.call('SADD', p .. ':handlers', h)
+    known[p .. h] = true
+  end
+  redis.call('ZADD', p .. ':ph:' .. h, fmt(due), id)
+end
+
+-- unwait removes task id from the pending indexes of its queue.
+local function unwait(q, id, h)
+  local p = qp(q)
+  redis.call('ZREM', p .. ':ph:' .. h, id)
+end
+
+-- bury adds DEAD task id of queue q to the dead-letter indexes, each a
+-- zset by finish time: N:dead, P:dead, N:dh:H (handler), N:de:E (error
+-- type), N:df:F and P:df:F (fingerprint), and counts it in the group
+-- summaries N:dfs and P:dfs (fingerprint -> count) and N:dfk:F (a hash of
+-- "queue\nhandler" -> count).
+local function bury(q, id)
+  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi')
+  local p, fi = qp(q), v[4]
+  redis.call('ZADD', N .. ':dead', fi, id)
+  redis.call('ZADD', p .. ':dead', fi, id)
+  redis.call('ZADD', N .. ':dh:' .. v[1], fi, id)
+  redis.call('ZADD', N .. ':de:' .. v[2], fi, id)
+  redis.call('ZADD', N .. ':df:' .. v[3], fi, id)
+  redis.call('ZADD', p .. ':df:' .. v[3], fi, id)
+  redis.call('ZINCRBY', N .. ':dfs', 1, v[3])
+  redis.call('ZINCRBY', p .. ':dfs', 1, v[3])
+  redis.call('HINCRBY', N .. ':dfk:' .. v[3], q .. '\n' .. v[1], 1)
+end
+
+-- unbury removes DEAD task id of queue q from the dead-letter indexes.
+local function unbury(q, id)
+  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef')
+  local p = qp(q)
+  redis.call('ZREM', N .. ':dead', id)
+  redis.call('ZREM', p .. ':dead', id)
+  redis.call('ZREM', N .. ':dh:' .. v[1], id)
+  redis.call('ZREM', N .. ':de:' .. v[2], id)
+  redis.call('ZREM', N .. ':df:' .. v[3], id)
+  redis.call('ZREM', p .. ':df:' .. v[3], id)
+  for _, k in ipairs({N .. ':dfs', p .. ':dfs'}) do
+    if tonumber(redis.call('ZINCRBY', k, -1, v[3])) <= 0 then redis.call('ZREM', k, v[3]) end
+  end
+  local gk = N .. ':dfk:' .. v[3]
+  if redis.call('HINCRBY', gk, q .. '\n' .. v[1], -1) <= 0 then redis.call('HDEL', gk, q .. '\n' .. v[1]) end
+end
+
+-- readfilter reads a dead-task filter from ARGV at b+1: queue, handler,
+-- error type, fingerprint, dead after (µs or ''), dead before (µs or
+-- ''), message (lower case), life min, life below, id count, ids...
+-- It returns the filter and the index of its last argument.
+local function readfilter(b)
+  local f = {q = ARGV[b+1], h = ARGV[b+2], et = ARGV[b+3], ef = ARGV[b+4],
+    after = ARGV[b+5], before = ARGV[b+6], msg = ARGV[b+7],
+    lmin = tonumber(ARGV[b+8]), lbelow = tonumber(ARGV[b+9]), ids = {}}
+  local n = tonumber(ARGV[b+10])
+  for i = 1, n do f.ids[i] = ARGV[b+10+i] end
+  return f, b + 10 + n
+end
+
+-- matches reports whether the task whose HMGET of st, q, h, et, ef, fi,
+-- em, lf is v is DEAD and matches filter f (ids aside). Message matching
+-- folds ASCII letters only.
+local function matches(f, v)
+  if v[1] ~= 'DEAD' then return false end
+  if f.q ~= '' and v[2] ~= f.q then return false end
+  if f.h ~= '' and v[3] ~= f.h then return false end
+  if f.et ~= '' and v[4] ~= f.et then return false end
+  if f.ef ~= '' and v[5] ~= f.ef then return false end
+  local fi = tonumber(v[6])
+  if f.after ~= '' and fi < tonumber(f.after) then return false end
+  if f.before ~= '' and fi >= tonumber(f.before) then return false end
+  if f.msg ~= '' and not string.find(string.lower(v[7] or ''), f.msg, 1, true) then return false end
+  local lf = tonumber(v[8])
+  if f.lmin > 0 and lf < f.lmin then return false end
+  if f.lbelow > 0 and lf >= f.lbelow then return false end
+  return true
+end
+
+-- look reads what matches needs of task id, and its queue (nil when
+-- there is no such task).
+local function look(id)
+  local q = redis.call('GET', idkey(id))
+  if not q then return nil, nil end
+  local v = redis.call('HMGET', tkey(q, id), 'st', 'q', 'h', 'et', 'ef', 'fi', 'em', 'lf')
+  if not v[1] then return nil, nil end
+  return q, v
+end
+
+-- audit writes an audit entry and returns its ID. It is the first write of
+-- every script that audits, so a failed audit write changes nothing.
+local function audit(at, actor, action, filter, ids, count, reason, details)
+  local id = redis.call('INCR', N .. ':auditseq')
+  redis.call('LPUSH', N .. ':audit', nstr(fmt(id)) .. nstr(fmt(at)) .. nstr(actor) .. nstr(action) ..
+    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details))
+  return id
+end
+`
+
+// scriptEnqueue inserts a batch of tasks.
+// ARGV: N, now, key retention (µs), count, then per task 18 fields: id,
+// queue, handler, payload, content type, headers, idempotency key, delay
+// (µs), max attempts, timeout (µs), has first failure ("1"/"0"), its
+// outcome, error type, message, stack, fingerprint, worker, duration (µs).
+// Keys: N:id:ID, N:queues, N:notify, and of each task's queue P:t:ID,
+// P:a:ID, P:handlers, P:ph:H, P:ik:K, P:ikp, and the dead-letter indexes
+// (bury) for a task created dead.
+// Returns per task {"new", created (µs)}, {"dup", HGETALL...} or
+// {"purged", id, queue, key, created}.
+var scriptEnqueue = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local retention = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local out = {}
+local queues = {}
+for i = 0, n - 1 do
+  local b = 4 + i * 18
+  local id, q, h = ARGV[b+1], ARGV[b+2], ARGV[b+3]
+  local ik = ARGV[b+7]
+  local res = nil
+  local existing = redis.call('GET', idkey(id))
+  if existing then
+    res = {'dup'}
+    local fields = redis.call('HGETALL', tkey(existing, id))
+    for _, v in ipairs(fields) do res[#res+1] = v end
+  end
+  local ikk = qp(q) .. ':ik:' .. ik
+  if not res and ik ~= '' then
+    local v = redis.call('GET', ikk)
+    if v then
+      local pid, pcreated, pat = string.match(v, '^purged:([^:]+):(%d+):(%d+)$')
+      if pid then
+        if now - tonumber(pat) <= retention then
+          res = {'purged', pid, q, ik, pcreated}
+        end
+      else
+        local fields = redis.call('HGETALL', tkey(q, v))
+        if #fields > 0 then
+          res = {'dup'}
+          for _, f in ipairs(fields) do res[#res+1] = f end
+        end
+      end
+    end
+  end
+  if not res then
+    local k = tkey(q, id)
+    local due = now + tonumber(ARGV[b+8])
+    redis.call('HSET', k, 'id', id, 'q', q, 'h', h, 'p', ARGV[b+4], 'ct', ARGV[b+5], 'hd', ARGV[b+6],
+      'ik', ik, 'st', 'PENDING', 'at', '0', 'lf', '0', 'nx', fmt(due), 'tk', '0', 'le', '0', 'lo', '',
+      'ca', '0', 'cr', fmt(now), 'up', fmt(now), 'fi', '0', 'et', '', 'em', '', 'ef', '',
+      'ma', ARGV[b+9], 'to', ARGV[b+10], 'sn', '0', 'mn', '0')
+    if ARGV[b+11] == '1' then
+      local outcome = ARGV[b+12]
+      local dur = tonumber(ARGV[b+18])
+      record(q, id, 0, 0, now - dur, now, outcome, ARGV[b+13], ARGV[b+14], ARGV[b+15], ARGV[b+17])
+      redis.call('HSET', k, 'at', '1', 'et', ARGV[b+13], 'em', ARGV[b+14], 'ef', ARGV[b+16])
+      if outcome == 'PERMANENT_FAILURE' then
+        redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now))
+        bury(q, id)
+      else
+        wait(q, id, h, due)
+      end
+    else
+      wait(q, id, h, due)
+    end
+    redis.call('SET', idkey(id), q)
+    if ik ~= '' then
+      redis.call('SET', ikk, id)
+      redis.call('ZREM', qp(q) .. ':ikp', ik)
+    end
+    if not queues[q] then redis.call('SADD', N .. ':queues', q) end
+    queues[q] = true
+    res = {'new', fmt(now)}
+  end
+  out[#out+1] = res
+end
+for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
+return out
+`)
+
+// scriptClaim leases up to limit due PENDING tasks of the given queues
+// (and handlers), oldest due first.
+// ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
+// handler count, handlers...
+// Keys: of each queue P:paused, P:handlers (no handlers given), P:hp:H and
+// P:ph:H of each handler, P:inflight, P:t:ID of each claimed
+// task. A paused queue and a paused handler are passed over.
+// Returns {HGETALL...} per claimed task.
+var scriptClaim = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease = tonumber(ARGV[3])
+local worker = ARGV[4]
+local limit = tonumber(ARGV[5])
+local nq = tonumber(ARGV[6])
+local nh = tonumber(ARGV[7 + nq])
+local cands = {}
+for i = 1, nq do
+  local q = ARGV[6 + i]
+  local keys = {}
+  if redis.call('EXISTS', qp(q) .. ':paused') == 0 then
+    local hs = {}
+    if nh == 0 then hs = redis.call('SMEMBERS', qp(q) .. ':handlers') else
+      for j = 1, nh do hs[j] = ARGV[7 + nq + j] end
+    end
+    for _, h in ipairs(hs) do
+      if not held(q, h) then
+        local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
+        for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q, h} end
+      end
+    end
+  end
+end
+table.sort(cands, function(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  return a[2] < b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #cands) do
+  local c = cands[i]
+  local id, q, h = c[2], c[3], c[4]
+  local k = tkey(q, id)
+  unwait(q, id, h)
+  local exp = now + lease
+  local t = redis.call('HGETALL', k)
+  local set = {st = 'IN_FLIGHT', le = fmt(exp), lo = worker, ca = fmt(now), up = fmt(now)}
+  for j = 1, #t, 2 do
+    if t[j] == 'tk' then set.tk = fmt(tonumber(t[j+1]) + 1) end
+    if set[t[j]] then t[j+1] = set[t[j]] end
+  end
+  redis.call('HSET', k, 'tk', set.tk, 'st', 'IN_FLIGHT', 'le', set.le, 'lo', worker, 'ca', set.ca, 'up', set.up)
+  redis.call('ZADD', qp(q) .. ':inflight', set.le, id)
+  out[#out+1] = t
+end
+return out
+`)
+
+// scriptHeartbeat extends live leases.
+// ARGV: N, now, extend (µs), count, then per lease: id, token.
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight.
+// Returns per lease 1 (extended) or 0 (lost).
+var scriptHeartbeat = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local exp = now + tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local out = {}
+for i = 0, n - 1 do
+  local id, token = ARGV[5 + i*2], tonumber(ARGV[6 + i*2])
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      redis.call('HSET', k, 'le', fmt(exp), 'up', fmt(now))
+      redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
+      ok = 1
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptFinish ends executions.
+// ARGV: N, now, count, then per completion 12 fields: id, token, status,
+// retry in (µs), has attempt ("1"/"0"), outcome, error type, message,
+// stack, fingerprint, worker, duration (µs).
+// Keys: N:id:ID, and of its queue P:t:ID, P:a:ID, P:inflight, P:handlers,
+// P:ph:H, P:done, and the dead-letter indexes (bury).
+// Returns per completion 1 (applied) or 0 (lost).
+var scriptFinish = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[3])
+local out = {}
+for i = 0, n - 1 do
+  local b = 3 + i * 12
+  local id, token, status = ARGV[b+1], tonumber(ARGV[b+2]), ARGV[b+3]
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h', 'mn', 'at')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      ok = 1
+      local set = {'le', '0', 'up', fmt(now), 'st', status}
+      if ARGV[b+5] == '1' then
+        local outcome = ARGV[b+6]
+        local n = tonumber(v[5]) + 1
+        append(q, id, n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
+          ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+11])
+        set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(tonumber(v[6]) + 1)
+        if outcome ~= 'SUCCESS' then
+          set[#set+1], set[#set+2], set[#set+3] = 'et', ARGV[b+7], 'em'
+          set[#set+1], set[#set+2], set[#set+3] = ARGV[b+8], 'ef', ARGV[b+10]
+        end
+      end
+      redis.call('ZREM', qp(q) .. ':inflight', id)
+      local due = now + tonumber(ARGV[b+4])
+      if status == 'PENDING' then
+        set[#set+1], set[#set+2] = 'nx', fmt(due)
+      else
+        set[#set+1], set[#set+2] = 'fi', fmt(now)
+      end
+      redis.call('HSET', k, unpack(set))
+      if status == 'PENDING' then
+        wait(q, id, v[4], due)
+      elseif status == 'SUCCEEDED' then
+        redis.call('ZADD', qp(q) .. ':done', fmt(now), id)
+      else
+        bury(q, id)
+      end
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptRelease returns leased tasks to PENDING, due now.
+// ARGV: N, now, count, then per lease: id, token.
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:handlers, P:ph:H.
+// Returns per lease 1 (released) or 0 (lost).
+var scriptRelease = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[3])
+local out = {}
+for i = 0, n - 1 do
+  local id, token = ARGV[4 + i*2], tonumber(ARGV[5 + i*2])
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'h')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(now), 'le', '0', 'up', fmt(now))
+      redis.call('ZREM', qp(q) .. ':inflight', id)
+      wait(q, id, v[3], now)
+      ok = 1
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptReclaim takes over IN_FLIGHT tasks whose lease expired, oldest
+// expiry first, recording a LEASE_EXPIRED attempt for each.
+// ARGV: N, now, lease (µs), worker, limit, error type, message,
+// fingerprint of the lease-expired failure, queue count, queues... (none:
+// every queue of N:queues).
+// Keys: N:queues, and of each queue P:inflight, P:t:ID, P:a:ID.
+// Returns {HGETALL...} per reclaimed task.
+var scriptReclaim = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease = tonumber(ARGV[3])
+local worker = ARGV[4]
+local limit = tonumber(ARGV[5])
+local etype, emsg, efp = ARGV[6], ARGV[7], ARGV[8]
+local nq = tonumber(ARGV[9])
+local queues = {}
+if nq == 0 then
+  queues = redis.call('SMEMBERS', N .. ':queues')
+else
+  for i = 1, nq do queues[i] = ARGV[9 + i] end
+end
+local cands = {}
+for _, q in ipairs(queues) do
+  local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':inflight', '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
+  for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q} end
+end
+table.sort(cands, function(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  return a[2] < b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #cands) do
+  local c = cands[i]
+  local id, q = c[2], c[3]
+  local k = tkey(q, id)
+  local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo')
+  record(q, id, tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
+  local exp = now + lease
+  redis.call('HINCRBY', k, 'at', 1)
+  redis.call('HINCRBY', k, 'tk', 1)
+  redis.call('HSET', k, 'le', fmt(exp), 'lo', worker, 'ca', fmt(now), 'up', fmt(now),
+    'et', etype, 'em', emsg, 'ef', efp)
+  redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
+  out[#out+1] = redis.call('HGETALL', k)
+end
+return out
+`)
+
+// scriptGet reads a task and its attempts.
+// ARGV: N, id. Keys: N:id:ID, and of its queue P:t:ID, P:a:ID.
+// Returns {} when there is no such task, else {{HGETALL...}, {attempts...}}.
+var scriptGet = redis.NewScript(prelude + `
+local id = ARGV[2]
+local q = redis.call('GET', idkey(id))
+if not q then return {} end
+local t = redis.call('HGETALL', tkey(q, id))
+if #t == 0 then return {} end
+return {t, redis.call('LRANGE', akey(q, id), 0, -1)}
+`)
+
+// scriptPurgeSucceeded deletes SUCCEEDED tasks that finished before a
+// cut-off, keeping their idempotency keys for the key retention, and
+// prunes the keys purged longer ago than it; it writes a "retention" audit
+// entry, before anything else, when it deletes anything.
+// ARGV: N, now, older than (µs), limit, actor, key retention (µs), audit
+// filter (JSON).
+// Keys: N:queues, N:audit, N:auditseq, N:id:ID, and of each queue P:done,
+// P:t:ID, P:a:ID, P:ik:K, P:ikp.
+// Returns the number of tasks deleted.
+var scriptPurgeSucceeded = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local cut = now - tonumber(ARGV[3])
+local left = tonumber(ARGV[4])
+local actor = ARGV[5]
+local retention = tonumber(ARGV[6])
+local queues = redis.call('SMEMBERS', N .. ':queues')
+table.sort(queues)
+local gone = {}
+for _, q in ipairs(queues) do
+  if left <= 0 then break end
+  local ids = redis.call('ZRANGEBYSCORE', qp(q) .. ':done', '-inf', '(' .. fmt(cut), 'LIMIT', 0, left)
+  for _, id in ipairs(ids) do gone[#gone+1] = {q, id} end
+  left = left - #ids
+end
+if #gone > 0 then audit(now, actor, 'retention', ARGV[7], '', #gone, '', '') end
+for _, g in ipairs(gone) do
+  local q, id = g[1], g[2]
+  local p, k = qp(q), tkey(q, id)
+  local v = redis.call('HMGET', k, 'ik', 'cr')
+  if v[1] and v[1] ~= '' then
+    local ikk = p .. ':ik:' .. v[1]
+    if redis.call('GET', ikk) == id then
+      redis.call('SET', ikk, 'purged:' .. id .. ':' .. v[2] .. ':' .. fmt(now))
+      redis.call('ZADD', p .. ':ikp', fmt(now), v[1])
+    end
+  end
+  redis.call('DEL', k, akey(q, id), idkey(id))
+  redis.call('ZREM', p .. ':done', id)
+end
+for _, q in ipairs(queues) do
+  local p = qp(q)
+  local old = redis.call('ZRANGEBYSCORE', p .. ':ikp', '-inf', '(' .. fmt(now - retention), 'LIMIT', 0, 1000)
+  for _, ik in ipairs(old) do
+    local ikk = p .. ':ik:' .. ik
+    local v = redis.call('GET', ikk)
+    if v and string.sub(v, 1, 7) == 'purged:' then redis.call('DEL', ikk) end
+    redis.call('ZREM', p .. ':ikp', ik)
+  end
+end
+return #gone
+`)
+
+// scriptScanDead walks a dead-letter index newest first from a cursor,
+// examining at most a budget of entries, and returns the tasks matching a
+// filter (or their count, or their IDs). The index is the narrowest the
+// filter allows: P:df:F or N:df:F for a fingerprint, P:dead for a queue,
+// N:dh:H for a handler, N:de:E for an error type, else N:dead; the
+// filter's time bounds narrow its score range.
+// A count that the index answers alone is one ZCOUNT.
+// ARGV: N, mode ("list", "ids" or "count"), limit, budget, cursor finish
+// time (µs, or empty), cursor ID, filter (readfilter; without ids).
+// Keys: the index, N:id:ID and P:t:ID of each entry.
+// Returns {done (1/0), last examined finish time, last examined ID, count,
+// results...}: HGETALL replies ("list") or IDs ("ids").
+var scriptScanDead = redis.NewScript(prelude + `
+local mode = ARGV[2]
+local limit = tonumber(ARGV[3])
+local budget = tonumber(ARGV[4])
+local cfi, cid = ARGV[5], ARGV[6]
+local f = readfilter(6)
+local key
+if f.ef ~= '' then
+  if f.q ~= '' then key = qp(f.q) .. ':df:' .. f.ef else key = N .. ':df:' .. f.ef end
+elseif f.q ~= '' then key = qp(f.q) .. ':dead'
+elseif f.h ~= '' then key = N .. ':dh:' .. f.h
+elseif f.et ~= '' then key = N .. ':de:' .. f.et
+else key = N .. ':dead' end
+local hi = '+inf'
+if f.before ~= '' then hi = '(' .. f.before end
+local lo0 = '-inf'
+if f.after ~= '' then lo0 = f.after end
+-- A count the index answers alone (no condition beyond its own field and
+-- the time bounds) is one ZCOUNT.
+local rest = f.msg == '' and f.lmin <= 0 and f.lbelow <= 0
+if f.ef ~= '' then rest = rest and f.h == '' and f.et == ''
+elseif f.q ~= '' then rest = rest and f.h == '' and f.et == ''
+elseif f.h ~= '' then rest = rest and f.et == '' end
+if mode == 'count' and cfi == '' and rest then
+  return {1, '', '', redis.call('ZCOUNT', key, lo0, hi)}
+end
+if cfi ~= '' and (f.before == '' or tonumber(cfi) < tonumber(f.before)) then hi = cfi end
+local lo = '-inf'
+if f.after ~= '' then lo = f.after end
+local out = {0, '', '', 0}
+local found, seen, off = 0, 0, 0
+local lastfi, lastid = cfi, cid
+while seen < budget and (mode == 'count' or found < limit) do
+  local r = redis.call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES', 'LIMIT', off, 256)
+  if #r == 0 then out[1] = 1 break end
+  off = off + #r / 2
+  for j = 1, #r, 2 do
+    local id, fi = r[j], r[j+1]
+    if not (cfi ~= '' and tonumber(fi) == tonumber(cfi) and id >= cid) then
+      seen = seen + 1
+      lastfi, lastid = fi, id
+      local q, v = look(id)
+      if q and matches(f, v) then
+        found = found + 1
+        if mode == 'list' then out[#out+1] = redis.call('HGETALL', tkey(q, id))
+        elseif mode == 'ids' then out[#out+1] = id end
+        if mode ~= 'count' and found >= limit then break end
+      end
+      if seen >= budget then break end
+    end
+  end
+end
+out[2], out[3], out[4] = lastfi, lastid, found
+return out
+`)
+
+// scriptDeadByID reads the tasks of a list of IDs that are DEAD and match
+// a filter, newest dead first, after a cursor.
+// ARGV: N, limit, cursor finish time (µs, or empty), cursor ID, filter
+// (readfilter, with ids).
+// Keys: N:id:ID, P:t:ID of each ID.
+// Returns HGETALL replies.
+var scriptDeadByID = redis.NewScript(prelude + `
+local limit = tonumber(ARGV[2])
+local cfi, cid = ARGV[3], ARGV[4]
+local f = readfilter(4)
+local rows, seen = {}, {}
+for _, id in ipairs(f.ids) do
+  if not seen[id] then
+    seen[id] = true
+    local q, v = look(id)
+    if q and matches(f, v) then
+      local fi = tonumber(v[6])
+      if cfi == '' or fi < tonumber(cfi) or (fi == tonumber(cfi) and id < cid) then
+        rows[#rows+1] = {fi, id, q}
+      end
+    end
+  end
+end
+table.sort(rows, function(a, b)
+  if a[1] ~= b[1] then return a[1] > b[1] end
+  return a[2] > b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #rows) do out[i] = redis.call('HGETALL', tkey(rows[i][3], rows[i][2])) end
+return out
+`)
+
+// scriptDeadGroups reads the kept group summaries: per fingerprint, the
+// count of dead tasks and the first and last of them by finish time.
+// ARGV: N, queue (empty for every queue).
+// Keys: N:dfs or P:dfs, N:df:F or P:df:F of each fingerprint, P:t:ID of
+// each group's newest task.
+// Returns per group {fingerprint, count, first seen, last seen, example
+// ID, error type, message}, largest first.
+var scriptDeadGroups = redis.NewScript(prelude + `
+local q = ARGV[2]
+local sum, pre
+if q == '' then sum, pre = N .. ':dfs', N .. ':df:' else sum, pre = qp(q) .. ':dfs', qp(q) .. ':df:' end
+local out = {}
+local r = redis.call('ZREVRANGE', sum, 0, -1, 'WITHSCORES')
+for j = 1, #r, 2 do
+  local fp, n = r[j], r[j+1]
+  local first = redis.call('ZRANGE', pre .. fp, 0, 0, 'WITHSCORES')
+  local last = redis.call('ZREVRANGE', pre .. fp, 0, 0, 'WITHSCORES')
+  if #last > 0 then
+    local ex = last[1]
+    local eq = redis.call('GET', idkey(ex))
+    local v = {'', ''}
+    if eq then v = redis.call('HMGET', tkey(eq, ex), 'et', 'em') end
+    out[#out+1] = {fp, n, first[2], last[2], ex, v[1] or '', v[2] or ''}
+  end
+end
+return out
+`)
+
+// scriptRedrive moves DEAD tasks back to PENDING in a new life, writing
+// its audit entry first when it redrives anything.
+// ARGV: N, now, actor, reason, action, audit filter (JSON, or empty), audit
+// details (netstrings), max life, has payload ("1"/"0"), payload, SHA-1
+// of the payload the caller read (guards an edit), delay (µs), filter
+// (readfilter; without ids), count, then per task: id, extra delay (µs).
+// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:handlers,
+// P:ph:H and the dead-letter indexes (unbury).
+// Returns per task "ok", "notfound", "notdead", "limit", "nomatch", or
+// "changed" (the payload was not the one read: nothing was done).
+var scriptRedrive = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local actor, reason, action, afilter, details = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local maxlife = tonumber(ARGV[8])
+local haspayload, payload, guard = ARGV[9] == '1', ARGV[10], ARGV[11]
+local delay = tonumber(ARGV[12])
+local f, b = readfilter(12)
+local n = tonumber(ARGV[b+1])
+local res, todo, ids, seen = {}, {}, {}, {}
+for i = 0, n - 1 do
+  local id, extra = ARGV[b+2+i*2], tonumber(ARGV[b+3+i*2])
+  local q, v = look(id)
+  if not q then res[#res+1] = 'notfound'
+  elseif v[1] ~= 'DEAD' or seen[id] then res[#res+1] = 'notdead'
+  elseif not matches(f, v) then res[#res+1] = 'nomatch'
+  elseif maxlife > 0 and tonumber(v[8]) >= maxlife then res[#res+1] = 'limit'
+  else
+    if haspayload and redis.sha1hex(redis.call('HGET', tkey(q, id), 'p') or '') ~= guard then return {'changed'} end
+    seen[id] = true
+    res[#res+1] = 'ok'
+    todo[#todo+1] = {q, id, extra, v[3]}
+    ids[#ids+1] = id
+  end
+end
+if #todo == 0 then return res end
+audit(now, actor, action, afilter, table.concat(ids, ','), #todo, reason, details)
+for _, t in ipairs(todo) do
+  local q, id, h = t[1], t[2], t[4]
+  local k = tkey(q, id)
+  unbury(q, id)
+  local due = now + delay + t[3]
+  redis.call('HINCRBY', k, 'lf', 1)
+  redis.call('HSET', k, 'st', 'PENDING', 'at', '0', 'sn', '0', 'nx', fmt(due), 'fi', '0', 'le', '0', 'up', fmt(now))
+  if haspayload then redis.call('HSET', k, 'p', payload) end
+  wait(q, id, h, due)
+end
+return res
+`)
+
+// scriptPurgeDead deletes DEAD tasks that match a filter, with their
+// attempts, writing its audit entry first when it deletes anything. A
+// "purge" frees the tasks' idempotency keys; "retention" keeps them for
+// the key retention, as PurgeSucceeded does.
+// ARGV: N, now, actor, reason, action, audit filter (JSON), filter
+// (readfilter; without ids), count, ids...
+// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
+// P:ik:K, P:ikp and the dead-letter indexes (unbury).
+// Returns the number of tasks deleted.
+var scriptPurgeDead = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local actor, reason, action, afilter = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local f, b = readfilter(6)
+local n = tonumber(ARGV[b+1])
+local todo, seen = {}, {}
+for i = 1, n do
+  local id = ARGV[b+1+i]
+  local q, v = look(id)
+  if q and not seen[id] and matches(f, v) then
+    seen[id] = true
+    todo[#todo+1] = {q, id}
+  end
+end
+if #todo == 0 then return 0 end
+audit(now, actor, action, afilter, '', #todo, reason, '')
+for _, t in ipairs(todo) do
+  local q, id = t[1], t[2]
+  local p, k = qp(q), tkey(q, id)
+  unbury(q, id)
+  local v = redis.call('HMGET', k, 'ik', 'cr')
+  local ik = v[1]
+  if ik and ik ~= '' and redis.call('GET', p .. ':ik:' .. ik) == id then
+    if action == 'retention' then
+      redis.call('SET', p .. ':ik:' .. ik, 'purged:' .. id .. ':' .. v[2] .. ':' .. fmt(now))
+      redis.call('ZADD', p .. ':ikp', fmt(now), ik)
+    else
+      redis.call('DEL', p .. ':ik:' .. ik)
+      redis.call('ZREM', p .. ':ikp', ik)
+    end
+  end
+  redis.call('DEL', k, akey(q, id), idkey(id))
+end
+return #todo
+`)
+
+// scriptStats counts each queue's tasks by status.
+// ARGV: N, now, succeeded window (µs; zero or less counts every
+// succeeded task kept).
+// Keys: N:queues, and of each queue P:handlers, P:ph:H, P:inflight,
+// P:dead, P:done.
+// Returns per queue with tasks {queue, pending, in flight, dead,
+// succeeded in the window, oldest due age (µs)}, by queue name.
+var scriptStats = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local since = '-inf'
+if tonumber(ARGV[3]) > 0 then since = fmt(now - tonumber(ARGV[3])) end
+local queues = redis.call('SMEMBERS', N .. ':queues')
+table.sort(queues)
+local out = {}
+for _, q in ipairs(queues) do
+  local p = qp(q)
+  local pend, oldest = 0, nil
+  for _, h in ipairs(redis.call('SMEMBERS', p .. ':handlers')) do
+    pend = pend + redis.call('ZCARD', p .. ':ph:' .. h)
+    local first = redis.call('ZRANGE', p .. ':ph:' .. h, 0, 0, 'WITHSCORES')
+    if #first > 0 and (not oldest or tonumber(first[2]) < oldest) then oldest = tonumber(first[2]) end
+  end
+  local fl = redis.call('ZCARD', p .. ':inflight')
+  local dead = redis.call('ZCARD', p .. ':dead')
+  local done = redis.call('ZCARD', p .. ':done')
+  if pend + fl + dead + done > 0 then
+    local succ = redis.call('ZCOUNT', p .. ':done', since, '+inf')
+    local age = 0
+    if oldest and oldest <= now then age = now - oldest end
+    out[#out+1] = {q, pend, fl, dead, succ, fmt(age)}
+  end
+end
+return out
+`)
+
+// scriptPause pauses or resumes a queue, writing its audit entry first
+// when it changes anything.
+// ARGV: N, now, queue, "pause" or "resume", actor, reason, audit filter.
+// Keys: P:paused, N:paused, N:audit, N:auditseq.
+// Returns 1 when the queue changed state, else 0.
+var scriptPause = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, action = ARGV[3], ARGV[4]
+local paused = redis.call('EXISTS', qp(q) .. ':paused') == 1
+if (action == 'pause') == paused then return 0 end
+audit(now, ARGV[5], action, ARGV[7], '', 0, ARGV[6], '')
+if action == 'pause' then
+  redis.call('SET', qp(q) .. ':paused', '1')
+  redis.call('SADD', N .. ':paused', q)
+else
+  redis.call('DEL', qp(q) .. ':paused')
+  redis.call('SREM', N .. ':paused', q)
+  redis.call('PUBLISH', N .. ':notify', q)
+end
+return 1
+`)
+
+// scriptSnooze returns leased tasks to PENDING, due after their delay,
+// without recording or counting an attempt, and counts the snooze.
+// ARGV: N, now, count, then per item: id, token, delay (µs).
+// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:handlers, P:ph:H.
+// Returns per item 1 (snoozed) or 0 (lost).
+var scriptSnooze = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[3])
+local out = {}
+for i = 0, n - 1 do
+  local id, token, delay = ARGV[4 + i*3], tonumber(ARGV[5 + i*3]), tonumber(ARGV[6 + i*3])
+  local q = redis.call('GET', idkey(id))
+  local ok = 0
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'h')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      local due = now + delay
+      redis.call('HINCRBY', k, 'sn', 1)
+      redis.call('HSET', k, 'st', 'PENDING', 'nx', fmt(due), 'le', '0', 'up', fmt(now))
+      redis.call('ZREM', qp(q) .. ':inflight', id)
+      wait(q, id, v[3], due)
+      ok = 1
+    end
+  end
+  out[#out+1] = ok
+end
+return out
+`)
+
+// scriptRetryInPlace records failed attempts and leases their tasks again
+// to the attempt's worker, unless the task's queue is paused, where it is
+// left PENDING as Finish leaves a retry, and so is a task of a paused
+// handler (held).
+// ARGV: N, now, lease (µs), count, then per item 10 fields: id, token,
+// retry in (µs), outcome, error type, message, stack, fingerprint,
+// worker, duration (µs).
+// Keys: N:id:ID, and of its queue P:paused, P:t:ID, P:a:ID, P:inflight,
+// P:handlers, P:ph:H.
+// Returns per item {0} (lost), {2} (left waiting) or {1, HGETALL...}.
+var scriptRetryInPlace = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local out = {}
+for i = 0, n - 1 do
+  local b = 4 + i * 10
+  local id, token = ARGV[b+1], tonumber(ARGV[b+2])
+  local q = redis.call('GET', idkey(id))
+  local res = {0}
+  if q then
+    local k = tkey(q, id)
+    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
+    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+      local worker = ARGV[b+9]
+      record(q, id, tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
+        ARGV[b+5], ARGV[b+6], ARGV[b+7], worker)
+      redis.call('HINCRBY', k, 'at', 1)
+      local due = now + tonumber(ARGV[b+3])
+      redis.call('HSET', k, 'et', ARGV[b+5], 'em', ARGV[b+6], 'ef', ARGV[b+8], 'nx', fmt(due), 'up', fmt(now))
+      if redis.call('EXISTS', qp(q) .. ':paused') == 1 or held(q, v[4]) then
+        redis.call('HSET', k, 'st', 'PENDING', 'le', '0')
+        redis.call('ZREM', qp(q) .. ':inflight', id)
+        wait(q, id, v[4], due)
+        res = {2}
+      else
+        local exp = now + lease
+        redis.call('HINCRBY', k, 'tk', 1)
+        redis.call('HSET', k, 'le', fmt(exp), 'lo', worker, 'ca', fmt(now))
+        redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
+        res = {1}
+        for _, f in ipairs(redis.call('HGETALL', k)) do res[#res+1] = f end
+      end
+    end
+  end
+  out[#out+1] = res
+end
+return out
+`)
+
+// scriptNotDue counts each queue's PENDING tasks due after now.
+// ARGV: N, now. Keys: N:queues, P:handlers and P:ph:H of each queue.
+// Returns {queue, count} for each queue with any.
+var scriptNotDue = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local out = {}
+for _, q in ipairs(redis.call('SMEMBERS', N .. ':queues')) do
+  local c = 0
+  for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do
+    c = c + redis.call('ZCOUNT', qp(q) .. ':ph:' .. h, '(' .. fmt(now), '+inf')
+  end
+  if c > 0 then out[#out+1] = {q, c} end
+end
+return out
+`)
+
+// scriptDeadHistogram counts dead tasks by finish time in consecutive
+// buckets, over all of them or per fingerprint.
+// ARGV: N, since (µs), width (µs), buckets, fingerprint count,
+// fingerprints...
+// Keys: N:dead, or N:df:F of each fingerprint.
+// Returns one list of counts per fingerprint (one in all with none).
+var scriptDeadHistogram = redis.NewScript(prelude + `
+local since, width, nb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local nf = tonumber(ARGV[5])
+local keys = {}
+if nf == 0 then keys[1] = N .. ':dead' else
+  for i = 1, nf do keys[i] = N .. ':df:' .. ARGV[5 + i] end
+end
+local out = {}
+for _, key in ipairs(keys) do
+  local counts = {}
+  for i = 0, nb - 1 do
+    local lo = since + i * width
+    counts[#counts+1] = redis.call('ZCOUNT', key, fmt(lo), '(' .. fmt(lo + width))
+  end
+  out[#out+1] = counts
+end
+return out
+`)
+
+// scriptDeadGroupKeys reads the queues and handlers of each fingerprint's
+// dead tasks from the summaries bury keeps.
+// ARGV: N, fingerprints... Keys: N:dfk:F of each fingerprint.
+// Returns per fingerprint the HGETALL of its summary.
+var scriptDeadGroupKeys = redis.NewScript(prelude + `
+local out = {}
+for i = 2, #ARGV do out[#out+1] = redis.call('HGETALL', N .. ':dfk:' .. ARGV[i]) end
+return out
+`)
+
+// scriptListTasks lists live tasks of one state matching a filter, in the
+// state's order, after a cursor: PENDING tasks never tried in this life
+// ("pending") or tried ("retrying") by due time, IN_FLIGHT ones by lease
+// expiry, SUCCEEDED ones by finish time, newest first. It walks the
+// state's sorted sets the filter allows (P:ph:H of each handler, or
+// P:inflight, P:done, of each queue) from the cursor and merges them.
+// ARGV: N, state, limit, cursor time (µs, or empty), cursor ID, queue,
+// handler, error type, fingerprint, message (lower case), id count,
+// ids...
+// Keys: N:queues, N:id:ID, and of each queue P:handlers, the state's sets
+// and P:t:ID.
+// Returns HGETALL replies.
+var scriptListTasks = redis.NewScript(prelude + `
+local state, limit = ARGV[2], tonumber(ARGV[3])
+local cat, cid = ARGV[4], ARGV[5]
+local f = {q = ARGV[6], h = ARGV[7], et = ARGV[8], ef = ARGV[9], msg = ARGV[10]}
+local nids = tonumber(ARGV[11])
+local desc = state == 'succeeded'
+local set, st = nil, 'PENDING'
+if state == 'in_flight' then set, st = ':inflight', 'IN_FLIGHT'
+elseif state == 'succeeded' then set, st = ':done', 'SUCCEEDED' end
+local function fits(q, id)
+  local v = redis.call('HMGET', tkey(q, id), 'st', 'h', 'et', 'ef', 'em', 'at')
+  if v[1] ~= st then return false end
+  if state == 'pending' and tonumber(v[6]) ~= 0 then return false end
+  if state == 'retrying' and tonumber(v[6]) == 0 then return false end
+  if f.h ~= '' and v[2] ~= f.h then return false end
+  if f.et ~= '' and v[3] ~= f.et then return false end
+  if f.ef ~= '' and v[4] ~= f.ef then return false end
+  if f.msg ~= '' and not string.find(string.lower(v[5] or ''), f.msg, 1, true) then return false end
+  return true
+end
+local function after(at, id)
+  if cat == '' then return true end
+  local c = tonumber(cat)
+  if desc then return at < c or (at == c and id < cid) end
+  return at > c or (at == c and id > cid)
+end
+local rows = {}
+if nids > 0 then
+  local seen = {}
+  for i = 1, nids do
+    local id = ARGV[11 + i]
+    local q = redis.call('GET', idkey(id))
+    if q and not seen[id] and (f.q == '' or f.q == q) then
+      seen[id] = true
+      local key
+      if set then key = qp(q) .. set else key = qp(q) .. ':ph:' .. (redis.call('HGET', tkey(q, id), 'h') or '') end
+      local at = redis.call('ZSCORE', key, id)
+      if at and fits(q, id) and after(tonumber(at), id) then rows[#rows+1] = {tonumber(at), id, q} end
+    end
+  end
+else
+  local queues
+  if f.q ~= '' then queues = {f.q} else queues = redis.call('SMEMBERS', N .. ':queues') end
+  local keys = {}
+  for _, q in ipairs(queues) do
+    if set then keys[#keys+1] = {qp(q) .. set, q}
+    elseif f.h ~= '' then keys[#keys+1] = {qp(q) .. ':ph:' .. f.h, q}
+    else
+      for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do keys[#keys+1] = {qp(q) .. ':ph:' .. h, q} end
+    end
+  end
+  for _, kq in ipairs(keys) do
+    local key, q, found, off = kq[1], kq[2], 0, 0
+    while found < limit do
+      local r
+      if desc then
+        local hi = '+inf'
+        if cat ~= '' then hi = cat end
+        r = redis.call('ZREVRANGEBYSCORE', key, hi, '-inf', 'WITHSCORES', 'LIMIT', off, 256)
+      else
+        local lo = '-inf'
+        if cat ~= '' then lo = cat end
+        r = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', off, 256)
+      end
+      if #r == 0 then break end
+      off = off + #r / 2
+      for j = 1, #r, 2 do
+        local id, at = r[j], tonumber(r[j+1])
+        if after(at, id) and fits(q, id) then
+          rows[#rows+1] = {at, id, q}
+          found = found + 1
+          if found >= limit then break end
+        end
+      end
+    end
+  end
+end
+table.sort(rows, function(a, b)
+  if a[1] ~= b[1] then if desc then return a[1] > b[1] end return a[1] < b[1] end
+  if desc then return a[2] > b[2] end
+  return a[2] < b[2]
+end)
+local out = {}
+for i = 1, math.min(limit, #rows) do out[i] = redis.call('HGETALL', tkey(rows[i][3], rows[i][2])) end
+return out
+`)
+
+// scriptRetryNow makes PENDING tasks due now, writing its audit entry
+// first when it changes anything, and notifies their queues.
+// ARGV: N, now, actor, reason, count, ids...
+// Keys: N:audit, N:auditseq, N:id:ID, N:notify, and of its queue P:t:ID,
+// P:handlers, P:ph:H.
+// Returns per task "ok", "notfound" or "notpending".
+var scriptRetryNow = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local n = tonumber(ARGV[5])
+local res, todo, ids, seen = {}, {}, {}, {}
+for i = 1, n do
+  local id = ARGV[5 + i]
+  local q, v = look(id)
+  if not q then res[i] = 'notfound'
+  elseif v[1] ~= 'PENDING' or seen[id] then
+    if seen[id] then res[i] = 'ok' else res[i] = 'notpending' end
+  else
+    seen[id] = true
+    res[i] = 'ok'
+    todo[#todo+1] = {q, id, v[3]}
+    ids[#ids+1] = id
+  end
+end
+if #todo == 0 then return res end
+audit(now, ARGV[3], 'retry_now', '', table.concat(ids, ','), #todo, ARGV[4], '')
+local queues = {}
+for _, t in ipairs(todo) do
+  redis.call('HSET', tkey(t[1], t[2]), 'nx', fmt(now), 'up', fmt(now))
+  wait(t[1], t[2], t[3], now)
+  queues[t[1]] = true
+end
+for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
+return res
+`)
+
+// scriptCancel moves PENDING tasks to DEAD with a CANCELLED attempt,
+// writing its audit entry first when it changes anything.
+// ARGV: N, now, actor, reason, error type, message, fingerprint, count,
+// ids...
+// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
+// P:handlers, P:ph:H and the dead-letter indexes (bury).
+// Returns per task "ok", "notfound" or "notpending".
+var scriptCancel = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local actor, reason, etype, emsg, efp = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local n = tonumber(ARGV[8])
+local res, todo, ids, seen = {}, {}, {}, {}
+for i = 1, n do
+  local id = ARGV[8 + i]
+  local q, v = look(id)
+  if not q then res[i] = 'notfound'
+  elseif seen[id] then res[i] = 'ok'
+  elseif v[1] ~= 'PENDING' then res[i] = 'notpending'
+  else
+    seen[id] = true
+    res[i] = 'ok'
+    todo[#todo+1] = {q, id, v[3], tonumber(v[8])}
+    ids[#ids+1] = id
+  end
+end
+if #todo == 0 then return res end
+audit(now, actor, 'cancel', '', table.concat(ids, ','), #todo, reason, '')
+for _, t in ipairs(todo) do
+  local q, id = t[1], t[2]
+  local k = tkey(q, id)
+  unwait(q, id, t[3])
+  record(q, id, t[4], 0, now, now, 'CANCELLED', etype, emsg, '', actor)
+  redis.call('HINCRBY', k, 'at', 1)
+  redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
+  bury(q, id)
+end
+return res
+`)
+
+// liveServes is the Lua that tells whether a live registered worker serves
+// (q, h) at now.
+const liveServes = `
+local function served(now, q, h)
+  for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
+    local v = redis.call('HMGET', N .. ':w:' .. id, 'qs', 'hs', 'seen', 'stale')
+    if v[3] and now - tonumber(v[3]) < tonumber(v[4]) and
+      string.find(v[1], ',' .. q .. ',', 1, true) and string.find(v[2], ',' .. h .. ',', 1, true) then
+      return true
+    end
+  end
+  return false
+end
+`
+
+// scriptRegister inserts or refreshes a worker's entry and removes the
+// expired entries.
+// ARGV: N, now, id, host, pid, version, queues (",a,b,"), handlers
+// (",h1,h2,"), slots, in flight, stale after (µs), expire after (µs).
+// Keys: N:workers, N:w:ID of every worker.
+// A worker's hash: host, pid, ver, qs, hs, slots, inflight, started,
+// seen (µs), stale and expire (µs).
+var scriptRegister = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
+  local v = redis.call('HMGET', N .. ':w:' .. id, 'seen', 'expire')
+  if not v[1] or now - tonumber(v[1]) >= tonumber(v[2]) then
+    redis.call('DEL', N .. ':w:' .. id)
+    redis.call('SREM', N .. ':workers', id)
+  end
+end
+local k = N .. ':w:' .. ARGV[3]
+local started = redis.call('HGET', k, 'started') or fmt(now)
+redis.call('HSET', k, 'host', ARGV[4], 'pid', ARGV[5], 'ver', ARGV[6], 'qs', ARGV[7], 'hs', ARGV[8],
+  'slots', ARGV[9], 'inflight', ARGV[10], 'started', started, 'seen', fmt(now), 'stale', ARGV[11], 'expire', ARGV[12])
+redis.call('SADD', N .. ':workers', ARGV[3])
+return 1
+`)
+
+// scriptWorkers reads every worker entry.
+// ARGV: N, now. Keys: N:workers, N:w:ID of every worker.
+// Returns {now, {id, HGETALL...}...}.
+var scriptWorkers = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local out = {fmt(now)}
+for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
+  local row = {id}
+  for _, f in ipairs(redis.call('HGETALL', N .. ':w:' .. id)) do row[#row+1] = f end
+  out[#out+1] = row
+end
+return out
+`)
+
+// scriptUnserved counts the PENDING tasks of each (queue, handler) that no
+// live worker serves.
+// ARGV: N, now, due only ("1"/"0"), queue count, queues... (none: every
+// queue).
+// Keys: N:queues, N:workers, N:w:ID, and of each queue P:handlers and
+// P:ph:H.
+// Returns {queue, handler, count, oldest due (µs)} per pair, and now
+// first.
+var scriptUnserved = redis.NewScript(prelude + liveServes + `
+local now = clock(ARGV[2])
+local dueonly = ARGV[3] == '1'
+local nq = tonumber(ARGV[4])
+local queues = {}
+if nq == 0 then queues = redis.call('SMEMBERS', N .. ':queues') else
+  for i = 1, nq do queues[i] = ARGV[4 + i] end
+end
+local out = {fmt(now)}
+for _, q in ipairs(queues) do
+  for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do
+    local key = qp(q) .. ':ph:' .. h
+    local n
+    if not dueonly then n = redis.call('ZCARD', key)
+    elseif held(q, h) then n = 0
+    else n = redis.call('ZCOUNT', key, '-inf', fmt(now)) end
+    if n > 0 and not served(now, q, h) then
+      local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      out[#out+1] = {q, h, n, first[2]}
+    end
+  end
+end
+return out
+`)
+
+// scriptDeadLetterUnserved moves to DEAD the PENDING tasks of (queue,
+// handler) due for at least a grace while no live worker serves the pair,
+// each with a PERMANENT_FAILURE attempt, writing its audit entry first.
+// ARGV: N, now, queue, handler, grace (µs), limit, actor, error type,
+// message, fingerprint.
+// Keys: N:workers, N:w:ID, N:audit, N:auditseq, and of the queue P:ph:H,
+// P:t:ID, P:a:ID and the dead-letter indexes (bury).
+// Returns the number of tasks moved.
+var scriptDeadLetterUnserved = redis.NewScript(prelude + liveServes + `
+local now = clock(ARGV[2])
+local q, h = ARGV[3], ARGV[4]
+if held(q, h) or served(now, q, h) then return 0 end
+local ids = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now - tonumber(ARGV[5])), 'LIMIT', 0, tonumber(ARGV[6]))
+if #ids == 0 then return 0 end
+local actor, etype, emsg, efp = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', '')
+for _, id in ipairs(ids) do
+  local k = tkey(q, id)
+  unwait(q, id, h)
+  record(q, id, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
+  redis.call('HINCRBY', k, 'at', 1)
+  redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
+  bury(q, id)
+end
+return #ids
+`)
+
+// scriptPauseHandler pauses a handler of a queue, or reopens it after a
+// failed probe, writing its audit entry first when it changes anything.
+// While the pause (P:hp:H) exists, claims pass over the handler's waiting
+// tasks.
+// ARGV: N, now, queue, handler, cool-off (µs; 0 until resumed), has probe
+// ("1"/"0"), probe id, probe token, actor, reason, fingerprint, ratio (as
+// kept), ratio (as audited, or empty), cool-off (as audited), audit
+// filter.
+// Keys: P:hp:H, P:hps, N:hps, P:ph:H, N:audit, N:auditseq.
+// A pause's hash: state, since, probeat (µs, 0 for none), trips, pid,
+// ptoken (the probe's lease while half-open), actor, reason, fp, ratio.
+// Returns 1 when it changed anything, else 0.
+var scriptPauseHandler = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, h, cool = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local pk = qp(q) .. ':hp:' .. h
+local probeat = 0
+if cool > 0 then probeat = now + cool end
+local trips = 1
+if ARGV[6] == '1' then
+  local v = redis.call('HMGET', pk, 'state', 'pid', 'ptoken', 'trips')
+  if v[1] ~= 'half_open' or v[2] ~= ARGV[7] or tonumber(v[3]) ~= tonumber(ARGV[8]) then return 0 end
+  trips = tonumber(v[4]) + 1
+elseif redis.call('EXISTS', pk) == 1 then
+  return 0
+end
+local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(fmt(trips)) .. nstr('cool_off') .. nstr(ARGV[14])
+if ARGV[11] ~= '' then details = details .. nstr('fingerprint') .. nstr(ARGV[11]) end
+if ARGV[13] ~= '' then details = details .. nstr('ratio') .. nstr(ARGV[13]) end
+local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
+audit(now, ARGV[9], 'pause_handler', ARGV[15], '', waiting, ARGV[10], details)
+if trips == 1 then
+  redis.call('HSET', pk, 'since', fmt(now))
+  redis.call('SADD', qp(q) .. ':hps', h)
+  redis.call('SADD', N .. ':hps', q .. '\n' .. h)
+end
+redis.call('HSET', pk, 'state', 'open', 'probeat', fmt(probeat), 'trips', fmt(trips), 'pid', '', 'ptoken', '0',
+  'actor', ARGV[9], 'reason', ARGV[10], 'fp', ARGV[11], 'ratio', ARGV[12])
+return 1
+`)
+
+// scriptResumeHandler resumes a paused handler (with a probe's lease, only
+// if that probe is the current one), writing its audit entry first: its
+// waiting tasks are claimable again.
+// ARGV: N, now, queue, handler, has probe ("1"/"0"), probe id, probe
+// token, actor, reason, audit filter.
+// Keys: P:hp:H, P:hps, N:hps, P:ph:H, N:audit, N:auditseq, N:notify.
+// Returns 1 when it resumed the handler, else 0.
+var scriptResumeHandler = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, h = ARGV[3], ARGV[4]
+local pk = qp(q) .. ':hp:' .. h
+local v = redis.call('HMGET', pk, 'state', 'pid', 'ptoken', 'trips')
+if not v[1] then return 0 end
+if ARGV[5] == '1' and (v[1] ~= 'half_open' or v[2] ~= ARGV[6] or tonumber(v[3]) ~= tonumber(ARGV[7])) then return 0 end
+local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(v[4])
+if ARGV[5] == '1' then details = details .. nstr('probe') .. nstr(ARGV[6]) end
+local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
+audit(now, ARGV[8], 'resume_handler', ARGV[10], '', waiting, ARGV[9], details)
+redis.call('DEL', pk)
+redis.call('SREM', qp(q) .. ':hps', h)
+redis.call('SREM', N .. ':hps', q .. '\n' .. h)
+redis.call('PUBLISH', N .. ':notify', q)
+return 1
+`)
+
+// scriptClaimProbe leases, for each paused handler of the queues whose
+// cool-off has passed and that has no live probe, the due waiting task
+// with the fewest attempts (the soonest due among those, of the first
+// 1,000 due), and makes the handler half-open with it as its probe. A
+// paused queue yields none.
+// ARGV: N, now, lease (µs), worker, queue count, queues..., handler
+// count, handlers...
+// Keys: of each queue P:paused, P:hps, P:hp:H, P:ph:H,
+// P:inflight, P:t:ID.
+// Returns {HGETALL of the task, HGETALL of the pause, queue, handler}
+// per probe.
+var scriptClaimProbe = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local lease, worker = tonumber(ARGV[3]), ARGV[4]
+local nq = tonumber(ARGV[5])
+local nh = tonumber(ARGV[6 + nq])
+local only = {}
+for j = 1, nh do only[ARGV[6 + nq + j]] = true end
+local out = {}
+for i = 1, nq do
+  local q = ARGV[5 + i]
+  if redis.call('EXISTS', qp(q) .. ':paused') == 0 then
+    local hs = redis.call('SMEMBERS', qp(q) .. ':hps')
+    table.sort(hs)
+    for _, h in ipairs(hs) do
+      local pk = qp(q) .. ':hp:' .. h
+      local v = redis.call('HMGET', pk, 'state', 'probeat', 'pid', 'ptoken')
+      local pat = tonumber(v[2] or '0')
+      if (nh == 0 or only[h]) and v[1] and pat > 0 and pat <= now then
+        local free = v[1] == 'open'
+        if not free then
+          local pv = redis.call('HMGET', tkey(q, v[3]), 'st', 'tk', 'le')
+          free = not (pv[1] == 'IN_FLIGHT' and tonumber(pv[2]) == tonumber(v[4]) and tonumber(pv[3]) > now)
+        end
+        if free then
+          local best, bat, bdue
+          local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, 1000)
+          for j = 1, #r, 2 do
+            local id, due = r[j], tonumber(r[j+1])
+            local at = tonumber(redis.call('HGET', tkey(q, id), 'at'))
+            if not best or at < bat or (at == bat and (due < bdue or (due == bdue and id < best))) then
+              best, bat, bdue = id, at, due
+            end
+          end
+          if best then
+            local k = tkey(q, best)
+            unwait(q, best, h)
+            local exp = now + lease
+            local tk = redis.call('HINCRBY', k, 'tk', 1)
+            redis.call('HSET', k, 'st', 'IN_FLIGHT', 'le', fmt(exp), 'lo', worker, 'ca', fmt(now), 'up', fmt(now))
+            redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), best)
+            redis.call('HSET', pk, 'state', 'half_open', 'pid', best, 'ptoken', fmt(tk))
+            out[#out+1] = {redis.call('HGETALL', k), redis.call('HGETALL', pk), q, h}
+          end
+        end
+      end
+    end
+  end
+end
+return out
+`)
+
+// scriptPausedHandlers reads the paused handlers of a queue (every queue
+// when empty).
+// ARGV: N, queue. Keys: N:hps or P:hps, P:hp:H of each.
+// Returns {queue, handler, HGETALL} per paused handler.
+var scriptPausedHandlers = redis.NewScript(prelude + `
+local out = {}
+local pairs_ = {}
+if ARGV[2] == '' then
+  for _, m in ipairs(redis.call('SMEMBERS', N .. ':hps')) do
+    local q, h = string.match(m, '^([^\n]*)\n(.*)$')
+    pairs_[#pairs_+1] = {q, h}
+  end
+else
+  for _, h in ipairs(redis.call('SMEMBERS', qp(ARGV[2]) .. ':hps')) do pairs_[#pairs_+1] = {ARGV[2], h} end
+end
+for _, p in ipairs(pairs_) do
+  out[#out+1] = {p[1], p[2], redis.call('HGETALL', qp(p[1]) .. ':hp:' .. p[2])}
+end
+return out
+`)

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# rdq on Redis side by side with Asynq (github.com/hibiken/asynq) on the same
+# Redis server, and rdq on PostgreSQL in the same minutes, with the protocol of
+# the PostgreSQL peer bench: insert N tasks in batches of 5,000, then one
+# worker with 2,000 slots drains them (fail-once: every task fails its first
+# attempt and is retried at once); the engines run in interleaved rounds.
+#
+#   bash scripts/bench-redis.sh                 # from the project's root
+#   N=50000 ROUNDS=5 bash scripts/bench-redis.sh
+#
+# Env: REDIS_URL (default redis://127.0.0.1:6390/15: a database the bench
+# empties before each run), RDQ_DATABASE_URL (PostgreSQL for the pg series;
+# unset skips it), N (default 100000), ROUNDS (default 3).
+# Prints one line per run and the median drain rate of each series with the
+# ratios. The harness is redisstore/internal/peerbench, a module of its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6390/15}
+N=${N:-100000}
+ROUNDS=${ROUNDS:-3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+(cd redisstore/internal/peerbench && GOWORK=off go build -o "$tmp/peerbench" .)
+engines=(asynq rdq)
+[ -n "${RDQ_DATABASE_URL:-}" ] && engines+=(pg)
+: >"$tmp/results"
+for _ in $(seq 1 "$ROUNDS"); do
+	for mode in noop fail-once; do
+		flag=; [ "$mode" = fail-once ] && flag=-fail-once
+		for e in "${engines[@]}"; do
+			line=$("$tmp/peerbench" -engine "$e" -redis-url "$REDIS_URL" -database-url "${RDQ_DATABASE_URL:-}" -n "$N" $flag)
+			echo "$e $mode ${line#* }" | tee -a "$tmp/results"
+		done
+	done
+done
+python3 - "$tmp/results" "${engines[@]}" <<'PY'
+import re, statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+names = sys.argv[2:]
+def med(name, mode):
+    v = [float(re.search(r"work_per_s=([0-9.]+)", " ".join(r)).group(1)) for r in rows if r[0] == name and r[1] == mode]
+    return statistics.median(v) if v else float("nan")
+for mode in ("noop", "fail-once"):
+    m = {n: med(n, mode) for n in names}
+    parts = [f"{n} {m[n]:,.0f}/s" for n in names]
+    print(f"median {mode:9} " + ", ".join(parts) + f"; rdq/asynq {m['rdq'] / m['asynq']:.2f}x")
+PY
