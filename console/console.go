@@ -152,6 +152,8 @@ type Console struct {
 	chart *chartCache
 	// registry is the store's worker registry; nil when it keeps none.
 	registry store.WorkerRegistry
+	// series counts attempts over time; nil when the store cannot.
+	series store.SeriesReader
 }
 
 //go:embed templates/*.html
@@ -212,6 +214,9 @@ func New(cfg Config) (*Console, error) {
 	if reg, ok := store.RegistryOf(cfg.Store); ok {
 		c.registry = reg
 	}
+	if sr, ok := store.SeriesReaderOf(cfg.Store); ok {
+		c.series = sr
+	}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -265,6 +270,9 @@ func (c *Console) routes() (http.Handler, error) {
 	mux.HandleFunc("GET /audit", c.audit)
 	if c.registry != nil {
 		mux.HandleFunc("GET /workers", c.workers)
+	}
+	if c.series != nil {
+		mux.HandleFunc("GET /activity", c.activity)
 	}
 	if c.tasks != nil {
 		mux.HandleFunc("GET /live", c.live)

@@ -44,6 +44,9 @@ type queueRow struct {
 	// NoLiveWorker: tasks wait and no live registered worker runs the
 	// queue (stores with a worker registry).
 	NoLiveWorker bool
+	// Failures counts the queue's failed attempts per minute over the
+	// last hour (stores with a series).
+	Failures []int64
 }
 
 type overviewData struct {
@@ -54,7 +57,11 @@ type overviewData struct {
 	ChartAt    time.Time // when the chart was counted
 	ChartEvery time.Duration
 	HasChart   bool
-	Recent     []auditRow
+	// Minutes and Hours are the activity charts, when the store counts
+	// attempts over time (HasSeries).
+	Minutes, Hours seriesView
+	HasSeries      bool
+	Recent         []auditRow
 	// Breakers are the paused handlers, when the store pauses handlers.
 	Breakers    []store.HandlerPause
 	HasBreakers bool
@@ -100,6 +107,28 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		for _, row := range byQueue {
 			row.KnowsNotDue = true
 			row.NotDue = counts[row.Queue]
+		}
+	}
+	if c.series != nil {
+		d.HasSeries = true
+		var lines []activityLine
+		if d.Minutes, lines, err = c.readSeries(ctx, r, c.series, time.Minute, activityMinutes, "", ""); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		if d.Hours, _, err = c.readSeries(ctx, r, c.series, time.Hour, activityHours, "", ""); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		for _, l := range lines {
+			if row := byQueue[l.Queue]; row != nil {
+				if row.Failures == nil {
+					row.Failures = make([]int64, len(l.Failures))
+				}
+				for i, n := range l.Failures {
+					row.Failures[i] += n
+				}
+			}
 		}
 	}
 	all := c.can(r, ActionRead, AllQueues)
