@@ -455,3 +455,40 @@ func TestBrowserWorkersAndUnservedQueue(t *testing.T) {
 		t.Errorf("workers page row: %q", row)
 	}
 }
+
+// TestBrowserActivityOutage: an outage of queue payments, 30 minutes ago,
+// reads on the Queues page and on the Activity page as permanent failures
+// rising minute by minute to a peak and falling back to none.
+func TestBrowserActivityOutage(t *testing.T) {
+	b := newBrowserEnv(t)
+	start := plantOutage(t, b.s, "payments", "charge")
+	b.login(userAdmin)
+	minutes := func() []int {
+		t.Helper()
+		var titles []string
+		b.run(chromedp.Evaluate(`Array.from(document.querySelector('svg.series').querySelectorAll('g > title')).map(t => t.textContent)`, &titles))
+		got := minuteFailures(t, "<title>"+strings.Join(titles, "</title><title>")+"</title>")
+		var out []int
+		for i := -3; i < len(outage)+3; i++ {
+			out = append(out, got[start.Add(time.Duration(i)*time.Minute).Format("15:04")])
+		}
+		return out
+	}
+	want := append(append([]int{0, 0, 0}, outage...), 0, 0, 0)
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/"), chromedp.WaitVisible(`svg.series`, chromedp.ByQuery), b.screenshot("console-overview"))
+	if got := minutes(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the Queues page's minutes around the outage: %v, want %v", got, want)
+	}
+	b.run(chromedp.Click(`a[aria-label="Activity of payments"]`, chromedp.ByQuery), chromedp.WaitVisible(`table.activity`, chromedp.ByQuery),
+		b.screenshot("console-activity"))
+	if got := minutes(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the Activity page's minutes around the outage: %v, want %v", got, want)
+	}
+	if h1, nav := b.text(`h1`), b.text(`nav a[aria-current="page"]`); h1 != "Activity of queue payments" || nav != "Activity" {
+		t.Errorf("activity page heading %q, nav marks %q", h1, nav)
+	}
+	rows := b.text(`table.activity tbody`)
+	if !strings.Contains(rows, "payments") || !strings.Contains(rows, "charge") || strings.Contains(rows, "other") {
+		t.Errorf("the lines of payments: %q", rows)
+	}
+}

@@ -61,9 +61,9 @@ func plantMinute(t testing.TB, s store.Store, queue, handler string, at time.Tim
 // ago, peaks and ends: rising, then falling.
 var outage = []int{1, 3, 6, 10, 6, 3, 1}
 
-// plantOutage plants the outage in queue emails (handler send), with
-// successes around it, and in queue other a steady success a minute.
-func plantOutage(t testing.TB, s store.Store) time.Time {
+// plantOutage plants the outage in queue (handler), with successes around
+// it, and in queue other a steady success a minute.
+func plantOutage(t testing.TB, s store.Store, queue, handler string) time.Time {
 	t.Helper()
 	start := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Minute)
 	for i := -3; i < len(outage)+3; i++ {
@@ -71,7 +71,7 @@ func plantOutage(t testing.TB, s store.Store) time.Time {
 		if i >= 0 && i < len(outage) {
 			failed = outage[i]
 		}
-		plantMinute(t, s, "emails", "send", start.Add(time.Duration(i)*time.Minute+10*time.Second), 2, failed)
+		plantMinute(t, s, queue, handler, start.Add(time.Duration(i)*time.Minute+10*time.Second), 2, failed)
 		plantMinute(t, s, "other", "report", start.Add(time.Duration(i)*time.Minute+20*time.Second), 1, 0)
 	}
 	return start
@@ -79,8 +79,8 @@ func plantOutage(t testing.TB, s store.Store) time.Time {
 
 var bucketTitle = regexp.MustCompile(`<title>(\d\d:\d\d)–\d\d:\d\d UTC: ([\d,]+) attempts, ([\d,]+) succeeded, ([\d,]+) retryable, ([\d,]+) permanent, ([\d,]+) dead-lettered</title>`)
 
-// minuteFailures reads the per-minute chart of a page: the permanent
-// failures of each minute by its start.
+// minuteFailures reads the charts of a page: the permanent failures of
+// each bucket by its start.
 func minuteFailures(t *testing.T, body string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
@@ -96,7 +96,7 @@ func minuteFailures(t *testing.T, body string) map[string]int {
 
 func TestActivityShowsAnOutageRisingAndFalling(t *testing.T) {
 	e := newEnv(t, "/ops/")
-	start := plantOutage(t, e.s)
+	start := plantOutage(t, e.s, "emails", "send")
 
 	check := func(path, user string, want []int) {
 		t.Helper()
