@@ -492,3 +492,26 @@ func TestBrowserActivityOutage(t *testing.T) {
 		t.Errorf("the lines of payments: %q", rows)
 	}
 }
+
+// TestBrowserHeldHandler: a queue whose handler its breaker paused reads
+// as holding that handler, not as running, and the breaker links to the
+// tasks waiting after its failure.
+func TestBrowserHeldHandler(t *testing.T) {
+	b := newBrowserEnv(t)
+	b.dead(deadSpec{queue: "payments", handler: "charge", errType: "net.OpError", msg: "connection refused"})
+	if _, err := b.s.PauseHandler(context.Background(), store.PauseHandlerParams{Queue: "payments", Handler: "charge", CoolOff: time.Minute,
+		Actor: "breaker", Reason: "20 tasks failed alike", Fingerprint: rdq.Fingerprint("net.OpError", "connection refused")}); err != nil {
+		t.Fatal(err)
+	}
+	b.login(userAdmin)
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/"), chromedp.WaitVisible(`table.breakers`, chromedp.ByQuery), b.screenshot("console-breaker"))
+	var state string
+	b.run(chromedp.Text(`//table[contains(@class,"queues")]//tr[th[normalize-space()="payments"]]/td[last()-1]`, &state, chromedp.BySearch))
+	if !strings.Contains(state, "charge held") || strings.Contains(state, "running") {
+		t.Errorf("the state of payments reads %q, want its handler held", state)
+	}
+	b.run(chromedp.Click(`//a[normalize-space()="tasks waiting after this failure"]`, chromedp.BySearch), chromedp.WaitVisible(`nav.tabs`, chromedp.ByQuery))
+	if cur := b.text(`nav.tabs a[aria-current="page"]`); cur != "retrying" {
+		t.Errorf("the breaker's link opens the %q tab, want retrying", cur)
+	}
+}

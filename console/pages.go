@@ -47,6 +47,9 @@ type queueRow struct {
 	// Failures counts the queue's failed attempts per minute over the
 	// last hour (stores with a series).
 	Failures []int64
+	// Held are the queue's handlers paused (by their circuit breaker or
+	// by hand): their tasks wait although the queue runs.
+	Held []string
 }
 
 type overviewData struct {
@@ -132,6 +135,15 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	all := c.can(r, ActionRead, AllQueues)
+	if d.Breakers, d.HasBreakers, err = c.pausedHandlers(r, all); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	for _, b := range d.Breakers {
+		if row := byQueue[b.Queue]; row != nil {
+			row.Held = append(row.Held, b.Handler)
+		}
+	}
 	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
 		row := byQueue[q]
 		if !all && !c.can(r, ActionRead, q) {
@@ -163,10 +175,6 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		for _, e := range entries {
 			d.Recent = append(d.Recent, newAuditRow(e))
 		}
-	}
-	if d.Breakers, d.HasBreakers, err = c.pausedHandlers(r, all); err != nil {
-		c.failErr(w, r, err)
-		return
 	}
 	if err := c.overviewWorkers(r, &d); err != nil {
 		c.failErr(w, r, err)
