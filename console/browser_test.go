@@ -515,3 +515,38 @@ func TestBrowserHeldHandler(t *testing.T) {
 		t.Errorf("the breaker's link opens the %q tab, want retrying", cur)
 	}
 }
+
+// TestBrowserNarrowNoSidewaysScroll: at 400 px wide no list page is wider
+// than the screen, and lists are cards whose cells name their column.
+func TestBrowserNarrowNoSidewaysScroll(t *testing.T) {
+	b := newBrowserEnv(t)
+	id := b.dead(deadSpec{queue: "payments", handler: "charge", errType: "*github.com/example/payments/internal/gateway.UpstreamUnavailableError",
+		msg: strings.Repeat("upstream-gateway-returned-an-unexpected-status ", 8), stack: "goroutine 1 [running]:\nmain.charge()\n\t/src/" + strings.Repeat("very/", 30) + "charge.go:12"})
+	plantOutage(t, b.s, "reports", "build")
+	if _, err := b.s.Enqueue(context.Background(), store.EnqueueParams{Tasks: []store.NewTask{
+		{ID: rdq.NewID(), Queue: "reports", Handler: "build", Payload: []byte(`{}`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	b.login(userAdmin)
+	b.run(emulation.SetDeviceMetricsOverride(400, 860, 1, true))
+	for _, page := range []string{"/", "/dead", "/groups", "/live", "/live?state=retrying", "/live?state=succeeded", "/workers", "/audit",
+		"/activity", "/activity?queue=reports", "/tasks/" + id.String(), "/bulk?op=redrive&queue=payments"} {
+		var width, inner int
+		b.run(chromedp.Navigate(b.base+browserPrefix+page), chromedp.WaitVisible(`main`, chromedp.ByQuery),
+			chromedp.Evaluate(`document.documentElement.scrollWidth`, &width),
+			chromedp.Evaluate(`window.innerWidth`, &inner))
+		if inner != 400 || width > inner {
+			t.Errorf("%s at %d px wide is %d px wide: it scrolls sideways", page, inner, width)
+		}
+		if page == "/" {
+			b.run(b.screenshot("console-narrow"))
+		}
+	}
+	var label string
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/dead"), chromedp.WaitVisible(`table tbody td[data-label]`, chromedp.ByQuery),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector('table tbody td[data-label]'), '::before').content`, &label))
+	if label == "" || label == "none" {
+		t.Errorf("a card's cell shows no column label: %q", label)
+	}
+}

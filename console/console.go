@@ -149,11 +149,14 @@ type Console struct {
 	tasks *tasks.Tasks
 	// chart serves the overview's failure chart; nil when the store
 	// cannot count dead tasks per hour.
-	chart *chartCache
+	chart *chartCache[[]int64]
 	// registry is the store's worker registry; nil when it keeps none.
 	registry store.WorkerRegistry
 	// series counts attempts over time; nil when the store cannot.
 	series store.SeriesReader
+	// activityCharts serves the overview's activity charts (every queue's
+	// series per minute and per hour); nil without series.
+	activityCharts *chartCache[activitySeries]
 }
 
 //go:embed templates/*.html
@@ -216,6 +219,10 @@ func New(cfg Config) (*Console, error) {
 	}
 	if sr, ok := store.SeriesReaderOf(cfg.Store); ok {
 		c.series = sr
+		c.activityCharts = newChartCache(cmp.Or(cfg.ChartMaxAge, DefaultChartMaxAge), c.now,
+			func(now time.Time) time.Time { return now.Truncate(time.Minute) },
+			func(ctx context.Context, _ time.Time) (activitySeries, error) { return readActivity(ctx, sr) },
+			func(err error) { c.log.Error("console: the overview's activity charts", "error", err) })
 	}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
@@ -234,6 +241,9 @@ func (c *Console) Close() error {
 	c.jobs.closeAll()
 	if c.chart != nil {
 		c.chart.close()
+	}
+	if c.activityCharts != nil {
+		c.activityCharts.close()
 	}
 	return nil
 }

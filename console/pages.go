@@ -24,10 +24,6 @@ const recentChanges = 8
 // chartHours is the span of the failure charts.
 const chartHours = 24
 
-// chartStart is the start of the hourly chart ending with the current
-// hour.
-func (c *Console) chartStart() time.Time { return chartStartAt(c.now()) }
-
 // chartStartAt is the start of the hourly chart ending with the hour of
 // now.
 func chartStartAt(now time.Time) time.Time {
@@ -64,6 +60,7 @@ type overviewData struct {
 	// attempts over time (HasSeries).
 	Minutes, Hours seriesView
 	HasSeries      bool
+	SeriesAt       time.Time // when they were read
 	Recent         []auditRow
 	// Breakers are the paused handlers, when the store pauses handlers.
 	Breakers    []store.HandlerPause
@@ -112,17 +109,16 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			row.NotDue = counts[row.Queue]
 		}
 	}
-	if c.series != nil {
-		d.HasSeries = true
+	if c.activityCharts != nil {
+		ch, err := c.activityCharts.get(ctx)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.HasSeries, d.SeriesAt, d.ChartEvery = true, ch.at, max(c.activityCharts.maxAge, 0)
 		var lines []activityLine
-		if d.Minutes, lines, err = c.readSeries(ctx, r, c.series, time.Minute, activityMinutes, "", ""); err != nil {
-			c.failErr(w, r, err)
-			return
-		}
-		if d.Hours, _, err = c.readSeries(ctx, r, c.series, time.Hour, activityHours, "", ""); err != nil {
-			c.failErr(w, r, err)
-			return
-		}
+		d.Minutes, lines = c.seriesView(r, ch.val.minutes)
+		d.Hours, _ = c.seriesView(r, ch.val.hours)
 		for _, l := range lines {
 			if row := byQueue[l.Queue]; row != nil {
 				if row.Failures == nil {
@@ -164,7 +160,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			c.failErr(w, r, err)
 			return
 		}
-		d.Chart, d.ChartStart, d.ChartAt, d.ChartEvery, d.HasChart = ch.counts, ch.start, ch.at, max(c.chart.maxAge, 0), true
+		d.Chart, d.ChartStart, d.ChartAt, d.ChartEvery, d.HasChart = ch.val, ch.start, ch.at, max(c.chart.maxAge, 0), true
 	}
 	if all {
 		entries, err := c.dlq.Audit(ctx, dlq.AuditQuery{Limit: recentChanges})
@@ -312,9 +308,9 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 
 // --- Groups -----------------------------------------------------------------
 
-// maxGroupsShown bounds the groups page; the rest are summarized.
-// maxGroupCharts is how many of the biggest groups get a 24 h chart: each
-// chart reads the group's tasks of the last day.
+// maxGroupsShown is the groups of one page; later pages show the rest.
+// maxGroupCharts is how many of the biggest groups of a page get a chart:
+// each chart reads the group's tasks of up to the last day.
 const (
 	maxGroupsShown = 100
 	maxGroupCharts = 25
@@ -337,9 +333,35 @@ type groupsData struct {
 	Groups     []groupRow
 	Hidden     int
 	Total      int64
-	HasKeys    bool
+	// Offset is the rank of the page's first group (from 0); Count is how
+	// many groups match; Prev and Next page through them.
+	Offset, Count int
+	Prev, Next    string
+	// ChartSpan is what the charts cover (see groupChartWindow).
+	ChartSpan time.Duration
+	HasKeys   bool
 	// ChartsOff is set when the filter is narrower than the charts.
 	ChartsOff bool
+}
+
+// groupChartBuckets bounds the bars of a group's chart.
+const groupChartBuckets = 48
+
+// groupChartWindow is the span of the groups' charts, at the scale of the
+// incident: from the earliest of the groups' last deaths (so every group
+// shows its latest deaths) to the end of the current minute, at least an
+// hour and at most a day, in up to groupChartBuckets bars of whole
+// minutes. It returns the start, the bar width and the number of bars.
+func groupChartWindow(now time.Time, gs []store.Group) (time.Time, time.Duration, int) {
+	span := time.Hour
+	for _, g := range gs {
+		span = max(span, now.Sub(g.LastSeen))
+	}
+	span = min(span, chartHours*time.Hour)
+	width := (span + groupChartBuckets*time.Minute - 1) / (groupChartBuckets * time.Minute) * time.Minute
+	buckets := int((span + width - 1) / width)
+	end := now.Truncate(time.Minute).Add(time.Minute)
+	return end.Add(-width * time.Duration(buckets)), width, buckets
 }
 
 func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
@@ -358,12 +380,30 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := groupsData{Filter: f, Values: filterValues(f), FilterText: f.String()}
+	d := groupsData{Filter: f, Values: filterValues(f), FilterText: f.String(), Count: len(gs)}
 	for _, g := range gs {
 		d.Total += g.Count
 	}
+	if o := r.URL.Query().Get("offset"); o != "" {
+		if d.Offset, err = strconv.Atoi(o); err != nil || d.Offset < 0 || d.Offset%maxGroupsShown != 0 {
+			c.failErr(w, r, fmt.Errorf("%w: offset %q: use a multiple of %d, as the page links do", rdq.ErrInvalid, clip(o), maxGroupsShown))
+			return
+		}
+	}
+	page := func(offset int) string {
+		v := filterValues(f)
+		if offset > 0 {
+			v.Set("offset", strconv.Itoa(offset))
+		}
+		return withQuery(c.url("/groups"), v)
+	}
+	if d.Offset > 0 {
+		d.Prev = page(d.Offset - maxGroupsShown)
+	}
+	gs = gs[min(d.Offset, len(gs)):]
 	if len(gs) > maxGroupsShown {
 		d.Hidden = len(gs) - maxGroupsShown
+		d.Next = page(d.Offset + maxGroupsShown)
 		gs = gs[:maxGroupsShown]
 	}
 	fps := make([]string, len(gs))
@@ -384,7 +424,9 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	var hist map[string][]int64
 	d.ChartsOff = f.Queue != "" || f.Handler != "" || f.MessageContains != "" || f.LifeMin != 0 || f.LifeBelow != 0 || len(f.IDs) > 0
 	if h, ok := store.DeadHistogrammerOf(c.st); ok && len(fps) > 0 && !d.ChartsOff {
-		if hist, err = h.DeadHistogram(ctx, c.chartStart(), time.Hour, chartHours, fps[:min(len(fps), maxGroupCharts)]); err != nil {
+		start, width, buckets := groupChartWindow(c.now(), gs[:min(len(gs), maxGroupCharts)])
+		d.ChartSpan = width * time.Duration(buckets)
+		if hist, err = h.DeadHistogram(ctx, start, width, buckets, fps[:min(len(fps), maxGroupCharts)]); err != nil {
 			c.failErr(w, r, err)
 			return
 		}

@@ -23,6 +23,7 @@ func (c *Console) parseTemplates() error {
 		"withq":     withQuery,
 		"ts":        timeHTML,
 		"dur":       formatDuration,
+		"span":      formatSpan,
 		"age":       formatAge,
 		"num":       formatNum,
 		"bytes":     formatBytes,
@@ -245,20 +246,31 @@ func barChart(counts []int64, start time.Time) template.HTML {
 	return template.HTML(b.String())
 }
 
-// sparkline draws counts of dead tasks per hour as a small SVG bar chart.
-func sparkline(counts []int64) template.HTML {
-	return spark(counts, "%s went dead in the last %d hours")
+// sparkline draws counts of dead tasks over span as a small SVG bar chart.
+func sparkline(counts []int64, span time.Duration) template.HTML {
+	return spark(counts, func(total string) string { return total + " went dead in the last " + formatSpan(span) })
 }
 
 // failSparkline draws counts of failed attempts per minute as a small SVG
 // bar chart.
 func failSparkline(counts []int64) template.HTML {
-	return spark(counts, "%s failed attempts in the last %d minutes")
+	return spark(counts, func(total string) string {
+		return fmt.Sprintf("%s failed attempts in the last %d minutes", total, len(counts))
+	})
 }
 
-// spark draws counts as a small SVG bar chart labelled by label, a format
-// of the total and the number of counts.
-func spark(counts []int64, label string) template.HTML {
+// formatSpan writes a span of whole minutes as hours and minutes: "1 h",
+// "90 min", "24 h".
+func formatSpan(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return fmt.Sprintf("%d min", d/time.Minute)
+}
+
+// spark draws counts as a small SVG bar chart; label makes its accessible
+// name from the total (only numbers and fixed words go into it).
+func spark(counts []int64, label func(total string) string) template.HTML {
 	const w, h = 120, 24
 	var peak, total int64
 	for _, n := range counts {
@@ -266,7 +278,7 @@ func spark(counts []int64, label string) template.HTML {
 		total += n
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="spark" viewBox="0 0 %d %d" role="img" aria-label="`+label+`">`, w, h, formatNum(total), len(counts))
+	fmt.Fprintf(&b, `<svg class="spark" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, label(formatNum(total)))
 	if len(counts) > 0 && peak > 0 {
 		bw := float64(w) / float64(len(counts))
 		for i, n := range counts {

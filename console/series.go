@@ -37,19 +37,45 @@ type activityLine struct {
 	Failures []int64
 }
 
+// activitySeries is what the overview charts: every queue's series per
+// minute over the last hour and per hour over the last day.
+type activitySeries struct {
+	minutes, hours store.Series
+}
+
+// readActivity reads the overview's series.
+func readActivity(ctx context.Context, sr store.SeriesReader) (activitySeries, error) {
+	var a activitySeries
+	var err error
+	if a.minutes, err = sr.Series(ctx, store.SeriesParams{Width: time.Minute, Buckets: activityMinutes}); err != nil {
+		return a, err
+	}
+	a.hours, err = sr.Series(ctx, store.SeriesParams{Width: time.Hour, Buckets: activityHours})
+	return a, err
+}
+
 // readSeries reads the series of queue and handler (every one when empty)
-// that r may read: the sum of the lines, and the lines.
+// and returns what r may see of it (see seriesView).
 func (c *Console) readSeries(ctx context.Context, r *http.Request, sr store.SeriesReader, width time.Duration, buckets int, queue, handler string) (seriesView, []activityLine, error) {
 	s, err := sr.Series(ctx, store.SeriesParams{Width: width, Buckets: buckets, Queue: queue, Handler: handler})
 	if err != nil {
 		return seriesView{}, nil, err
 	}
-	v := seriesView{Start: s.Start, Width: s.Width, Counts: make([]store.SeriesCounts, buckets)}
+	v, lines := c.seriesView(r, s)
+	return v, lines, nil
+}
+
+// seriesView keeps the lines of s of the queues r may read, and sums them.
+func (c *Console) seriesView(r *http.Request, s store.Series) (seriesView, []activityLine) {
+	v := seriesView{Start: s.Start, Width: s.Width}
 	all := c.can(r, ActionRead, AllQueues)
 	var lines []activityLine
 	for _, l := range s.Lines {
 		if !all && !c.can(r, ActionRead, l.Queue) {
 			continue
+		}
+		if v.Counts == nil {
+			v.Counts = make([]store.SeriesCounts, len(l.Counts))
 		}
 		line := activityLine{Queue: l.Queue, Handler: l.Handler, Failures: make([]int64, len(l.Counts))}
 		for i, n := range l.Counts {
@@ -60,7 +86,7 @@ func (c *Console) readSeries(ctx context.Context, r *http.Request, sr store.Seri
 		v.Total = v.Total.Add(line.Total)
 		lines = append(lines, line)
 	}
-	return v, lines, nil
+	return v, lines
 }
 
 type activityData struct {

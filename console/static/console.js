@@ -1,6 +1,8 @@
 // rdq console: live refresh at the interval the person picks (paused while
 // the tab is hidden or while they are typing in the live region), and the
-// local time on hover of every UTC time. Everything works without it.
+// local time on hover of every UTC time, and each cell of a list labelled
+// with its column's heading for narrow screens, where lists are cards.
+// Everything works without it.
 (function () {
   'use strict';
   document.documentElement.classList.add('js');
@@ -12,6 +14,22 @@
       var d = new Date(els[i].getAttribute('datetime'));
       if (!isNaN(d.getTime())) {
         els[i].title = 'Local time: ' + d.toLocaleString();
+      }
+    }
+  }
+
+  function labelCells(root) {
+    var tables = root.querySelectorAll('table');
+    for (var t = 0; t < tables.length; t++) {
+      var heads = tables[t].querySelectorAll('thead th');
+      if (!heads.length) continue;
+      var rows = tables[t].querySelectorAll('tbody tr');
+      for (var r = 0; r < rows.length; r++) {
+        var cells = rows[r].children;
+        if (cells.length !== heads.length) continue;
+        for (var c = 0; c < cells.length; c++) {
+          cells[c].setAttribute('data-label', heads[c].textContent.trim());
+        }
       }
     }
   }
@@ -54,10 +72,11 @@
       });
     }
     localTimes(document);
+    labelCells(document);
     schedule();
   });
   document.addEventListener('visibilitychange', function () {
     if (document.visibilityState === 'visible' && timer) tick();
   });
-  document.addEventListener('htmx:afterSettle', function (e) { localTimes(e.target); });
+  document.addEventListener('htmx:afterSettle', function (e) { localTimes(e.target); labelCells(e.target); });
 })();

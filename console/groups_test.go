@@ -1,0 +1,86 @@
+package console_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// plantGroups makes n failure groups of one dead task each, in queue
+// emails.
+func plantGroups(t testing.TB, add func(deadSpec) any, n int) {
+	t.Helper()
+	for i := range n {
+		add(deadSpec{queue: "emails", handler: "send", errType: fmt.Sprintf("E%03d", i), msg: fmt.Sprintf("failure kind %d", i)})
+	}
+}
+
+func TestGroupsPageThroughEveryGroup(t *testing.T) {
+	e := newEnv(t, "")
+	plantGroups(t, func(s deadSpec) any { return e.dead(s) }, 230)
+	seen := map[string]bool{}
+	rows := func(body string) int { return strings.Count(body, `<td><code>E`) }
+	r := e.get(userAdmin, "/groups")
+	mustContain(t, r.body, "in 230 groups", "groups 1 to 100", `href="/groups?offset=100" rel="next">Next groups (130 more)</a>`)
+	mustNotContain(t, r.body, `rel="prev"`)
+	for _, path := range []string{"/groups", "/groups?offset=100", "/groups?offset=200"} {
+		body := e.get(userAdmin, path).body
+		for i := range 230 {
+			if strings.Contains(body, fmt.Sprintf("<code>E%03d</code>", i)) {
+				if seen[fmt.Sprint(i)] {
+					t.Errorf("group E%03d on two pages", i)
+				}
+				seen[fmt.Sprint(i)] = true
+			}
+		}
+		if n := rows(body); path == "/groups?offset=200" && n != 30 || path != "/groups?offset=200" && n != 100 {
+			t.Errorf("%s shows %d groups", path, n)
+		}
+	}
+	if len(seen) != 230 {
+		t.Errorf("the pages show %d of 230 groups", len(seen))
+	}
+	last := e.get(userAdmin, "/groups?offset=200").body
+	mustContain(t, last, "groups 201 to 230", `href="/groups?offset=100" rel="prev">Previous groups</a>`)
+	mustNotContain(t, last, `rel="next"`)
+	for _, bad := range []string{"-100", "7", "x"} {
+		if r := e.get(userAdmin, "/groups?offset="+bad); r.status != 400 || !strings.Contains(r.body, "use a multiple of 100") {
+			t.Errorf("offset %s: %d", bad, r.status)
+		}
+	}
+	// Groups that died in the last minutes are charted over the last
+	// hour, not over a day where they would be one bar.
+	mustContain(t, r.body, `<th scope="col">Last 1 h</th>`, `aria-label="1 went dead in the last 1 h"`)
+}
+
+func TestGroupChartWindowFollowsTheIncident(t *testing.T) {
+	e := newEnv(t, "")
+	old := time.Now().Add(-5 * time.Hour)
+	e.dead(deadSpec{queue: "emails", handler: "send", errType: "timeout", msg: "slow", at: &old})
+	e.dead(deadSpec{queue: "emails", handler: "send", errType: "refused", msg: "down"})
+	// The earliest last death is 5 hours ago: 43 bars of 7 minutes.
+	mustContain(t, e.get(userAdmin, "/groups").body, `<th scope="col">Last 301 min</th>`, `aria-label="1 went dead in the last 301 min"`)
+}
+
+func TestBrowserGroupsPaging(t *testing.T) {
+	b := newBrowserEnv(t)
+	plantGroups(t, func(s deadSpec) any { return b.dead(s) }, 130)
+	b.login(userAdmin)
+	var n int
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/groups"), chromedp.WaitVisible(`table.groups`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('table.groups tbody tr').length`, &n))
+	if n != 100 {
+		t.Fatalf("the first page shows %d groups", n)
+	}
+	b.run(chromedp.Click(`a[rel="next"]`, chromedp.ByQuery), chromedp.WaitVisible(`a[rel="prev"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('table.groups tbody tr').length`, &n))
+	if n != 30 {
+		t.Errorf("the second page shows %d groups, want the last 30", n)
+	}
+	if s := b.text(`p.summary`); !strings.Contains(s, "groups 101 to 130") {
+		t.Errorf("the second page says %q", s)
+	}
+}
