@@ -550,3 +550,32 @@ func TestBrowserNarrowNoSidewaysScroll(t *testing.T) {
 		t.Errorf("a card's cell shows no column label: %q", label)
 	}
 }
+
+// TestBrowserCheckboxRedrive: ticking two of three dead tasks and
+// redriving the selection redrives those two only.
+func TestBrowserCheckboxRedrive(t *testing.T) {
+	b := newBrowserEnv(t)
+	var ids []rdq.ID
+	for i := range 3 {
+		ids = append(ids, b.dead(deadSpec{queue: "emails", handler: "send", errType: "timeout", msg: "relay down", payload: fmt.Sprintf(`{"to":"user%d@example.com"}`, i)}))
+	}
+	b.login(userAdmin)
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/dead?queue=emails"), chromedp.WaitVisible(`form#selection`, chromedp.ByQuery),
+		chromedp.Click(`input[type="checkbox"][value="`+ids[0].String()+`"]`, chromedp.ByQuery),
+		chromedp.Click(`input[type="checkbox"][value="`+ids[2].String()+`"]`, chromedp.ByQuery),
+		b.screenshot("console-selection"),
+		chromedp.Click(`form#selection button[value="redrive"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`form.bulk`, chromedp.ByQuery),
+		chromedp.Click(`form.bulk button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`form.confirm`, chromedp.ByQuery))
+	if s := b.text(`p.confirmline`); !strings.Contains(s, "redrive 2 dead tasks") || !strings.Contains(s, "ids=(2)") {
+		t.Fatalf("confirmation %q", s)
+	}
+	b.run(chromedp.SetValue(`form.confirm input[name="reason"]`, "two of them", chromedp.ByQuery),
+		chromedp.Click(`form.confirm button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`section.summary`, chromedp.ByQuery))
+	b.waitStatus(rdq.StatusSucceeded, ids[0], ids[2])
+	if tk, _, err := b.s.Get(context.Background(), ids[1]); err != nil || tk.Status != rdq.StatusDead {
+		t.Errorf("the task left unticked: %v %v", tk, err)
+	}
+}

@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,8 @@ const (
 	qDeadBefore  = "dead_before"
 	qLifeMin     = "life_min"
 	qLifeBelow   = "life_below"
+	// qID names a selected task; repeated for each one.
+	qID = "id"
 )
 
 // timeLayouts are the accepted forms of a time in a filter, all UTC unless
@@ -51,6 +54,15 @@ func parseFilter(v url.Values) (dlq.Filter, error) {
 		ErrorType:       strings.TrimSpace(v.Get(qErrorType)),
 		Fingerprint:     strings.ToLower(strings.TrimSpace(v.Get(qFingerprint))),
 		MessageContains: v.Get(qMessage),
+	}
+	for _, s := range v[qID] {
+		id, err := rdq.ParseID(strings.TrimSpace(s))
+		if err != nil {
+			return f, fmt.Errorf("%w: selected task %q is not a task id", rdq.ErrInvalid, clip(s))
+		}
+		if !slices.Contains(f.IDs, id) {
+			f.IDs = append(f.IDs, id)
+		}
 	}
 	var err error
 	if f.DeadAfter, err = parseTime("dead after", v.Get(qDeadAfter)); err != nil {
@@ -82,9 +94,12 @@ func parseLife(field, s string) (int, error) {
 	return n, nil
 }
 
-// filterValues is the query string of f (IDs are not part of it).
+// filterValues is the query string of f, the selected tasks included.
 func filterValues(f dlq.Filter) url.Values {
 	v := url.Values{}
+	for _, id := range f.IDs {
+		v.Add(qID, id.String())
+	}
 	set := func(k, s string) {
 		if s != "" {
 			v.Set(k, s)

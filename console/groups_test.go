@@ -84,3 +84,26 @@ func TestBrowserGroupsPaging(t *testing.T) {
 		t.Errorf("the second page says %q", s)
 	}
 }
+
+func TestSelectionNamesTheTasksToActOn(t *testing.T) {
+	e := newEnv(t, "")
+	a := e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"})
+	b := e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"})
+	mustContain(t, e.get(userOperator, "/dead?queue=emails").body,
+		`<form method="get" action="/bulk" id="selection"`, `name="id" value="`+a.String()+`" form="selection"`,
+		`<input type="hidden" name="queue" value="emails">`)
+	// A reader may act on nothing: no boxes.
+	mustNotContain(t, e.get(userReader, "/dead?queue=emails").body, `id="selection"`, `type="checkbox"`)
+	// An empty selection is refused, not taken for "everything".
+	if r := e.get(userOperator, "/bulk?selected=1&op=redrive"); r.status != 400 || !strings.Contains(r.body, "no task is selected") {
+		t.Errorf("an empty selection: %d", r.status)
+	}
+	if r := e.get(userOperator, "/bulk?selected=1&op=redrive&id=nope"); r.status != 400 || !strings.Contains(r.body, "is not a task id") {
+		t.Errorf("a bad id: %d", r.status)
+	}
+	r := e.post(userOperator, "/bulk/dry-run", map[string][]string{"op": {"redrive"}, "queue": {"emails"}, "id": {b.String()}})
+	mustContain(t, r.body, "redrive <span class=\"count\">1</span> dead tasks", "id="+b.String())
+	// An empty list says so.
+	mustContain(t, e.get(userAdmin, "/dead?queue=nothing").body, `No dead task matches <code>queue=nothing</code>: nothing to redrive or purge.`)
+	mustNotContain(t, e.get(userAdmin, "/dead?queue=nothing").body, `Redrive all matching`)
+}

@@ -794,6 +794,9 @@ func parseBulk(v url.Values) (dlq.Filter, bulkOptions, error) {
 	if o.Op != "redrive" && o.Op != "purge" {
 		return f, o, fmt.Errorf("%w: bulk action %q: use redrive or purge", rdq.ErrInvalid, clip(o.Op))
 	}
+	if v.Get("selected") == "1" && len(f.IDs) == 0 {
+		return f, o, fmt.Errorf("%w: no task is selected: tick the tasks to %s, or use %q", rdq.ErrInvalid, o.Op, o.Op+" all matching")
+	}
 	if s := strings.TrimSpace(v.Get("max")); s != "" {
 		if o.Max, err = strconv.ParseInt(s, 10, 64); err != nil || o.Max < 0 {
 			return f, o, fmt.Errorf("%w: max %q: use a whole number, or leave it empty for no limit", rdq.ErrInvalid, clip(s))

@@ -41,7 +41,8 @@
     if (a && live.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) return true;
     var fields = live.querySelectorAll('input:not([type=hidden]), textarea');
     for (var i = 0; i < fields.length; i++) {
-      if (fields[i].value !== '') return true;
+      var f = fields[i];
+      if (f.type === 'checkbox' || f.type === 'radio' ? f.checked : f.value !== '') return true;
     }
     return false;
   }
