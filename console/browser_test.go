@@ -579,3 +579,53 @@ func TestBrowserCheckboxRedrive(t *testing.T) {
 		t.Errorf("the task left unticked: %v %v", tk, err)
 	}
 }
+
+// TestBrowserWorkerAppearsAndGoesStale: a worker that registers is listed
+// live with its host, pid, version, queues, handlers, slots and in-flight
+// count; once it stops refreshing its entry it is marked stale.
+func TestBrowserWorkerAppearsAndGoesStale(t *testing.T) {
+	b := newBrowserEnv(t)
+	reg, ok := store.RegistryOf(b.s)
+	if !ok {
+		t.Fatal("the store keeps no worker registry")
+	}
+	register := func(at time.Time) {
+		t.Helper()
+		if err := reg.RegisterWorker(context.Background(), store.RegisterWorkerParams{
+			Worker: store.WorkerInfo{ID: "reports-worker-7", Host: "reports-host", PID: 4242, Version: "v9.9.9",
+				Queues: []string{"reports"}, Handlers: []string{"build"}, Slots: 8, InFlight: 3},
+			StaleAfter: 30 * time.Second, ExpireAfter: time.Hour, Now: &at,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := func() string {
+		t.Helper()
+		var s string
+		b.run(chromedp.Navigate(b.base+browserPrefix+"/workers"), chromedp.WaitVisible(`table.workers`, chromedp.ByQuery),
+			chromedp.Text(`//table[contains(@class,"workers")]//tr[th[normalize-space()="reports-worker-7"]]`, &s, chromedp.BySearch))
+		return s
+	}
+	b.login(userAdmin)
+	register(time.Now())
+	live := row()
+	for _, want := range []string{"live", "reports-host", "4242", "v9.9.9", "reports", "build", "8", "3"} {
+		if !strings.Contains(live, want) {
+			t.Errorf("the new worker's row %q lacks %q", live, want)
+		}
+	}
+	if strings.Contains(live, "stale") {
+		t.Errorf("a worker that just registered reads stale: %q", live)
+	}
+	// Its last refresh was a minute ago, twice its StaleAfter.
+	register(time.Now().Add(-time.Minute))
+	if stale := row(); !strings.Contains(stale, "stale") {
+		t.Errorf("a worker silent for a minute reads %q, want stale", stale)
+	}
+	var cls string
+	b.run(chromedp.Evaluate(`document.evaluate('//table[contains(@class,"workers")]//tr[th[normalize-space()="reports-worker-7"]]', document, null, 9, null).singleNodeValue.className`, &cls),
+		b.screenshot("console-workers-stale"))
+	if cls != "stale" {
+		t.Errorf("the stale worker's row has class %q", cls)
+	}
+}
