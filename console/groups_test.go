@@ -1,12 +1,18 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
 )
 
 // plantGroups makes n failure groups of one dead task each, in queue
@@ -106,4 +112,77 @@ func TestSelectionNamesTheTasksToActOn(t *testing.T) {
 	// An empty list says so.
 	mustContain(t, e.get(userAdmin, "/dead?queue=nothing").body, `No dead task matches <code>queue=nothing</code>: nothing to redrive or purge.`)
 	mustNotContain(t, e.get(userAdmin, "/dead?queue=nothing").body, `Redrive all matching`)
+}
+
+// bulkWarnMsg is the failure of plantDiedAgain's group: text that must be
+// shown escaped.
+const bulkWarnMsg = `refused <script>alert(1)</script>`
+
+// plantDiedAgain makes a group of four dead tasks in payments/charge, three of
+// which die again after a redrive, and opens the handler's breaker; it
+// returns the group's fingerprint.
+func plantDiedAgain(t testing.TB, s *pgstore.Store) string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []rdq.ID
+	for range 4 {
+		ids = append(ids, addDead(t, s, deadSpec{queue: "payments", handler: "charge", errType: "net.OpError", msg: bulkWarnMsg}))
+	}
+	fp := rdq.Fingerprint("net.OpError", bulkWarnMsg)
+	if _, err := s.Redrive(ctx, store.RedriveParams{IDs: ids[:3], Actor: "op", Reason: "try"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"payments"}, Handlers: []string{"charge"}, Limit: 10, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claimed %d: %v", len(claimed), err)
+	}
+	var cs []store.Completion
+	for _, tk := range claimed {
+		cs = append(cs, store.Completion{Lease: store.Lease{ID: tk.ID, Token: tk.LeaseToken}, Status: rdq.StatusDead,
+			Attempt: &store.AttemptRecord{Outcome: rdq.OutcomePermanentFailure, WorkerID: "w",
+				Failure: rdq.Failure{Type: "net.OpError", Message: bulkWarnMsg, Fingerprint: fp}}})
+	}
+	if _, err := s.Finish(ctx, store.FinishParams{Completions: cs}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PauseHandler(ctx, store.PauseHandlerParams{Queue: "payments", Handler: "charge", CoolOff: time.Minute,
+		Actor: "breaker", Reason: "4 tasks failed alike", Fingerprint: fp}); err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+func TestBulkConfirmationSaysWhatAndWarns(t *testing.T) {
+	e := newEnv(t, "")
+	a := e.dead(deadSpec{queue: "emails", handler: "send", errType: "timeout", msg: "slow"})
+	r := e.post(userAdmin, "/bulk/dry-run", url.Values{"op": {"redrive"}, "id": {a.String()}})
+	mustContain(t, r.body, "<h2>What this is</h2>", "<code>timeout</code>", "emails / send<br>", `<a class="mono" href="/tasks/`+a.String()+`">`)
+	mustNotContain(t, r.body, "already died again", "circuit breaker")
+
+	fp := plantDiedAgain(t, e.s)
+	body := e.post(userAdmin, "/bulk/dry-run", url.Values{"op": {"redrive"}, "fingerprint": {fp}}).body
+	mustContain(t, body, "<code>net.OpError</code>", "refused &lt;script&gt;alert(1)&lt;/script&gt;",
+		"<strong>3 of these 4 tasks already died again after a redrive.</strong>",
+		"<strong>The circuit breaker of handler <code>charge</code> in queue <code>payments</code> is open</strong>", "redriven tasks will wait until it closes")
+	mustNotContain(t, body, "<script>alert(1)</script>")
+	if n := strings.Count(body, `<a class="mono" href="/tasks/`); n != 3 {
+		t.Errorf("the confirmation shows %d sample tasks, want 3", n)
+	}
+}
+
+func TestBrowserBulkConfirmationWarns(t *testing.T) {
+	b := newBrowserEnv(t)
+	fp := plantDiedAgain(t, b.s)
+	b.login(userAdmin)
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/bulk?op=redrive&fingerprint="+fp), chromedp.WaitVisible(`form.bulk`, chromedp.ByQuery),
+		chromedp.Click(`form.bulk button[type="submit"]`, chromedp.ByQuery), chromedp.WaitVisible(`form.confirm`, chromedp.ByQuery),
+		b.screenshot("console-bulk-warning"))
+	var warnings []string
+	b.run(chromedp.Evaluate(`Array.from(document.querySelectorAll('p.warning[role="alert"]')).map(p => p.textContent)`, &warnings))
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "3 of these 4 tasks already died again") || !strings.Contains(warnings[1], "circuit breaker of handler charge in queue payments is open") {
+		t.Errorf("the confirmation's warnings: %q", warnings)
+	}
+	if s := b.text(`section.selection`); !strings.Contains(s, "net.OpError") || !strings.Contains(s, "refused <script>alert(1)</script>") {
+		t.Errorf("what the selection is: %q", s)
+	}
 }

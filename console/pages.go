@@ -851,7 +851,66 @@ type bulkData struct {
 	Redrive    dlq.RedriveResult
 	Purge      dlq.PurgeResult
 	Count      int64
+	// What the selection is, on the confirmation: up to three of its
+	// tasks, its queues and handlers, how many already died after a
+	// redrive, and the open breakers of its handlers.
+	Samples   []*rdq.Task
+	Keys      [][2]string
+	DiedAgain int64
+	Breakers  []store.HandlerPause
 }
+
+// bulkSamples is how many tasks a bulk confirmation shows.
+const bulkSamples = 3
+
+// describeSelection fills in what d's selection is (see bulkData).
+func (c *Console) describeSelection(r *http.Request, d *bulkData) error {
+	ctx := r.Context()
+	page, err := c.dlq.List(ctx, d.Filter, dlq.ListOptions{PageSize: bulkSamples})
+	if err != nil {
+		return err
+	}
+	d.Samples = page.Tasks
+	keys := map[[2]string]bool{}
+	for _, t := range d.Samples {
+		keys[[2]string{t.Queue, t.Handler}] = true
+	}
+	if k, ok := store.DeadGroupKeyerOf(c.st); ok && d.Filter.Fingerprint != "" {
+		gk, err := k.DeadGroupKeys(ctx, []string{d.Filter.Fingerprint})
+		if err != nil {
+			return err
+		}
+		for _, k := range gk[d.Filter.Fingerprint] {
+			if (d.Filter.Queue == "" || k[0] == d.Filter.Queue) && (d.Filter.Handler == "" || k[1] == d.Filter.Handler) {
+				keys[k] = true
+			}
+		}
+	}
+	d.Keys = slices.SortedFunc(maps.Keys(keys), func(a, b [2]string) int {
+		return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1])
+	})
+	if d.Opts.Op == "redrive" {
+		again := d.Filter
+		again.LifeMin = max(again.LifeMin, 1)
+		if d.DiedAgain, err = c.dlq.Count(ctx, again); err != nil {
+			return err
+		}
+	}
+	pauses, _, err := c.pausedHandlers(r, c.can(r, ActionRead, AllQueues))
+	if err != nil {
+		return err
+	}
+	for _, p := range pauses {
+		if keys[[2]string{p.Queue, p.Handler}] {
+			d.Breakers = append(d.Breakers, p)
+		}
+	}
+	return nil
+}
+
+// MostDiedAgain reports that most of the selection already died after a
+// redrive: redriving it again is likely to fail again.
+func (d bulkData) MostDiedAgain() bool { return d.Count > 0 && 2*d.DiedAgain > d.Count }
 
 func (c *Console) bulkForm(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -912,6 +971,12 @@ func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.failErr(w, r, err)
 		return
+	}
+	if d.Count > 0 {
+		if err := c.describeSelection(r, &d); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
 	}
 	d.Values.Set("confirmed", strconv.FormatInt(d.Count, 10))
 	c.render(w, r, http.StatusOK, "bulk", &view{Title: "Confirm bulk " + o.Op, Nav: "dead", Data: d})
