@@ -491,6 +491,15 @@ func TestBrowserActivityOutage(t *testing.T) {
 	if !strings.Contains(rows, "payments") || !strings.Contains(rows, "charge") || strings.Contains(rows, "other") {
 		t.Errorf("the lines of payments: %q", rows)
 	}
+	// The dark theme keeps the outcomes apart.
+	var okFill, permFill string
+	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector('svg.series rect.ok')).fill`, &okFill),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector('svg.series rect.perm')).fill`, &permFill),
+		b.screenshot("console-activity-dark"))
+	if okFill == "" || okFill == permFill {
+		t.Errorf("dark theme: successes drawn %q, permanent failures %q", okFill, permFill)
+	}
 }
 
 // TestBrowserHeldHandler: a queue whose handler its breaker paused reads

@@ -2105,14 +2105,20 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // --- Console ----------------------------------------------------------------
 
 // sqlNotDueCounts counts, per queue, the PENDING tasks not due yet (retries
-// waiting out their backoff, delayed tasks). Index: tasks_claim_idx (queue,
-// next_attempt_at) WHERE status = 'PENDING', a range per queue.
+// waiting out their backoff, delayed tasks), held or not. Indexes:
+// tasks_claim_idx (queue, next_attempt_at, id) WHERE status = 'PENDING' AND
+// NOT held, and tasks_held_idx WHERE status = 'PENDING' AND held: each
+// branch names its index's predicate, so neither reads the table's other
+// tasks (a predicate on status alone matches neither partial index).
 // $1 Now override.
 const sqlNotDueCounts = `
-SELECT t.queue, count(*)
-FROM {schema}.tasks AS t
-WHERE t.status = 'PENDING' AND t.next_attempt_at > coalesce($1::timestamptz, now())
-GROUP BY t.queue`
+SELECT x.queue, count(*)
+FROM (SELECT t.queue FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND NOT t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())
+      UNION ALL
+      SELECT t.queue FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())) AS x
+GROUP BY x.queue`
 
 // sqlDeadHistogram counts the tasks that went dead in [$1, $2) per bucket
 // of $3 seconds from $1. Index: tasks_dead_idx (finished_at DESC, id DESC)
