@@ -97,7 +97,9 @@ func TestSelectionNamesTheTasksToActOn(t *testing.T) {
 	b := e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"})
 	mustContain(t, e.get(userOperator, "/dead?queue=emails").body,
 		`<form method="get" action="/bulk" id="selection"`, `name="id" value="`+a.String()+`" form="selection"`,
-		`<input type="hidden" name="queue" value="emails">`)
+		`<input type="hidden" name="queue" value="emails">`,
+		// Full ids: time-ordered ids cut to 13 characters all look alike.
+		`">`+a.String()+`</a>`, `">`+b.String()+`</a>`)
 	// A reader may act on nothing: no boxes.
 	mustNotContain(t, e.get(userReader, "/dead?queue=emails").body, `id="selection"`, `type="checkbox"`)
 	// An empty selection is refused, not taken for "everything".
