@@ -2186,6 +2186,10 @@ const seriesCounted = `count(*) FILTER (WHERE e.outcome <> 'CANCELLED'),
            count(*) FILTER (WHERE e.outcome = 'PERMANENT_FAILURE'),
            count(*) FILTER (WHERE e.dead)`
 
+// sqlSeriesLock serializes the rollups of one schema: $1 is the schema's
+// key (seriesLockKey).
+const sqlSeriesLock = `SELECT pg_advisory_xact_lock($1)`
+
 // sqlSeriesClock reads the store's clock. $1 Now override.
 const sqlSeriesClock = `SELECT coalesce($1::timestamptz, now())`
 
@@ -2193,7 +2197,8 @@ const sqlSeriesClock = `SELECT coalesce($1::timestamptz, now())`
 // series_counts and marks them in series_minutes, and deletes both tables'
 // minutes before $3 (the retention). Racing rollups write each row once
 // (ON CONFLICT DO NOTHING: the later one waits for the earlier one's
-// commit, then skips). Returns how many minutes it rolled up. Indexes:
+// commit, then skips; Series also runs rollups one at a time). Returns how
+// many minutes it rolled up. Indexes:
 // series_minutes_pkey (the minutes done, one range; the arbiter and the
 // deletion), series_counts_pkey (the arbiter and the deletion), and those
 // of seriesEvents over the span of the minutes to do.
