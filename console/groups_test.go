@@ -188,3 +188,21 @@ func TestBrowserBulkConfirmationWarns(t *testing.T) {
 		t.Errorf("what the selection is: %q", s)
 	}
 }
+
+func TestFiltersTakeHowLongAgo(t *testing.T) {
+	e := newEnv(t, "")
+	old := time.Now().Add(-3 * time.Hour)
+	e.dead(deadSpec{queue: "emails", handler: "send", errType: "old", msg: "hours ago", at: &old})
+	e.dead(deadSpec{queue: "emails", handler: "send", errType: "new", msg: "just now"})
+	for _, ago := range []string{"1h", "90m", "5400s"} {
+		body := e.get(userAdmin, "/dead?dead_after="+ago).body
+		mustContain(t, body, "<code>new</code>")
+		mustNotContain(t, body, "<code>old</code>")
+	}
+	mustContain(t, e.get(userAdmin, "/dead?dead_after=1d").body, "<code>new</code>", "<code>old</code>")
+	for _, bad := range []string{"1x", "-1h", "h", "99999999999d"} {
+		if r := e.get(userAdmin, "/dead?dead_after="+url.QueryEscape(bad)); r.status != 400 || !strings.Contains(r.body, "how long ago (15m, 1h, 1d)") {
+			t.Errorf("dead_after=%s: %d", bad, r.status)
+		}
+	}
+}

@@ -266,7 +266,7 @@ type deadData struct {
 
 func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f, err := parseFilter(q)
+	f, err := parseFilter(c.now(), q)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -366,7 +366,7 @@ func groupChartWindow(now time.Time, gs []store.Group) (time.Time, time.Duration
 
 func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	f, err := parseFilter(r.URL.Query())
+	f, err := parseFilter(c.now(), r.URL.Query())
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -785,8 +785,8 @@ func (o bulkOptions) values() url.Values {
 	return v
 }
 
-func parseBulk(v url.Values) (dlq.Filter, bulkOptions, error) {
-	f, err := parseFilter(v)
+func parseBulk(now time.Time, v url.Values) (dlq.Filter, bulkOptions, error) {
+	f, err := parseFilter(now, v)
 	if err != nil {
 		return f, bulkOptions{}, err
 	}
@@ -917,7 +917,7 @@ func (c *Console) bulkForm(w http.ResponseWriter, r *http.Request) {
 	if q.Get("op") == "" {
 		q.Set("op", "redrive")
 	}
-	f, o, err := parseBulk(q)
+	f, o, err := parseBulk(c.now(), q)
 	if errors.Is(err, dlq.ErrAllRequired) {
 		err = nil // the form asks for it: a checkbox, when the filter is empty
 	}
@@ -940,7 +940,7 @@ func (c *Console) postedBulk(w http.ResponseWriter, r *http.Request) (dlq.Filter
 		c.failErr(w, r, fmt.Errorf("%w: %v", rdq.ErrInvalid, err))
 		return dlq.Filter{}, bulkOptions{}, false
 	}
-	f, o, err := parseBulk(r.PostForm)
+	f, o, err := parseBulk(c.now(), r.PostForm)
 	if err != nil {
 		c.failErr(w, r, err)
 		return dlq.Filter{}, bulkOptions{}, false
@@ -1101,11 +1101,11 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	aq := dlq.AuditQuery{Actor: strings.TrimSpace(d.Actor), Action: d.Action, Limit: auditPage}
 	var err error
-	if aq.Since, err = parseTime("since", d.Since); err != nil {
+	if aq.Since, err = parseTime(c.now(), "since", d.Since); err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	if aq.Until, err = parseTime("until", d.Until); err != nil {
+	if aq.Until, err = parseTime(c.now(), "until", d.Until); err != nil {
 		c.failErr(w, r, err)
 		return
 	}
