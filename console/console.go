@@ -269,6 +269,7 @@ func (c *Console) routes() (http.Handler, error) {
 	mux.HandleFunc("GET /dead", c.deadList)
 	mux.HandleFunc("GET /groups", c.groups)
 	mux.HandleFunc("GET /tasks/{id}", c.task)
+	mux.HandleFunc("GET /find", c.find)
 	mux.HandleFunc("POST /tasks/{id}/redrive", c.taskRedrive)
 	mux.HandleFunc("POST /tasks/{id}/edit", c.taskEdit)
 	mux.HandleFunc("POST /tasks/{id}/edit/confirm", c.taskEditConfirm)

@@ -206,3 +206,33 @@ func TestFiltersTakeHowLongAgo(t *testing.T) {
 		}
 	}
 }
+
+func TestFindByIDOrIdempotencyKey(t *testing.T) {
+	e := newEnv(t, "")
+	dead := e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"})
+	keyed := rdq.NewID()
+	if _, err := e.s.Enqueue(context.Background(), store.EnqueueParams{Tasks: []store.NewTask{
+		{ID: keyed, Queue: "emails", Handler: "send", Payload: []byte(`{}`), IdempotencyKey: "order-42"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		user, query string
+		status      int
+		loc, says   string
+	}{
+		{userReader, "q=" + dead.String(), 303, "/tasks/" + dead.String(), ""},
+		{userReader, "q=+" + keyed.String() + "+", 303, "/tasks/" + keyed.String(), ""},
+		{userReader, "q=order-42&queue=emails", 303, "/tasks/" + keyed.String(), ""},
+		{userReader, "q=order-43&queue=emails", 404, "", "not found"},
+		{userReader, "q=order-42", 400, "", "give its queue too"},
+		{userReader, "q=", 400, "", "nothing to find"},
+		// A queue the person may not read: as if no task held the key.
+		{userOther, "q=order-42&queue=emails", 404, "", "no task holds key"},
+	} {
+		r := e.get(c.user, "/find?"+c.query)
+		if r.status != c.status || r.loc != c.loc || !strings.Contains(r.body, c.says) {
+			t.Errorf("find %s as %s: %d %q %q", c.query, c.user, r.status, r.loc, excerpt(r.body))
+		}
+	}
+}
