@@ -236,3 +236,25 @@ func TestFindByIDOrIdempotencyKey(t *testing.T) {
 		}
 	}
 }
+
+func TestStackMarksTheHandlersFrames(t *testing.T) {
+	e := newEnv(t, "")
+	stack := "goroutine 7 [running]:\n" +
+		"runtime/debug.Stack()\n\t/usr/lib/go/src/runtime/debug/stack.go:26 +0x5e\n" +
+		"github.com/srjn45/rdq/worker.(*Worker).run.func1()\n\t/src/rdq/worker/worker.go:512 +0x45\n" +
+		"panic({0x6b2f40?, 0xc000012345?})\n\t/usr/lib/go/src/runtime/panic.go:770 +0x132\n" +
+		"example.com/shop/billing.charge(<script>)\n\t/src/shop/billing/charge.go:41 +0x1d\n" +
+		"github.com/srjn45/rdq/worker.(*Worker).execute()\n\t/src/rdq/worker/worker.go:600 +0x99\n"
+	id := e.dead(deadSpec{queue: "emails", handler: "send", errType: "panic", msg: "boom", stack: stack})
+	body := e.get(userAdmin, "/tasks/"+id.String()).body
+	mustContain(t, body,
+		"Stack trace: <code>example.com/shop/billing.charge(&lt;script&gt;) at /src/shop/billing/charge.go:41 &#43;0x1d</code>",
+		`<mark class="hf">example.com/shop/billing.charge(&lt;script&gt;)</mark>`,
+		`<mark class="hf">	/src/shop/billing/charge.go:41 &#43;0x1d</mark>`,
+		`<span class="rt">github.com/srjn45/rdq/worker.(*Worker).run.func1()</span>`,
+		`<span class="rt">runtime/debug.Stack()</span>`,
+		`<span class="rt">panic({0x6b2f40?, 0xc000012345?})</span>`)
+	if n := strings.Count(body, `<mark class="hf">`); n != 2 {
+		t.Errorf("%d lines marked as the handler's, want its one frame's 2", n)
+	}
+}

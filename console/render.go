@@ -31,6 +31,7 @@ func (c *Console) parseTemplates() error {
 		"spark":     sparkline,
 		"series":    seriesChart,
 		"failSpark": failSparkline,
+		"stack":     viewStack,
 		"clip":      clipText,
 		"add":       func(a, b int) int { return a + b },
 		"dict":      dict,
