@@ -258,3 +258,17 @@ func TestStackMarksTheHandlersFrames(t *testing.T) {
 		t.Errorf("%d lines marked as the handler's, want its one frame's 2", n)
 	}
 }
+
+func TestRecentChangesSummariseManyIDs(t *testing.T) {
+	e := newEnv(t, "")
+	var ids []rdq.ID
+	for range 5 {
+		ids = append(ids, e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"}))
+	}
+	if _, err := e.s.Redrive(context.Background(), store.RedriveParams{IDs: ids, Actor: "op", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	body := e.get(userAdmin, "/").body
+	mustContain(t, body, "5 tasks by id")
+	mustNotContain(t, body, `href="/tasks/`+ids[0].String())
+}
