@@ -455,3 +455,186 @@ func TestBrowserWorkersAndUnservedQueue(t *testing.T) {
 		t.Errorf("workers page row: %q", row)
 	}
 }
+
+// TestBrowserActivityOutage: an outage of queue payments, 30 minutes ago,
+// reads on the Queues page and on the Activity page as permanent failures
+// rising minute by minute to a peak and falling back to none.
+func TestBrowserActivityOutage(t *testing.T) {
+	b := newBrowserEnv(t)
+	start := plantOutage(t, b.s, "payments", "charge")
+	b.login(userAdmin)
+	minutes := func() []int {
+		t.Helper()
+		var titles []string
+		b.run(chromedp.Evaluate(`Array.from(document.querySelector('svg.series').querySelectorAll('g > title')).map(t => t.textContent)`, &titles))
+		got := minuteFailures(t, "<title>"+strings.Join(titles, "</title><title>")+"</title>")
+		var out []int
+		for i := -3; i < len(outage)+3; i++ {
+			out = append(out, got[start.Add(time.Duration(i)*time.Minute).Format("15:04")])
+		}
+		return out
+	}
+	want := append(append([]int{0, 0, 0}, outage...), 0, 0, 0)
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/"), chromedp.WaitVisible(`svg.series`, chromedp.ByQuery), b.screenshot("console-overview"))
+	if got := minutes(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the Queues page's minutes around the outage: %v, want %v", got, want)
+	}
+	b.run(chromedp.Click(`a[aria-label="Activity of payments"]`, chromedp.ByQuery), chromedp.WaitVisible(`table.activity`, chromedp.ByQuery),
+		b.screenshot("console-activity"))
+	if got := minutes(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the Activity page's minutes around the outage: %v, want %v", got, want)
+	}
+	if h1, nav := b.text(`h1`), b.text(`nav a[aria-current="page"]`); h1 != "Activity of queue payments" || nav != "Activity" {
+		t.Errorf("activity page heading %q, nav marks %q", h1, nav)
+	}
+	rows := b.text(`table.activity tbody`)
+	if !strings.Contains(rows, "payments") || !strings.Contains(rows, "charge") || strings.Contains(rows, "other") {
+		t.Errorf("the lines of payments: %q", rows)
+	}
+	// The dark theme keeps the outcomes apart.
+	var okFill, permFill string
+	b.run(emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector('svg.series rect.ok')).fill`, &okFill),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector('svg.series rect.perm')).fill`, &permFill),
+		b.screenshot("console-activity-dark"))
+	if okFill == "" || okFill == permFill {
+		t.Errorf("dark theme: successes drawn %q, permanent failures %q", okFill, permFill)
+	}
+}
+
+// TestBrowserHeldHandler: a queue whose handler its breaker paused reads
+// as holding that handler, not as running, and the breaker links to the
+// tasks waiting after its failure.
+func TestBrowserHeldHandler(t *testing.T) {
+	b := newBrowserEnv(t)
+	b.dead(deadSpec{queue: "payments", handler: "charge", errType: "net.OpError", msg: "connection refused"})
+	if _, err := b.s.PauseHandler(context.Background(), store.PauseHandlerParams{Queue: "payments", Handler: "charge", CoolOff: time.Minute,
+		Actor: "breaker", Reason: "20 tasks failed alike", Fingerprint: rdq.Fingerprint("net.OpError", "connection refused")}); err != nil {
+		t.Fatal(err)
+	}
+	b.login(userAdmin)
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/"), chromedp.WaitVisible(`table.breakers`, chromedp.ByQuery), b.screenshot("console-breaker"))
+	var state string
+	b.run(chromedp.Text(`//table[contains(@class,"queues")]//tr[th[normalize-space()="payments"]]/td[last()-1]`, &state, chromedp.BySearch))
+	if !strings.Contains(state, "charge held") || strings.Contains(state, "running") {
+		t.Errorf("the state of payments reads %q, want its handler held", state)
+	}
+	b.run(chromedp.Click(`//a[normalize-space()="tasks waiting after this failure"]`, chromedp.BySearch), chromedp.WaitVisible(`nav.tabs`, chromedp.ByQuery))
+	if cur := b.text(`nav.tabs a[aria-current="page"]`); cur != "retrying" {
+		t.Errorf("the breaker's link opens the %q tab, want retrying", cur)
+	}
+}
+
+// TestBrowserNarrowNoSidewaysScroll: at 400 px wide no list page is wider
+// than the screen, and lists are cards whose cells name their column.
+func TestBrowserNarrowNoSidewaysScroll(t *testing.T) {
+	b := newBrowserEnv(t)
+	id := b.dead(deadSpec{queue: "payments", handler: "charge", errType: "*github.com/example/payments/internal/gateway.UpstreamUnavailableError",
+		msg: strings.Repeat("upstream-gateway-returned-an-unexpected-status ", 8), stack: "goroutine 1 [running]:\nmain.charge()\n\t/src/" + strings.Repeat("very/", 30) + "charge.go:12"})
+	plantOutage(t, b.s, "reports", "build")
+	if _, err := b.s.Enqueue(context.Background(), store.EnqueueParams{Tasks: []store.NewTask{
+		{ID: rdq.NewID(), Queue: "reports", Handler: "build", Payload: []byte(`{}`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	b.login(userAdmin)
+	b.run(emulation.SetDeviceMetricsOverride(400, 860, 1, true))
+	for _, page := range []string{"/", "/dead", "/groups", "/live", "/live?state=retrying", "/live?state=succeeded", "/workers", "/audit",
+		"/activity", "/activity?queue=reports", "/tasks/" + id.String(), "/bulk?op=redrive&queue=payments"} {
+		var width, inner int
+		b.run(chromedp.Navigate(b.base+browserPrefix+page), chromedp.WaitVisible(`main`, chromedp.ByQuery),
+			chromedp.Evaluate(`document.documentElement.scrollWidth`, &width),
+			chromedp.Evaluate(`window.innerWidth`, &inner))
+		if inner != 400 || width > inner {
+			t.Errorf("%s at %d px wide is %d px wide: it scrolls sideways", page, inner, width)
+		}
+		if page == "/" {
+			b.run(b.screenshot("console-narrow"))
+		}
+	}
+	var label string
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/dead"), chromedp.WaitVisible(`table tbody td[data-label]`, chromedp.ByQuery),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector('table tbody td[data-label]'), '::before').content`, &label))
+	if label == "" || label == "none" {
+		t.Errorf("a card's cell shows no column label: %q", label)
+	}
+}
+
+// TestBrowserCheckboxRedrive: ticking two of three dead tasks and
+// redriving the selection redrives those two only.
+func TestBrowserCheckboxRedrive(t *testing.T) {
+	b := newBrowserEnv(t)
+	var ids []rdq.ID
+	for i := range 3 {
+		ids = append(ids, b.dead(deadSpec{queue: "emails", handler: "send", errType: "timeout", msg: "relay down", payload: fmt.Sprintf(`{"to":"user%d@example.com"}`, i)}))
+	}
+	b.login(userAdmin)
+	b.run(chromedp.Navigate(b.base+browserPrefix+"/dead?queue=emails"), chromedp.WaitVisible(`form#selection`, chromedp.ByQuery),
+		chromedp.Click(`input[type="checkbox"][value="`+ids[0].String()+`"]`, chromedp.ByQuery),
+		chromedp.Click(`input[type="checkbox"][value="`+ids[2].String()+`"]`, chromedp.ByQuery),
+		b.screenshot("console-selection"),
+		chromedp.Click(`form#selection button[value="redrive"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`form.bulk`, chromedp.ByQuery),
+		chromedp.Click(`form.bulk button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`form.confirm`, chromedp.ByQuery))
+	if s := b.text(`p.confirmline`); !strings.Contains(s, "redrive 2 dead tasks") || !strings.Contains(s, "ids=(2)") {
+		t.Fatalf("confirmation %q", s)
+	}
+	b.run(chromedp.SetValue(`form.confirm input[name="reason"]`, "two of them", chromedp.ByQuery),
+		chromedp.Click(`form.confirm button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`section.summary`, chromedp.ByQuery))
+	b.waitStatus(rdq.StatusSucceeded, ids[0], ids[2])
+	if tk, _, err := b.s.Get(context.Background(), ids[1]); err != nil || tk.Status != rdq.StatusDead {
+		t.Errorf("the task left unticked: %v %v", tk, err)
+	}
+}
+
+// TestBrowserWorkerAppearsAndGoesStale: a worker that registers is listed
+// live with its host, pid, version, queues, handlers, slots and in-flight
+// count; once it stops refreshing its entry it is marked stale.
+func TestBrowserWorkerAppearsAndGoesStale(t *testing.T) {
+	b := newBrowserEnv(t)
+	reg, ok := store.RegistryOf(b.s)
+	if !ok {
+		t.Fatal("the store keeps no worker registry")
+	}
+	register := func(at time.Time) {
+		t.Helper()
+		if err := reg.RegisterWorker(context.Background(), store.RegisterWorkerParams{
+			Worker: store.WorkerInfo{ID: "reports-worker-7", Host: "reports-host", PID: 4242, Version: "v9.9.9",
+				Queues: []string{"reports"}, Handlers: []string{"build"}, Slots: 8, InFlight: 3},
+			StaleAfter: 30 * time.Second, ExpireAfter: time.Hour, Now: &at,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := func() string {
+		t.Helper()
+		var s string
+		b.run(chromedp.Navigate(b.base+browserPrefix+"/workers"), chromedp.WaitVisible(`table.workers`, chromedp.ByQuery),
+			chromedp.Text(`//table[contains(@class,"workers")]//tr[th[normalize-space()="reports-worker-7"]]`, &s, chromedp.BySearch))
+		return s
+	}
+	b.login(userAdmin)
+	register(time.Now())
+	live := row()
+	for _, want := range []string{"live", "reports-host", "4242", "v9.9.9", "reports", "build", "8", "3"} {
+		if !strings.Contains(live, want) {
+			t.Errorf("the new worker's row %q lacks %q", live, want)
+		}
+	}
+	if strings.Contains(live, "stale") {
+		t.Errorf("a worker that just registered reads stale: %q", live)
+	}
+	// Its last refresh was a minute ago, twice its StaleAfter.
+	register(time.Now().Add(-time.Minute))
+	if stale := row(); !strings.Contains(stale, "stale") {
+		t.Errorf("a worker silent for a minute reads %q, want stale", stale)
+	}
+	var cls string
+	b.run(chromedp.Evaluate(`document.evaluate('//table[contains(@class,"workers")]//tr[th[normalize-space()="reports-worker-7"]]', document, null, 9, null).singleNodeValue.className`, &cls),
+		b.screenshot("console-workers-stale"))
+	if cls != "stale" {
+		t.Errorf("the stale worker's row has class %q", cls)
+	}
+}

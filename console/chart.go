@@ -21,19 +21,19 @@ const chartStaleFactor = 4
 // chartTimeout bounds one recount.
 const chartTimeout = 30 * time.Second
 
-// chart is one count of the overview's dead-per-hour chart.
-type chart struct {
-	counts []int64
-	start  time.Time // the start of the first bucket
-	at     time.Time // when it was counted, on the console's clock
+// chart is one count of one of the overview's charts.
+type chart[T any] struct {
+	val   T
+	start time.Time // the start of the first bucket
+	at    time.Time // when it was counted, on the console's clock
 }
 
-// chartCache serves the overview's 24 h dead-per-hour chart. Counting it is
-// a range scan of every task that went dead in the last day (at a million
-// dead tasks, tens of thousands of index entries, and a storm's worth in a
-// storm), the one overview read whose cost grows with the dead-letter
-// queue. The cache recounts it at most once per maxAge with a single query
-// whatever the number of viewers:
+// chartCache serves one of the overview's charts: the 24 h dead-per-hour
+// chart, whose count is a range scan of every task that went dead in the
+// last day (at a million dead tasks, tens of thousands of index entries,
+// and a storm's worth in a storm), and the activity series, whose reads
+// count the last minutes of attempt history. The cache recounts a chart at
+// most once per maxAge with a single read whatever the number of viewers:
 //
 //   - a chart younger than maxAge is served as is;
 //   - a chart up to chartStaleFactor × maxAge old, of the current hour, is
@@ -42,9 +42,9 @@ type chart struct {
 //     waits for the recount, which every concurrent view shares.
 //
 // The page shows when the chart was counted.
-type chartCache struct {
+type chartCache[T any] struct {
 	maxAge time.Duration
-	count  func(ctx context.Context, start time.Time) ([]int64, error)
+	count  func(ctx context.Context, start time.Time) (T, error)
 	now    func() time.Time
 	start  func(now time.Time) time.Time // the chart start for a clock reading
 	logErr func(error)                   // a background recount's failure
@@ -54,7 +54,7 @@ type chartCache struct {
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
-	cur    *chart
+	cur    *chart[T]
 	flight *chartFlight // the recount running, if any
 }
 
@@ -64,14 +64,14 @@ type chartFlight struct {
 	err  error
 }
 
-func newChartCache(maxAge time.Duration, now func() time.Time, start func(time.Time) time.Time,
-	count func(ctx context.Context, start time.Time) ([]int64, error), logErr func(error)) *chartCache {
+func newChartCache[T any](maxAge time.Duration, now func() time.Time, start func(time.Time) time.Time,
+	count func(ctx context.Context, start time.Time) (T, error), logErr func(error)) *chartCache[T] {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &chartCache{maxAge: maxAge, count: count, now: now, start: start, logErr: logErr, ctx: ctx, cancel: cancel}
+	return &chartCache[T]{maxAge: maxAge, count: count, now: now, start: start, logErr: logErr, ctx: ctx, cancel: cancel}
 }
 
 // get returns the chart to show, recounting it as the rules above say.
-func (cc *chartCache) get(ctx context.Context) (chart, error) {
+func (cc *chartCache[T]) get(ctx context.Context) (chart[T], error) {
 	now := cc.now()
 	cc.mu.Lock()
 	if cur := cc.cur; cur != nil && cur.start.Equal(cc.start(now)) {
@@ -90,10 +90,10 @@ func (cc *chartCache) get(ctx context.Context) (chart, error) {
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		return chart{}, ctx.Err()
+		return chart[T]{}, ctx.Err()
 	}
 	if f.err != nil {
-		return chart{}, f.err
+		return chart[T]{}, f.err
 	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
@@ -102,7 +102,7 @@ func (cc *chartCache) get(ctx context.Context) (chart, error) {
 
 // recountLocked starts a recount unless one is running, and returns the
 // running one. cc.mu is held.
-func (cc *chartCache) recountLocked() *chartFlight {
+func (cc *chartCache[T]) recountLocked() *chartFlight {
 	if cc.flight != nil {
 		return cc.flight
 	}
@@ -114,11 +114,11 @@ func (cc *chartCache) recountLocked() *chartFlight {
 		at := cc.now()
 		start := cc.start(at)
 		ctx, cancel := context.WithTimeout(cc.ctx, chartTimeout)
-		counts, err := cc.count(ctx, start)
+		val, err := cc.count(ctx, start)
 		cancel()
 		cc.mu.Lock()
 		if err == nil {
-			cc.cur = &chart{counts: counts, start: start, at: at}
+			cc.cur = &chart[T]{val: val, start: start, at: at}
 		} else {
 			f.err = fmt.Errorf("counting the failure chart: %w", err)
 		}
@@ -135,7 +135,7 @@ func (cc *chartCache) recountLocked() *chartFlight {
 }
 
 // close stops a recount in flight and waits for it.
-func (cc *chartCache) close() {
+func (cc *chartCache[T]) close() {
 	cc.cancel()
 	cc.wg.Wait()
 }

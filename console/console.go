@@ -149,9 +149,14 @@ type Console struct {
 	tasks *tasks.Tasks
 	// chart serves the overview's failure chart; nil when the store
 	// cannot count dead tasks per hour.
-	chart *chartCache
+	chart *chartCache[[]int64]
 	// registry is the store's worker registry; nil when it keeps none.
 	registry store.WorkerRegistry
+	// series counts attempts over time; nil when the store cannot.
+	series store.SeriesReader
+	// activityCharts serves the overview's activity charts (every queue's
+	// series per minute and per hour); nil without series.
+	activityCharts *chartCache[activitySeries]
 }
 
 //go:embed templates/*.html
@@ -212,6 +217,13 @@ func New(cfg Config) (*Console, error) {
 	if reg, ok := store.RegistryOf(cfg.Store); ok {
 		c.registry = reg
 	}
+	if sr, ok := store.SeriesReaderOf(cfg.Store); ok {
+		c.series = sr
+		c.activityCharts = newChartCache(cmp.Or(cfg.ChartMaxAge, DefaultChartMaxAge), c.now,
+			func(now time.Time) time.Time { return now.Truncate(time.Minute) },
+			func(ctx context.Context, _ time.Time) (activitySeries, error) { return readActivity(ctx, sr) },
+			func(err error) { c.log.Error("console: the overview's activity charts", "error", err) })
+	}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -229,6 +241,9 @@ func (c *Console) Close() error {
 	c.jobs.closeAll()
 	if c.chart != nil {
 		c.chart.close()
+	}
+	if c.activityCharts != nil {
+		c.activityCharts.close()
 	}
 	return nil
 }
@@ -254,6 +269,7 @@ func (c *Console) routes() (http.Handler, error) {
 	mux.HandleFunc("GET /dead", c.deadList)
 	mux.HandleFunc("GET /groups", c.groups)
 	mux.HandleFunc("GET /tasks/{id}", c.task)
+	mux.HandleFunc("GET /find", c.find)
 	mux.HandleFunc("POST /tasks/{id}/redrive", c.taskRedrive)
 	mux.HandleFunc("POST /tasks/{id}/edit", c.taskEdit)
 	mux.HandleFunc("POST /tasks/{id}/edit/confirm", c.taskEditConfirm)
@@ -265,6 +281,9 @@ func (c *Console) routes() (http.Handler, error) {
 	mux.HandleFunc("GET /audit", c.audit)
 	if c.registry != nil {
 		mux.HandleFunc("GET /workers", c.workers)
+	}
+	if c.series != nil {
+		mux.HandleFunc("GET /activity", c.activity)
 	}
 	if c.tasks != nil {
 		mux.HandleFunc("GET /live", c.live)

@@ -24,10 +24,6 @@ const recentChanges = 8
 // chartHours is the span of the failure charts.
 const chartHours = 24
 
-// chartStart is the start of the hourly chart ending with the current
-// hour.
-func (c *Console) chartStart() time.Time { return chartStartAt(c.now()) }
-
 // chartStartAt is the start of the hourly chart ending with the hour of
 // now.
 func chartStartAt(now time.Time) time.Time {
@@ -44,6 +40,12 @@ type queueRow struct {
 	// NoLiveWorker: tasks wait and no live registered worker runs the
 	// queue (stores with a worker registry).
 	NoLiveWorker bool
+	// Failures counts the queue's failed attempts per minute over the
+	// last hour (stores with a series).
+	Failures []int64
+	// Held are the queue's handlers paused (by their circuit breaker or
+	// by hand): their tasks wait although the queue runs.
+	Held []string
 }
 
 type overviewData struct {
@@ -54,7 +56,12 @@ type overviewData struct {
 	ChartAt    time.Time // when the chart was counted
 	ChartEvery time.Duration
 	HasChart   bool
-	Recent     []auditRow
+	// Minutes and Hours are the activity charts, when the store counts
+	// attempts over time (HasSeries).
+	Minutes, Hours seriesView
+	HasSeries      bool
+	SeriesAt       time.Time // when they were read
+	Recent         []auditRow
 	// Breakers are the paused handlers, when the store pauses handlers.
 	Breakers    []store.HandlerPause
 	HasBreakers bool
@@ -102,7 +109,37 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			row.NotDue = counts[row.Queue]
 		}
 	}
+	if c.activityCharts != nil {
+		ch, err := c.activityCharts.get(ctx)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		d.HasSeries, d.SeriesAt, d.ChartEvery = true, ch.at, max(c.activityCharts.maxAge, 0)
+		var lines []activityLine
+		d.Minutes, lines = c.seriesView(r, ch.val.minutes)
+		d.Hours, _ = c.seriesView(r, ch.val.hours)
+		for _, l := range lines {
+			if row := byQueue[l.Queue]; row != nil {
+				if row.Failures == nil {
+					row.Failures = make([]int64, len(l.Failures))
+				}
+				for i, n := range l.Failures {
+					row.Failures[i] += n
+				}
+			}
+		}
+	}
 	all := c.can(r, ActionRead, AllQueues)
+	if d.Breakers, d.HasBreakers, err = c.pausedHandlers(r, all); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	for _, b := range d.Breakers {
+		if row := byQueue[b.Queue]; row != nil {
+			row.Held = append(row.Held, b.Handler)
+		}
+	}
 	for _, q := range slices.Sorted(maps.Keys(byQueue)) {
 		row := byQueue[q]
 		if !all && !c.can(r, ActionRead, q) {
@@ -123,7 +160,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			c.failErr(w, r, err)
 			return
 		}
-		d.Chart, d.ChartStart, d.ChartAt, d.ChartEvery, d.HasChart = ch.counts, ch.start, ch.at, max(c.chart.maxAge, 0), true
+		d.Chart, d.ChartStart, d.ChartAt, d.ChartEvery, d.HasChart = ch.val, ch.start, ch.at, max(c.chart.maxAge, 0), true
 	}
 	if all {
 		entries, err := c.dlq.Audit(ctx, dlq.AuditQuery{Limit: recentChanges})
@@ -134,10 +171,6 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		for _, e := range entries {
 			d.Recent = append(d.Recent, newAuditRow(e))
 		}
-	}
-	if d.Breakers, d.HasBreakers, err = c.pausedHandlers(r, all); err != nil {
-		c.failErr(w, r, err)
-		return
 	}
 	if err := c.overviewWorkers(r, &d); err != nil {
 		c.failErr(w, r, err)
@@ -233,7 +266,7 @@ type deadData struct {
 
 func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f, err := parseFilter(q)
+	f, err := parseFilter(c.now(), q)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -275,9 +308,9 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 
 // --- Groups -----------------------------------------------------------------
 
-// maxGroupsShown bounds the groups page; the rest are summarized.
-// maxGroupCharts is how many of the biggest groups get a 24 h chart: each
-// chart reads the group's tasks of the last day.
+// maxGroupsShown is the groups of one page; later pages show the rest.
+// maxGroupCharts is how many of the biggest groups of a page get a chart:
+// each chart reads the group's tasks of up to the last day.
 const (
 	maxGroupsShown = 100
 	maxGroupCharts = 25
@@ -300,14 +333,40 @@ type groupsData struct {
 	Groups     []groupRow
 	Hidden     int
 	Total      int64
-	HasKeys    bool
+	// Offset is the rank of the page's first group (from 0); Count is how
+	// many groups match; Prev and Next page through them.
+	Offset, Count int
+	Prev, Next    string
+	// ChartSpan is what the charts cover (see groupChartWindow).
+	ChartSpan time.Duration
+	HasKeys   bool
 	// ChartsOff is set when the filter is narrower than the charts.
 	ChartsOff bool
 }
 
+// groupChartBuckets bounds the bars of a group's chart.
+const groupChartBuckets = 48
+
+// groupChartWindow is the span of the groups' charts, at the scale of the
+// incident: from the earliest of the groups' last deaths (so every group
+// shows its latest deaths) to the end of the current minute, at least an
+// hour and at most a day, in up to groupChartBuckets bars of whole
+// minutes. It returns the start, the bar width and the number of bars.
+func groupChartWindow(now time.Time, gs []store.Group) (time.Time, time.Duration, int) {
+	span := time.Hour
+	for _, g := range gs {
+		span = max(span, now.Sub(g.LastSeen))
+	}
+	span = min(span, chartHours*time.Hour)
+	width := (span + groupChartBuckets*time.Minute - 1) / (groupChartBuckets * time.Minute) * time.Minute
+	buckets := int((span + width - 1) / width)
+	end := now.Truncate(time.Minute).Add(time.Minute)
+	return end.Add(-width * time.Duration(buckets)), width, buckets
+}
+
 func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	f, err := parseFilter(r.URL.Query())
+	f, err := parseFilter(c.now(), r.URL.Query())
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -321,12 +380,30 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d := groupsData{Filter: f, Values: filterValues(f), FilterText: f.String()}
+	d := groupsData{Filter: f, Values: filterValues(f), FilterText: f.String(), Count: len(gs)}
 	for _, g := range gs {
 		d.Total += g.Count
 	}
+	if o := r.URL.Query().Get("offset"); o != "" {
+		if d.Offset, err = strconv.Atoi(o); err != nil || d.Offset < 0 || d.Offset%maxGroupsShown != 0 {
+			c.failErr(w, r, fmt.Errorf("%w: offset %q: use a multiple of %d, as the page links do", rdq.ErrInvalid, clip(o), maxGroupsShown))
+			return
+		}
+	}
+	page := func(offset int) string {
+		v := filterValues(f)
+		if offset > 0 {
+			v.Set("offset", strconv.Itoa(offset))
+		}
+		return withQuery(c.url("/groups"), v)
+	}
+	if d.Offset > 0 {
+		d.Prev = page(d.Offset - maxGroupsShown)
+	}
+	gs = gs[min(d.Offset, len(gs)):]
 	if len(gs) > maxGroupsShown {
 		d.Hidden = len(gs) - maxGroupsShown
+		d.Next = page(d.Offset + maxGroupsShown)
 		gs = gs[:maxGroupsShown]
 	}
 	fps := make([]string, len(gs))
@@ -347,7 +424,9 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	var hist map[string][]int64
 	d.ChartsOff = f.Queue != "" || f.Handler != "" || f.MessageContains != "" || f.LifeMin != 0 || f.LifeBelow != 0 || len(f.IDs) > 0
 	if h, ok := store.DeadHistogrammerOf(c.st); ok && len(fps) > 0 && !d.ChartsOff {
-		if hist, err = h.DeadHistogram(ctx, c.chartStart(), time.Hour, chartHours, fps[:min(len(fps), maxGroupCharts)]); err != nil {
+		start, width, buckets := groupChartWindow(c.now(), gs[:min(len(gs), maxGroupCharts)])
+		d.ChartSpan = width * time.Duration(buckets)
+		if hist, err = h.DeadHistogram(ctx, start, width, buckets, fps[:min(len(fps), maxGroupCharts)]); err != nil {
 			c.failErr(w, r, err)
 			return
 		}
@@ -706,14 +785,17 @@ func (o bulkOptions) values() url.Values {
 	return v
 }
 
-func parseBulk(v url.Values) (dlq.Filter, bulkOptions, error) {
-	f, err := parseFilter(v)
+func parseBulk(now time.Time, v url.Values) (dlq.Filter, bulkOptions, error) {
+	f, err := parseFilter(now, v)
 	if err != nil {
 		return f, bulkOptions{}, err
 	}
 	o := bulkOptions{Op: v.Get("op"), All: v.Get("all") == "1", Reason: strings.TrimSpace(v.Get("reason"))}
 	if o.Op != "redrive" && o.Op != "purge" {
 		return f, o, fmt.Errorf("%w: bulk action %q: use redrive or purge", rdq.ErrInvalid, clip(o.Op))
+	}
+	if v.Get("selected") == "1" && len(f.IDs) == 0 {
+		return f, o, fmt.Errorf("%w: no task is selected: tick the tasks to %s, or use %q", rdq.ErrInvalid, o.Op, o.Op+" all matching")
 	}
 	if s := strings.TrimSpace(v.Get("max")); s != "" {
 		if o.Max, err = strconv.ParseInt(s, 10, 64); err != nil || o.Max < 0 {
@@ -769,14 +851,73 @@ type bulkData struct {
 	Redrive    dlq.RedriveResult
 	Purge      dlq.PurgeResult
 	Count      int64
+	// What the selection is, on the confirmation: up to three of its
+	// tasks, its queues and handlers, how many already died after a
+	// redrive, and the open breakers of its handlers.
+	Samples   []*rdq.Task
+	Keys      [][2]string
+	DiedAgain int64
+	Breakers  []store.HandlerPause
 }
+
+// bulkSamples is how many tasks a bulk confirmation shows.
+const bulkSamples = 3
+
+// describeSelection fills in what d's selection is (see bulkData).
+func (c *Console) describeSelection(r *http.Request, d *bulkData) error {
+	ctx := r.Context()
+	page, err := c.dlq.List(ctx, d.Filter, dlq.ListOptions{PageSize: bulkSamples})
+	if err != nil {
+		return err
+	}
+	d.Samples = page.Tasks
+	keys := map[[2]string]bool{}
+	for _, t := range d.Samples {
+		keys[[2]string{t.Queue, t.Handler}] = true
+	}
+	if k, ok := store.DeadGroupKeyerOf(c.st); ok && d.Filter.Fingerprint != "" {
+		gk, err := k.DeadGroupKeys(ctx, []string{d.Filter.Fingerprint})
+		if err != nil {
+			return err
+		}
+		for _, k := range gk[d.Filter.Fingerprint] {
+			if (d.Filter.Queue == "" || k[0] == d.Filter.Queue) && (d.Filter.Handler == "" || k[1] == d.Filter.Handler) {
+				keys[k] = true
+			}
+		}
+	}
+	d.Keys = slices.SortedFunc(maps.Keys(keys), func(a, b [2]string) int {
+		return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1])
+	})
+	if d.Opts.Op == "redrive" {
+		again := d.Filter
+		again.LifeMin = max(again.LifeMin, 1)
+		if d.DiedAgain, err = c.dlq.Count(ctx, again); err != nil {
+			return err
+		}
+	}
+	pauses, _, err := c.pausedHandlers(r, c.can(r, ActionRead, AllQueues))
+	if err != nil {
+		return err
+	}
+	for _, p := range pauses {
+		if keys[[2]string{p.Queue, p.Handler}] {
+			d.Breakers = append(d.Breakers, p)
+		}
+	}
+	return nil
+}
+
+// MostDiedAgain reports that most of the selection already died after a
+// redrive: redriving it again is likely to fail again.
+func (d bulkData) MostDiedAgain() bool { return d.Count > 0 && 2*d.DiedAgain > d.Count }
 
 func (c *Console) bulkForm(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Get("op") == "" {
 		q.Set("op", "redrive")
 	}
-	f, o, err := parseBulk(q)
+	f, o, err := parseBulk(c.now(), q)
 	if errors.Is(err, dlq.ErrAllRequired) {
 		err = nil // the form asks for it: a checkbox, when the filter is empty
 	}
@@ -799,7 +940,7 @@ func (c *Console) postedBulk(w http.ResponseWriter, r *http.Request) (dlq.Filter
 		c.failErr(w, r, fmt.Errorf("%w: %v", rdq.ErrInvalid, err))
 		return dlq.Filter{}, bulkOptions{}, false
 	}
-	f, o, err := parseBulk(r.PostForm)
+	f, o, err := parseBulk(c.now(), r.PostForm)
 	if err != nil {
 		c.failErr(w, r, err)
 		return dlq.Filter{}, bulkOptions{}, false
@@ -830,6 +971,12 @@ func (c *Console) bulkDryRun(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.failErr(w, r, err)
 		return
+	}
+	if d.Count > 0 {
+		if err := c.describeSelection(r, &d); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
 	}
 	d.Values.Set("confirmed", strconv.FormatInt(d.Count, 10))
 	c.render(w, r, http.StatusOK, "bulk", &view{Title: "Confirm bulk " + o.Op, Nav: "dead", Data: d})
@@ -954,11 +1101,11 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	aq := dlq.AuditQuery{Actor: strings.TrimSpace(d.Actor), Action: d.Action, Limit: auditPage}
 	var err error
-	if aq.Since, err = parseTime("since", d.Since); err != nil {
+	if aq.Since, err = parseTime(c.now(), "since", d.Since); err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	if aq.Until, err = parseTime("until", d.Until); err != nil {
+	if aq.Until, err = parseTime(c.now(), "until", d.Until); err != nil {
 		c.failErr(w, r, err)
 		return
 	}

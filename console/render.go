@@ -15,23 +15,27 @@ import (
 )
 
 // pageNames are the templates, each parsed with layout.html.
-var pageNames = []string{"overview", "dead", "groups", "task", "edit", "bulk", "job", "audit", "error", "live", "workers"}
+var pageNames = []string{"overview", "dead", "groups", "task", "edit", "bulk", "job", "audit", "error", "live", "workers", "activity"}
 
 func (c *Console) parseTemplates() error {
 	funcs := template.FuncMap{
-		"url":      c.url,
-		"withq":    withQuery,
-		"ts":       timeHTML,
-		"dur":      formatDuration,
-		"age":      formatAge,
-		"num":      formatNum,
-		"bytes":    formatBytes,
-		"barChart": barChart,
-		"spark":    sparkline,
-		"clip":     clipText,
-		"add":      func(a, b int) int { return a + b },
-		"dict":     dict,
-		"merge":    merge,
+		"url":       c.url,
+		"withq":     withQuery,
+		"ts":        timeHTML,
+		"dur":       formatDuration,
+		"span":      formatSpan,
+		"age":       formatAge,
+		"num":       formatNum,
+		"bytes":     formatBytes,
+		"barChart":  barChart,
+		"spark":     sparkline,
+		"series":    seriesChart,
+		"failSpark": failSparkline,
+		"stack":     viewStack,
+		"clip":      clipText,
+		"add":       func(a, b int) int { return a + b },
+		"dict":      dict,
+		"merge":     merge,
 	}
 	c.pages = make(map[string]*template.Template, len(pageNames))
 	for _, name := range pageNames {
@@ -92,6 +96,9 @@ func (v *view) URL(path string) string { return v.c.url(path) }
 
 // HasWorkers reports whether the store keeps a worker registry.
 func (v *view) HasWorkers() bool { return v.c.registry != nil }
+
+// HasSeries reports whether the store counts attempts over time.
+func (v *view) HasSeries() bool { return v.c.series != nil }
 
 // HasLive reports whether the store lists live tasks.
 func (v *view) HasLive() bool { return v.c.tasks != nil }
@@ -240,8 +247,31 @@ func barChart(counts []int64, start time.Time) template.HTML {
 	return template.HTML(b.String())
 }
 
-// sparkline draws counts as a small SVG bar chart.
-func sparkline(counts []int64) template.HTML {
+// sparkline draws counts of dead tasks over span as a small SVG bar chart.
+func sparkline(counts []int64, span time.Duration) template.HTML {
+	return spark(counts, func(total string) string { return total + " went dead in the last " + formatSpan(span) })
+}
+
+// failSparkline draws counts of failed attempts per minute as a small SVG
+// bar chart.
+func failSparkline(counts []int64) template.HTML {
+	return spark(counts, func(total string) string {
+		return fmt.Sprintf("%s failed attempts in the last %d minutes", total, len(counts))
+	})
+}
+
+// formatSpan writes a span of whole minutes as hours and minutes: "1 h",
+// "90 min", "24 h".
+func formatSpan(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%d h", d/time.Hour)
+	}
+	return fmt.Sprintf("%d min", d/time.Minute)
+}
+
+// spark draws counts as a small SVG bar chart; label makes its accessible
+// name from the total (only numbers and fixed words go into it).
+func spark(counts []int64, label func(total string) string) template.HTML {
 	const w, h = 120, 24
 	var peak, total int64
 	for _, n := range counts {
@@ -249,7 +279,7 @@ func sparkline(counts []int64) template.HTML {
 		total += n
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="spark" viewBox="0 0 %d %d" role="img" aria-label="%s went dead in the last %d hours">`, w, h, formatNum(total), len(counts))
+	fmt.Fprintf(&b, `<svg class="spark" viewBox="0 0 %d %d" role="img" aria-label="%s">`, w, h, label(formatNum(total)))
 	if len(counts) > 0 && peak > 0 {
 		bw := float64(w) / float64(len(counts))
 		for i, n := range counts {

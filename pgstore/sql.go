@@ -1865,6 +1865,10 @@ type queries struct {
 	deadHistogram              string
 	deadHistogramByFingerprint string
 	deadGroupKeys              string
+	seriesClock                string
+	seriesRollup               string
+	seriesRollupHours          string
+	series                     string
 
 	// Templates of the statements built per call (see stmt), and the
 	// fragments of them that name the schema: the schema is filled in,
@@ -1951,6 +1955,10 @@ func buildQueries(quotedSchema, quotedChannel string) queries {
 		deadHistogram:              r.Replace(sqlDeadHistogram),
 		deadHistogramByFingerprint: r.Replace(sqlDeadHistogramByFingerprint),
 		deadGroupKeys:              r.Replace(sqlDeadGroupKeys),
+		seriesClock:                sqlSeriesClock,
+		seriesRollup:               r.Replace(sqlSeriesRollup),
+		seriesRollupHours:          r.Replace(sqlSeriesRollupHours),
+		series:                     r.Replace(sqlSeries),
 
 		listDead:            r.Replace(sqlListDead),
 		countDead:           r.Replace(sqlCountDead),
@@ -2097,14 +2105,20 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // --- Console ----------------------------------------------------------------
 
 // sqlNotDueCounts counts, per queue, the PENDING tasks not due yet (retries
-// waiting out their backoff, delayed tasks). Index: tasks_claim_idx (queue,
-// next_attempt_at) WHERE status = 'PENDING', a range per queue.
+// waiting out their backoff, delayed tasks), held or not. Indexes:
+// tasks_claim_idx (queue, next_attempt_at, id) WHERE status = 'PENDING' AND
+// NOT held, and tasks_held_idx WHERE status = 'PENDING' AND held: each
+// branch names its index's predicate, so neither reads the table's other
+// tasks (a predicate on status alone matches neither partial index).
 // $1 Now override.
 const sqlNotDueCounts = `
-SELECT t.queue, count(*)
-FROM {schema}.tasks AS t
-WHERE t.status = 'PENDING' AND t.next_attempt_at > coalesce($1::timestamptz, now())
-GROUP BY t.queue`
+SELECT x.queue, count(*)
+FROM (SELECT t.queue FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND NOT t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())
+      UNION ALL
+      SELECT t.queue FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())) AS x
+GROUP BY x.queue`
 
 // sqlDeadHistogram counts the tasks that went dead in [$1, $2) per bucket
 // of $3 seconds from $1. Index: tasks_dead_idx (finished_at DESC, id DESC)
@@ -2137,3 +2151,155 @@ WHERE d.fingerprint = ANY($1::text[])
 GROUP BY d.fingerprint, d.queue, d.handler
 HAVING sum(d.n) > 0
 ORDER BY d.fingerprint, d.queue, d.handler`
+
+// seriesEvents lists what happened in [lo, hi) (the two expressions it is
+// built with), one row per event with its minute: every attempts row
+// finished then, and the successes sqlFinish recorded in their task rows
+// (a SUCCEEDED task whose last attempt number has no row). An attempt is a
+// dead-lettering when it is the last of its life (no later attempt of the
+// same life) and that life ended DEAD: the task is dead in it, or has
+// since been redriven into a later life. Indexes: attempts_finished_idx
+// (one range), tasks_pkey and attempts_pkey (a lookup per attempt),
+// tasks_succeeded_idx (one range) and attempts_pkey (a lookup per success).
+func seriesEvents(lo, hi string) string {
+	return `
+    SELECT to_timestamp(floor(extract(epoch FROM a.finished_at) / 60) * 60) AS minute,
+           t.queue, t.handler, a.outcome,
+           (a.outcome <> 'SUCCESS' AND (t.life > a.life OR t.status = 'DEAD')
+            AND NOT EXISTS (SELECT 1 FROM {schema}.attempts AS b
+                            WHERE b.task_id = a.task_id AND b.number > a.number AND b.life = a.life)) AS dead
+    FROM {schema}.attempts AS a JOIN {schema}.tasks AS t ON t.id = a.task_id
+    WHERE a.finished_at >= ` + lo + ` AND a.finished_at < ` + hi + `
+    UNION ALL
+    SELECT to_timestamp(floor(extract(epoch FROM t.finished_at) / 60) * 60), t.queue, t.handler, 'SUCCESS', false
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'SUCCEEDED' AND t.finished_at >= ` + lo + ` AND t.finished_at < ` + hi + `
+      AND t.last_attempt_number > 0
+      AND NOT EXISTS (SELECT 1 FROM {schema}.attempts AS a
+                      WHERE a.task_id = t.id AND a.number = t.last_attempt_number)`
+}
+
+// seriesCounted are the counts of one group of seriesEvents rows.
+const seriesCounted = `count(*) FILTER (WHERE e.outcome <> 'CANCELLED'),
+           count(*) FILTER (WHERE e.outcome = 'SUCCESS'),
+           count(*) FILTER (WHERE e.outcome IN ('RETRYABLE_FAILURE', 'LEASE_EXPIRED')),
+           count(*) FILTER (WHERE e.outcome = 'PERMANENT_FAILURE'),
+           count(*) FILTER (WHERE e.dead)`
+
+// sqlSeriesLock serializes the rollups of one schema: $1 is the schema's
+// key (seriesLockKey).
+const sqlSeriesLock = `SELECT pg_advisory_xact_lock($1)`
+
+// sqlSeriesClock reads the store's clock. $1 Now override.
+const sqlSeriesClock = `SELECT coalesce($1::timestamptz, now())`
+
+// sqlSeriesRollup rolls the minutes of [$1, $2) not rolled up yet into
+// series_counts and marks them in series_minutes, and deletes both tables'
+// minutes before $3 (the retention). Racing rollups write each row once
+// (ON CONFLICT DO NOTHING: the later one waits for the earlier one's
+// commit, then skips; Series also runs rollups one at a time). Returns how
+// many minutes it rolled up. Indexes:
+// series_minutes_pkey (the minutes done, one range; the arbiter and the
+// deletion), series_counts_pkey (the arbiter and the deletion), and those
+// of seriesEvents over the span of the minutes to do.
+var sqlSeriesRollup = `
+WITH todo AS (
+    SELECT m.minute
+    FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_minutes AS s WHERE s.minute = m.minute)
+),
+span AS (
+    SELECT min(minute) AS lo, max(minute) + interval '1 minute' AS hi FROM todo
+),
+events AS (` + seriesEvents("(SELECT lo FROM span)", "(SELECT hi FROM span)") + `
+),
+counted AS (
+    INSERT INTO {schema}.series_counts (minute, queue, handler, attempts, successes, retryable, permanent, dead_lettered)
+    SELECT e.minute, e.queue, e.handler, ` + seriesCounted + `
+    FROM events AS e
+    WHERE e.minute IN (SELECT minute FROM todo)
+    GROUP BY e.minute, e.queue, e.handler
+    ON CONFLICT DO NOTHING
+),
+marked AS (
+    INSERT INTO {schema}.series_minutes (minute) SELECT minute FROM todo
+    ON CONFLICT DO NOTHING
+),
+old_counts AS (
+    DELETE FROM {schema}.series_counts WHERE minute < $3::timestamptz
+),
+old_minutes AS (
+    DELETE FROM {schema}.series_minutes WHERE minute < $3::timestamptz
+)
+SELECT count(*) FROM todo`
+
+// sqlSeriesRollupHours sums the minutes of the hours of [$1, $2) not
+// rolled up yet from series_counts into series_hours and marks them in
+// series_hours_done, and deletes both tables' hours before $3. Every
+// minute of those hours must be rolled up already. Racing rollups write
+// each row once, as in sqlSeriesRollup. Returns how many hours it rolled
+// up. Indexes: series_hours_done_pkey (the hours done; the arbiter and the
+// deletion), series_counts_pkey (one range over the hours to do),
+// series_hours_pkey (the arbiter and the deletion).
+const sqlSeriesRollupHours = `
+WITH todo AS (
+    SELECT h.hour
+    FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 hour', interval '1 hour') AS h(hour)
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_hours_done AS d WHERE d.hour = h.hour)
+),
+counted AS (
+    INSERT INTO {schema}.series_hours (hour, queue, handler, attempts, successes, retryable, permanent, dead_lettered)
+    SELECT x.hour, x.queue, x.handler, sum(x.attempts), sum(x.successes), sum(x.retryable), sum(x.permanent), sum(x.dead_lettered)
+    FROM (SELECT to_timestamp(floor(extract(epoch FROM c.minute) / 3600) * 3600) AS hour, c.*
+          FROM {schema}.series_counts AS c
+          WHERE c.minute >= (SELECT min(hour) FROM todo)
+            AND c.minute < (SELECT max(hour) + interval '1 hour' FROM todo)) AS x
+    WHERE x.hour IN (SELECT hour FROM todo)
+    GROUP BY x.hour, x.queue, x.handler
+    ON CONFLICT DO NOTHING
+),
+marked AS (
+    INSERT INTO {schema}.series_hours_done (hour) SELECT hour FROM todo
+    ON CONFLICT DO NOTHING
+),
+old_hours AS (
+    DELETE FROM {schema}.series_hours WHERE hour < $3::timestamptz
+),
+old_done AS (
+    DELETE FROM {schema}.series_hours_done WHERE hour < $3::timestamptz
+)
+SELECT count(*) FROM todo`
+
+// sqlSeries reads a series in buckets of $6 seconds from $1, for queue $7
+// and handler $8 when not empty: the rolled-up hours of [$2, $3) from
+// series_hours, the rolled-up minutes of [$1, $2) and [$3, $4) from
+// series_counts, and the minutes of [$4, $5) from the history. Indexes:
+// series_hours_pkey and series_counts_pkey (a range each) and those of
+// seriesEvents over the minutes not rolled up.
+var sqlSeries = `
+WITH events AS (` + seriesEvents("$4::timestamptz", "$5::timestamptz") + `
+),
+minutes AS (
+    SELECT c.hour AS minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
+    FROM {schema}.series_hours AS c
+    WHERE c.hour >= $2::timestamptz AND c.hour < $3::timestamptz
+    UNION ALL
+    SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
+    FROM {schema}.series_counts AS c
+    WHERE c.minute >= $1::timestamptz AND c.minute < $2::timestamptz
+    UNION ALL
+    SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
+    FROM {schema}.series_counts AS c
+    WHERE c.minute >= $3::timestamptz AND c.minute < $4::timestamptz
+    UNION ALL
+    SELECT e.minute, e.queue, e.handler, ` + seriesCounted + `
+    FROM events AS e
+    GROUP BY e.minute, e.queue, e.handler
+)
+SELECT m.queue, m.handler, floor(extract(epoch FROM (m.minute - $1::timestamptz)) / $6::float8)::int AS bucket,
+       sum(m.attempts)::bigint, sum(m.successes)::bigint, sum(m.retryable)::bigint,
+       sum(m.permanent)::bigint, sum(m.dead_lettered)::bigint
+FROM minutes AS m
+WHERE ($7::text = '' OR m.queue = $7::text) AND ($8::text = '' OR m.handler = $8::text)
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3`

@@ -534,3 +534,106 @@ WHERE status = 'PENDING' AND held = 0 AND queue = ?2 AND next_attempt_at <= ?1 A
 	  AND EXISTS (SELECT 1 FROM json_each(w.handlers) WHERE value = ?3))
 ORDER BY next_attempt_at, id LIMIT ?4`
 )
+
+// The time series (see series.go). Times are microseconds.
+
+// sqliteSeriesEvents lists what happened in [?lo, ?hi), one row per
+// attempt with its minute and whether it dead-lettered its task: the last
+// attempt of a life that ended DEAD (the task is dead in it or was
+// redriven into a later life). Indexes: rdq_attempts_finished
+// (finished_at), one range; the primary keys of rdq_tasks and rdq_attempts,
+// a lookup per attempt.
+func sqliteSeriesEvents(lo, hi string) string {
+	return `SELECT (a.finished_at / 60000000) * 60000000 AS minute, t.queue AS queue, t.handler AS handler,
+       a.outcome AS outcome,
+       (a.outcome <> 'SUCCESS' AND (t.life > a.life OR t.status = 'DEAD')
+        AND NOT EXISTS (SELECT 1 FROM rdq_attempts AS b
+                        WHERE b.task_id = a.task_id AND b.number > a.number AND b.life = a.life)) AS dead
+FROM rdq_attempts AS a JOIN rdq_tasks AS t ON t.id = a.task_id
+WHERE a.finished_at >= ` + lo + ` AND a.finished_at < ` + hi
+}
+
+// sqliteSeriesCounted are the counts of one group of events.
+const sqliteSeriesCounted = `sum(e.outcome <> 'CANCELLED'), sum(e.outcome = 'SUCCESS'),
+       sum(e.outcome IN ('RETRYABLE_FAILURE', 'LEASE_EXPIRED')), sum(e.outcome = 'PERMANENT_FAILURE'), sum(e.dead)`
+
+var (
+	// Primary key of rdq_series_minutes: the minutes of [?1, ?2) rolled
+	// up.
+	sqlSeriesMinutesDone = `SELECT minute FROM rdq_series_minutes WHERE minute >= ?1 AND minute < ?2`
+
+	// sqlSeriesRollup rolls up the minutes ?3 (a JSON array), which lie in
+	// [?1, ?2), into rdq_series_counts. Indexes: those of the events, and
+	// the primary key of rdq_series_counts (the conflict check).
+	sqlSeriesRollup = `INSERT OR IGNORE INTO rdq_series_counts
+    (minute, queue, handler, attempts, successes, retryable, permanent, dead_lettered)
+SELECT e.minute, e.queue, e.handler, ` + sqliteSeriesCounted + `
+FROM (` + sqliteSeriesEventsRollup + `) AS e
+WHERE e.minute IN (SELECT value FROM json_each(?3))
+GROUP BY e.minute, e.queue, e.handler`
+
+	// Primary key of rdq_series_minutes: marks the minutes ?1 (a JSON
+	// array) rolled up.
+	sqlSeriesMark = `INSERT OR IGNORE INTO rdq_series_minutes (minute) SELECT value FROM json_each(?1)`
+
+	// The primary keys of both tables, one range each: the minutes before
+	// ?1 (the retention).
+	sqlSeriesPruneCounts  = `DELETE FROM rdq_series_counts WHERE minute < ?1`
+	sqlSeriesPruneMinutes = `DELETE FROM rdq_series_minutes WHERE minute < ?1`
+
+	// Primary key of rdq_series_hours_done: the hours of [?1, ?2) rolled
+	// up.
+	sqlSeriesHoursDone = `SELECT hour FROM rdq_series_hours_done WHERE hour >= ?1 AND hour < ?2`
+
+	// sqlSeriesRollupHours sums the minutes of the hours ?3 (a JSON array),
+	// which lie in [?1, ?2), from rdq_series_counts (its primary key, one
+	// range) into rdq_series_hours.
+	sqlSeriesRollupHours = `INSERT OR IGNORE INTO rdq_series_hours
+    (hour, queue, handler, attempts, successes, retryable, permanent, dead_lettered)
+SELECT (c.minute / 3600000000) * 3600000000 AS hour, c.queue, c.handler,
+       sum(c.attempts), sum(c.successes), sum(c.retryable), sum(c.permanent), sum(c.dead_lettered)
+FROM rdq_series_counts AS c
+WHERE c.minute >= ?1 AND c.minute < ?2
+  AND (c.minute / 3600000000) * 3600000000 IN (SELECT value FROM json_each(?3))
+GROUP BY 1, 2, 3`
+
+	// Primary key of rdq_series_hours_done: marks the hours ?1 (a JSON
+	// array) rolled up.
+	sqlSeriesMarkHours = `INSERT OR IGNORE INTO rdq_series_hours_done (hour) SELECT value FROM json_each(?1)`
+
+	// The primary keys of both tables, one range each: the hours before
+	// ?1 (the retention).
+	sqlSeriesPruneHours     = `DELETE FROM rdq_series_hours WHERE hour < ?1`
+	sqlSeriesPruneHoursDone = `DELETE FROM rdq_series_hours_done WHERE hour < ?1`
+
+	// sqlSeries reads a series in buckets of ?6 from ?1, for queue ?7 and
+	// handler ?8 when not empty: the rolled-up hours of [?2, ?3) from
+	// rdq_series_hours, the rolled-up minutes of [?1, ?2) and [?3, ?4)
+	// from rdq_series_counts (their primary keys, a range each), and the
+	// minutes of [?4, ?5) from the history.
+	sqlSeries = `SELECT m.queue, m.handler, (m.minute - ?1) / ?6 AS bucket,
+       sum(m.attempts), sum(m.successes), sum(m.retryable), sum(m.permanent), sum(m.dead_lettered)
+FROM (
+    SELECT c.hour AS minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
+    FROM rdq_series_hours AS c
+    WHERE c.hour >= ?2 AND c.hour < ?3
+    UNION ALL
+    SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
+    FROM rdq_series_counts AS c
+    WHERE c.minute >= ?1 AND c.minute < ?2
+    UNION ALL
+    SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
+    FROM rdq_series_counts AS c
+    WHERE c.minute >= ?3 AND c.minute < ?4
+    UNION ALL
+    SELECT e.minute, e.queue, e.handler, ` + sqliteSeriesCounted + `
+    FROM (` + sqliteSeriesEventsTail + `) AS e
+    GROUP BY e.minute, e.queue, e.handler
+) AS m
+WHERE (?7 = '' OR m.queue = ?7) AND (?8 = '' OR m.handler = ?8)
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3`
+
+	sqliteSeriesEventsRollup = sqliteSeriesEvents("?1", "?2")
+	sqliteSeriesEventsTail   = sqliteSeriesEvents("?4", "?5")
+)

@@ -87,3 +87,7 @@ func DeadHistogrammerOf(s Store) (DeadHistogrammer, bool) { return capability[De
 // DeadGroupKeyerOf returns s's failure-group keys, if s (or a store it
 // wraps) implements DeadGroupKeyer.
 func DeadGroupKeyerOf(s Store) (DeadGroupKeyer, bool) { return capability[DeadGroupKeyer](s) }
+
+// SeriesReaderOf returns s's time series of attempts, if s (or a store it
+// wraps) implements SeriesReader.
+func SeriesReaderOf(s Store) (SeriesReader, bool) { return capability[SeriesReader](s) }

@@ -35,12 +35,21 @@ const (
 	bugHistogramEarly sqliteBug = "histogram-early"
 	// DeadGroupKeys reports one (queue, handler) pair per fingerprint.
 	bugGroupKeysFirstOnly sqliteBug = "group-keys-first-only"
+	// Series ignores the Now override and reads by the real clock.
+	bugSeriesRealClock sqliteBug = "series-real-clock"
+	// Series ignores its queue and handler filters.
+	bugSeriesNoFilter sqliteBug = "series-no-filter"
+	// Series counts no dead-lettering.
+	bugSeriesNoDead sqliteBug = "series-no-dead"
+	// Series counts a retryable failure as permanent.
+	bugSeriesRetryPermanent sqliteBug = "series-retry-permanent"
 	// Snooze is a retry: it spends an attempt and records it.
 	bugSnoozeSpendsAttempt sqliteBug = "snooze-spends-attempt"
 	// A correct store whose harness leaves out one of its capabilities.
 	bugUndeclaredNotDue    sqliteBug = "undeclared-not-due-counts"
 	bugUndeclaredHistogram sqliteBug = "undeclared-dead-histogram"
 	bugUndeclaredGroupKeys sqliteBug = "undeclared-dead-group-keys"
+	bugUndeclaredSeries    sqliteBug = "undeclared-series"
 )
 
 // sqliteBugParts are the parts of the kit each defect must fail.
@@ -56,6 +65,12 @@ var sqliteBugParts = map[sqliteBug]string{
 	bugUndeclaredNotDue:    "Capabilities",
 	bugUndeclaredHistogram: "Capabilities",
 	bugUndeclaredGroupKeys: "Capabilities",
+
+	bugSeriesRealClock:      "Series",
+	bugSeriesNoFilter:       "Series",
+	bugSeriesNoDead:         "Series",
+	bugSeriesRetryPermanent: "Series",
+	bugUndeclaredSeries:     "Capabilities",
 
 	bugInPlaceTokenKept:           "RetryInPlace",
 	bugInPlaceNotCounted:          "RetryInPlace",
@@ -159,6 +174,28 @@ func (b *buggyStore) DeadHistogram(ctx context.Context, since time.Time, width t
 	return b.Store.DeadHistogram(ctx, since, width, buckets, fingerprints)
 }
 
+func (b *buggyStore) Series(ctx context.Context, p store.SeriesParams) (store.Series, error) {
+	switch b.bug {
+	case bugSeriesRealClock:
+		p.Now = nil
+	case bugSeriesNoFilter:
+		p.Queue, p.Handler = "", ""
+	}
+	out, err := b.Store.Series(ctx, p)
+	for _, l := range out.Lines {
+		for i, c := range l.Counts {
+			switch b.bug {
+			case bugSeriesNoDead:
+				c.DeadLettered = 0
+			case bugSeriesRetryPermanent:
+				c.Permanent, c.Retryable = c.Permanent+c.Retryable, 0
+			}
+			l.Counts[i] = c
+		}
+	}
+	return out, err
+}
+
 func (b *buggyStore) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error) {
 	keys, err := b.Store.DeadGroupKeys(ctx, fingerprints)
 	if b.bug == bugGroupKeysFirstOnly {
@@ -198,7 +235,7 @@ func sqliteHarness(bug sqliteBug) Harness {
 		},
 		Capabilities: Capabilities{
 			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true, RetryInPlace: true,
-			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true,
+			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Series: true,
 		},
 	}
 	switch bug {
@@ -208,6 +245,8 @@ func sqliteHarness(bug sqliteBug) Harness {
 		h.Capabilities.DeadHistogram = false
 	case bugUndeclaredGroupKeys:
 		h.Capabilities.DeadGroupKeys = false
+	case bugUndeclaredSeries:
+		h.Capabilities.Series = false
 	case bugUndeclaredInPlace:
 		h.Capabilities.RetryInPlace = false
 	}
@@ -243,6 +282,8 @@ func runSQLitePart(t *testing.T, h Harness, part string) {
 		t.Run(part, func(t *testing.T) { runRetryInPlace(t, h) })
 	case "Snooze":
 		t.Run(part, func(t *testing.T) { testSnooze(t, h) })
+	case "Series":
+		t.Run(part, func(t *testing.T) { testSeries(t, h) })
 	default:
 		t.Fatalf("no part %q", part)
 	}

@@ -32,7 +32,7 @@
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
 //   - Admin, Notifications, Pause, Live, PauseHandlers, Registry, Snooze,
-//     RetryInPlace, NotDueCounts, DeadHistogram and DeadGroupKeys, when the
+//     RetryInPlace, NotDueCounts, DeadHistogram, DeadGroupKeys and Series, when the
 //     Capabilities say the backend has them: every dead-letter filter
 //     against a brute-force scan, keyset paging, groups, bulk redrive and
 //     purge, the audit log and statistics; push notifications; pausing and
@@ -42,7 +42,8 @@
 //     snoozing a leased task without counting an attempt; recording a
 //     failed attempt and leasing its task again in one step; the console's
 //     reads: the tasks not due per queue, dead tasks counted by time
-//     bucket, and the queues and handlers of each failure group.
+//     bucket, and the queues and handlers of each failure group; attempts
+//     and their outcomes counted per minute or hour, queue and handler.
 //   - Property: a rapid state machine drives random sequences of enqueue,
 //     claim, heartbeat, finish (with current and stale tokens), release,
 //     reclaim, redrive, retry in place (with RetryInPlace) and time travel,
@@ -123,6 +124,9 @@ type Capabilities struct {
 	// DeadGroupKeys: the store implements store.DeadGroupKeyer (the
 	// queues and handlers of each failure group's dead tasks).
 	DeadGroupKeys bool
+	// Series: the store implements store.SeriesReader (attempts and their
+	// outcomes counted per minute, queue and handler).
+	Series bool
 }
 
 // ChaosConfig sizes the multi-process chaos test. Zero fields take the
@@ -271,6 +275,12 @@ func Run(t *testing.T, h Harness) {
 			testDeadGroupKeys(t, h)
 		})
 	}
+	if h.Capabilities.Series {
+		t.Run("Series", func(t *testing.T) {
+			t.Parallel()
+			testSeries(t, h)
+		})
+	}
 	if h.Capabilities.PauseHandlers && h.Capabilities.Pause {
 		t.Run("ProbeInPausedQueue", func(t *testing.T) {
 			t.Parallel()
@@ -310,6 +320,7 @@ func checkCapabilities(t *testing.T, h Harness) {
 		{"NotDueCounts", h.Capabilities.NotDueCounts, "store.NotDueCounter", has(store.NotDueCounterOf(s))},
 		{"DeadHistogram", h.Capabilities.DeadHistogram, "store.DeadHistogrammer", has(store.DeadHistogrammerOf(s))},
 		{"DeadGroupKeys", h.Capabilities.DeadGroupKeys, "store.DeadGroupKeyer", has(store.DeadGroupKeyerOf(s))},
+		{"Series", h.Capabilities.Series, "store.SeriesReader", has(store.SeriesReaderOf(s))},
 	} {
 		if c.has != c.declared {
 			t.Errorf("Capabilities.%s is %v but the store (%T) implementing %s is %v: declare exactly what the store implements",

@@ -1,6 +1,8 @@
 // rdq console: live refresh at the interval the person picks (paused while
 // the tab is hidden or while they are typing in the live region), and the
-// local time on hover of every UTC time. Everything works without it.
+// local time on hover of every UTC time, and each cell of a list labelled
+// with its column's heading for narrow screens, where lists are cards.
+// Everything works without it.
 (function () {
   'use strict';
   document.documentElement.classList.add('js');
@@ -16,6 +18,22 @@
     }
   }
 
+  function labelCells(root) {
+    var tables = root.querySelectorAll('table');
+    for (var t = 0; t < tables.length; t++) {
+      var heads = tables[t].querySelectorAll('thead th');
+      if (!heads.length) continue;
+      var rows = tables[t].querySelectorAll('tbody tr');
+      for (var r = 0; r < rows.length; r++) {
+        var cells = rows[r].children;
+        if (cells.length !== heads.length) continue;
+        for (var c = 0; c < cells.length; c++) {
+          cells[c].setAttribute('data-label', heads[c].textContent.trim());
+        }
+      }
+    }
+  }
+
   function busy() {
     var live = document.getElementById('live');
     if (!live) return true;
@@ -23,7 +41,8 @@
     if (a && live.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) return true;
     var fields = live.querySelectorAll('input:not([type=hidden]), textarea');
     for (var i = 0; i < fields.length; i++) {
-      if (fields[i].value !== '') return true;
+      var f = fields[i];
+      if (f.type === 'checkbox' || f.type === 'radio' ? f.checked : f.value !== '') return true;
     }
     return false;
   }
@@ -54,10 +73,11 @@
       });
     }
     localTimes(document);
+    labelCells(document);
     schedule();
   });
   document.addEventListener('visibilitychange', function () {
     if (document.visibilityState === 'visible' && timer) tick();
   });
-  document.addEventListener('htmx:afterSettle', function (e) { localTimes(e.target); });
+  document.addEventListener('htmx:afterSettle', function (e) { localTimes(e.target); labelCells(e.target); });
 })();
