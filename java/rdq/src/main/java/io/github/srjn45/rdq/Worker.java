@@ -23,6 +23,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -73,7 +74,7 @@ public final class Worker implements AutoCloseable {
     /** Default retention of succeeded tasks. */
     public static final Duration DEFAULT_SUCCEEDED_TTL = Duration.ofHours(24);
     /** Default most finishes written in one statement. */
-    public static final int DEFAULT_FINISH_BATCH_SIZE = 200;
+    public static final int DEFAULT_FINISH_BATCH_SIZE = 1000;
     /** Default longest wait of a finish for its batch. */
     public static final Duration DEFAULT_FINISH_INTERVAL = Duration.ofMillis(10);
     /** As a reclaim or purge interval: that job is off on this worker. */
@@ -141,6 +142,8 @@ public final class Worker implements AutoCloseable {
     private static final int C_HEARTBEAT_STMTS = 8;
     private static final int C_SNOOZED = 9;
     private volatile boolean heartbeatStop;
+    /** The connection the notification loop listens on, aborted at stop to end its wait at once. */
+    private volatile Connection listening;
 
     private Worker(Builder b) {
         this.dataSource = b.dataSource;
@@ -293,7 +296,7 @@ public final class Worker implements AutoCloseable {
             return this;
         }
 
-        /** Most finishes written in one statement; 200 by default. */
+        /** Most finishes written in one statement; 1,000 by default, as Go's worker. */
         public Builder finishBatchSize(int n) {
             this.finishBatch = n;
             return this;
@@ -409,7 +412,12 @@ public final class Worker implements AutoCloseable {
             state = State.RUNNING;
             handlerNames = handlers.keySet().stream().sorted().toArray(String[]::new);
         }
-        timers = Executors.newSingleThreadScheduledExecutor(daemon("rdq-timeouts-" + id));
+        // Every execution schedules its timeout and cancels it when the handler
+        // returns: cancelled timers leave the queue at once, or it would hold
+        // one per task run in the last timeout's length.
+        ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemon("rdq-timeouts-" + id));
+        t.setRemoveOnCancelPolicy(true);
+        timers = t;
         completerThread = thread("rdq-completer", this::completerLoop);
         heartbeatThread = thread("rdq-heartbeat", this::heartbeatLoop);
         for (QueueRunner q : queues.values()) {
@@ -474,6 +482,7 @@ public final class Worker implements AutoCloseable {
         for (Thread t : loops) {
             t.interrupt();
         }
+        abortListening();
         for (Thread t : loops) {
             joinQuietly(t, 60_000);
         }
@@ -934,6 +943,10 @@ public final class Worker implements AutoCloseable {
             Connection c = null;
             try {
                 c = dataSource.getConnection();
+                listening = c;
+                if (loopsStopped) {
+                    break; // stop may have looked for the connection before it was set
+                }
                 c.setAutoCommit(true);
                 PGConnection pg = c.unwrap(PGConnection.class);
                 try (Statement st = c.createStatement()) {
@@ -966,6 +979,7 @@ public final class Worker implements AutoCloseable {
                 }
                 LOG.warn("notifications failed; polling meanwhile worker_id={} error={}", id, e.toString());
             } finally {
+                listening = null;
                 if (c != null) {
                     try {
                         c.close();
@@ -979,6 +993,25 @@ public final class Worker implements AutoCloseable {
                 sleepQuietly(Math.min(50, backoffMs));
             }
             backoffMs = Math.min(backoffMs * 2, 30_000);
+        }
+    }
+
+    /**
+     * Ends the notification loop's wait for notifications at once: the driver
+     * blocks in a socket read that an interrupt does not end, so the
+     * connection is aborted (JDBC's Connection.abort closes its socket; a pool
+     * discards such a connection).
+     */
+    private void abortListening() {
+        Connection c = listening;
+        if (c == null) {
+            return;
+        }
+        try {
+            c.abort(Runnable::run);
+        } catch (SQLException | RuntimeException e) {
+            LOG.debug("aborting the notification connection failed; the loop ends within its wait worker_id={} error={}",
+                    id, e.toString());
         }
     }
 
