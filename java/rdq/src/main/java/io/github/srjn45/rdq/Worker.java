@@ -33,6 +33,7 @@ import org.postgresql.PGConnection;
 import org.postgresql.PGNotification;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
 
 /**
  * Claims and executes rdq tasks from PostgreSQL with the same rules as Go's
@@ -62,7 +63,10 @@ import org.slf4j.LoggerFactory;
  * <p>Connections: the worker holds one connection per queue (claims), one each
  * for heartbeats, finishes, maintenance, notifications and the registry, taken
  * from the DataSource and given back at stop. Logs go through SLF4J with the task ID,
- * queue, handler, attempt and worker ID, never payloads.
+ * queue, handler, attempt and worker ID, never payloads; successes are logged at
+ * DEBUG, failures at WARN and dead-lettering at ERROR. While a handler runs, its
+ * thread's MDC holds {@link #MDC_TASK_ID}, {@link #MDC_QUEUE}, {@link #MDC_HANDLER}
+ * and {@link #MDC_ATTEMPT}, so the handler's own log lines carry them.
  */
 public final class Worker implements AutoCloseable {
     /** Default poll interval when no notification arrives. */
@@ -83,6 +87,15 @@ public final class Worker implements AutoCloseable {
     public static final String PURGE_ACTOR = "rdq-worker";
     /** Default interval between refreshes of the worker's registry entry, as Go's worker.DefaultRegistryInterval. */
     public static final Duration DEFAULT_REGISTRY_INTERVAL = Duration.ofSeconds(10);
+
+    /** The MDC key holding the ID of the task whose handler runs on this thread. */
+    public static final String MDC_TASK_ID = "task_id";
+    /** The MDC key holding the queue of the task whose handler runs on this thread. */
+    public static final String MDC_QUEUE = "queue";
+    /** The MDC key holding the handler name of the task whose handler runs on this thread. */
+    public static final String MDC_HANDLER = "handler";
+    /** The MDC key holding the attempt number the handler on this thread runs. */
+    public static final String MDC_ATTEMPT = "attempt";
 
     private static final Logger LOG = LoggerFactory.getLogger(Worker.class);
     private static final int RECLAIM_BATCH = 100;
@@ -330,6 +343,16 @@ public final class Worker implements AutoCloseable {
         return new WorkerStats(counts.get(C_CLAIMED), counts.get(C_SUCCEEDED), counts.get(C_RETRIED),
                 counts.get(C_DEAD), counts.get(C_LOST), counts.get(C_RELEASED), counts.get(C_RECLAIMED),
                 counts.get(C_FINISH_STMTS), counts.get(C_HEARTBEAT_STMTS), counts.get(C_SNOOZED));
+    }
+
+    /**
+     * Whether the worker is running: started and not yet told to stop. False
+     * before {@link #start}, and from the moment {@link #stop} begins.
+     */
+    public boolean isRunning() {
+        synchronized (lock) {
+            return state == State.RUNNING;
+        }
     }
 
     /** The worker's ID, as recorded in leases and attempt history. */
@@ -678,7 +701,18 @@ public final class Worker implements AutoCloseable {
                     throw new PermanentException(new UnknownHandlerException(t.handler(), q.name));
                 }
                 if (e.ctx.reason == null) {
-                    h.handle(e.ctx);
+                    MDC.put(MDC_TASK_ID, e.lease.id().toString());
+                    MDC.put(MDC_QUEUE, q.name);
+                    MDC.put(MDC_HANDLER, e.handler);
+                    MDC.put(MDC_ATTEMPT, Integer.toString(e.attempt));
+                    try {
+                        h.handle(e.ctx);
+                    } finally {
+                        MDC.remove(MDC_TASK_ID);
+                        MDC.remove(MDC_QUEUE);
+                        MDC.remove(MDC_HANDLER);
+                        MDC.remove(MDC_ATTEMPT);
+                    }
                 } else {
                     throw new InterruptedException("rdq: execution interrupted before it started");
                 }
@@ -1227,8 +1261,8 @@ public final class Worker implements AutoCloseable {
         });
         switch (it.c().status()) {
             case SUCCEEDED -> {
-                if (LOG.isInfoEnabled()) {
-                    logTask(LOG::info, "task succeeded", it.e(), "duration_ms", it.durNanos() / 1_000_000);
+                if (LOG.isDebugEnabled()) {
+                    logTask(LOG::debug, "task succeeded", it.e(), "duration_ms", it.durNanos() / 1_000_000);
                 }
             }
             case PENDING -> logTask(LOG::warn, "attempt failed; retry scheduled", it.e(), "outcome", it.d().outcome(),

@@ -5,19 +5,18 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.slf4j.MDC;
 
 class WorkerTest extends DbTestBase {
     static final Duration WAIT = Duration.ofSeconds(20);
@@ -44,6 +43,38 @@ class WorkerTest extends DbTestBase {
         assertEquals(1, h.get(0).leaseToken());
         assertEquals(1, ran.get());
         assertTrue(w.stop(Duration.ofSeconds(5)));
+    }
+
+    @Test
+    void eachHandlerRunsWithItsTaskInTheMdcAndIsRunningFollowsTheLifecycle() throws Exception {
+        LogCapture log = new LogCapture();
+        Map<UUID, Map<String, String>> seen = new ConcurrentHashMap<>();
+        Worker w = worker().queue("q", fast(2)).handle("h", ctx -> {
+            Map<String, String> mdc = MDC.getCopyOfContextMap();
+            seen.put(ctx.id(), mdc == null ? Map.of() : mdc);
+            if (ctx.attempt() == 1 && ctx.payloadText().equals("fail-once")) {
+                throw new IllegalStateException("once");
+            }
+        }).build();
+        workers.add(w);
+        assertFalse(w.isRunning(), "not started");
+        w.start();
+        assertTrue(w.isRunning());
+        UUID a = client().submit(NewTask.builder("q", "h").payload("a").build()).task().id();
+        UUID b = client().submit(NewTask.builder("q", "h").payload("fail-once").build()).task().id();
+        await(WAIT, "both succeeded", () -> statusIs(a, Status.SUCCEEDED).getAsBoolean()
+                && statusIs(b, Status.SUCCEEDED).getAsBoolean());
+        assertEquals(Map.of(Worker.MDC_TASK_ID, a.toString(), Worker.MDC_QUEUE, "q", Worker.MDC_HANDLER, "h",
+                Worker.MDC_ATTEMPT, "1"), seen.get(a));
+        assertEquals(Map.of(Worker.MDC_TASK_ID, b.toString(), Worker.MDC_QUEUE, "q", Worker.MDC_HANDLER, "h",
+                Worker.MDC_ATTEMPT, "2"), seen.get(b), "the retry's own attempt");
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+        assertFalse(w.isRunning(), "stopped");
+        log.close();
+        String logs = log.text();
+        assertTrue(logs.contains("DEBUG task succeeded task_id=" + a), "a success is logged at DEBUG:\n" + logs);
+        assertTrue(logs.contains("WARN attempt failed; retry scheduled task_id=" + b), logs);
+        assertFalse(logs.contains("INFO task succeeded"), "never at INFO:\n" + logs);
     }
 
     @Test
@@ -432,23 +463,19 @@ class WorkerTest extends DbTestBase {
 
     @Test
     void logsNameTasksButNeverPayloads() throws Exception {
-        PrintStream old = System.err;
-        ByteArrayOutputStream buf = new ByteArrayOutputStream();
-        System.setErr(new PrintStream(buf, true, StandardCharsets.UTF_8));
         UUID id;
-        try {
+        String logs;
+        try (LogCapture log = new LogCapture()) {
             started(worker().queue("q", fast(1)).handle("h", ctx -> {
                 throw new IllegalStateException("cannot process");
             }));
             id = client().submit(NewTask.builder("q", "h").payload("SECRET-CARD-4242").build()).task().id();
             await(WAIT, "dead", statusIs(id, Status.DEAD));
             workers.get(0).stop(Duration.ofSeconds(5));
-        } finally {
-            System.setErr(old);
+            logs = log.text();
         }
-        String logs = buf.toString(StandardCharsets.UTF_8);
-        assertTrue(logs.contains("task dead-lettered task_id=" + id), logs);
-        assertFalse(logs.contains("SECRET-CARD-4242"), logs);
+        assertTrue(logs.contains("ERROR task dead-lettered task_id=" + id), logs);
+        assertFalse(logs.contains("SECRET-CARD-4242"), "no payload at any level, DEBUG included:\n" + logs);
     }
 
     @Test
