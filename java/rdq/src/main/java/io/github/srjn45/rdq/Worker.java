@@ -118,6 +118,7 @@ public final class Worker implements AutoCloseable {
     private final int finishBatch;
     private final Duration finishInterval;
     private final Duration registryInterval;
+    private final Metrics metrics;
     private ScheduledExecutorService registryTimer;
     private Registry registry;
     private final Map<String, QueueRunner> queues = new TreeMap<>();
@@ -168,6 +169,7 @@ public final class Worker implements AutoCloseable {
         this.succeededTtl = positiveOr("SucceededTTL", b.succeededTtl, DEFAULT_SUCCEEDED_TTL, false);
         this.finishInterval = positiveOr("FinishInterval", b.finishInterval, DEFAULT_FINISH_INTERVAL, false);
         this.registryInterval = positiveOr("RegistryInterval", b.registryInterval, DEFAULT_REGISTRY_INTERVAL, true);
+        this.metrics = b.metrics;
         if (b.finishBatch < 0) {
             throw new InvalidInputException("rdq: invalid input: worker: FinishBatchSize " + b.finishBatch + " is negative");
         }
@@ -229,6 +231,7 @@ public final class Worker implements AutoCloseable {
         private Duration finishInterval = Duration.ZERO;
         private Duration keyRetention = Duration.ZERO;
         private Duration registryInterval = Duration.ZERO;
+        private Metrics metrics = Metrics.NONE;
 
         private Builder(DataSource ds) {
             this.dataSource = Objects.requireNonNull(ds, "dataSource");
@@ -306,6 +309,32 @@ public final class Worker implements AutoCloseable {
          */
         public Builder registryInterval(Duration d) {
             this.registryInterval = Objects.requireNonNull(d, "registryInterval");
+            return this;
+        }
+
+        /**
+         * Reports the worker's metrics to a Micrometer registry (micrometer-core
+         * is an optional dependency: add it to use this), named so that a
+         * Prometheus registry exports the Go worker's metrics by the same names
+         * and labels: {@code rdq_worker_attempts_total{queue,outcome}},
+         * {@code rdq_worker_dead_lettered_total{queue}},
+         * {@code rdq_worker_handler_duration_seconds{queue,handler}},
+         * {@code rdq_worker_claim_duration_seconds{queue}},
+         * {@code rdq_worker_reclaimed_total}, {@code rdq_worker_leases_lost_total},
+         * {@code rdq_worker_released_total}, {@code rdq_worker_snoozed_total},
+         * {@code rdq_worker_results_dropped_total} and
+         * {@code rdq_worker_in_flight} (each by queue), and
+         * {@code rdq_worker_purged_total}. In Micrometer's own names: the
+         * counter {@code rdq.worker.attempts}, the timer
+         * {@code rdq.worker.handler.duration}, the gauge
+         * {@code rdq.worker.in_flight}, and so on. Without a registry the worker
+         * reports no metrics; {@link Worker#stats()} still counts.
+         *
+         * @throws NullPointerException if registry is null
+         */
+        public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
+            this.metrics = new MicrometerMetrics(
+                    Objects.requireNonNull(registry, "Worker.Builder.meterRegistry: registry is null"));
             return this;
         }
 
@@ -422,6 +451,9 @@ public final class Worker implements AutoCloseable {
      * @throws IllegalStateException if the worker was already started; a worker runs once
      * @throws InvalidInputException if no handler is registered: the queues it serves
      *         would have nothing to run
+     * @throws ConnectionsUnavailableException if the DataSource cannot give, at
+     *         once, every connection the worker holds while it runs
+     *         ({@link #connectionsNeeded()}); nothing is started
      */
     public void start() {
         synchronized (lock) {
@@ -432,6 +464,7 @@ public final class Worker implements AutoCloseable {
                 throw new InvalidInputException("rdq: invalid input: worker: start: no handler is registered, so its queues ("
                         + String.join(", ", queues.keySet()) + ") have nothing to run; call handle for each handler their tasks name before start");
             }
+            checkConnections();
             state = State.RUNNING;
             handlerNames = handlers.keySet().stream().sorted().toArray(String[]::new);
         }
@@ -445,6 +478,7 @@ public final class Worker implements AutoCloseable {
         heartbeatThread = thread("rdq-heartbeat", this::heartbeatLoop);
         for (QueueRunner q : queues.values()) {
             q.start();
+            metrics.inFlight(q.name, q.busy::get);
             loops.add(thread("rdq-fetch-" + q.name, q::fetchLoop));
         }
         loops.add(thread("rdq-notify", this::notificationLoop));
@@ -458,6 +492,57 @@ public final class Worker implements AutoCloseable {
             registry = r;
         }
         LOG.info("worker started worker_id={} queues={}", id, queues.keySet());
+    }
+
+    /**
+     * How many connections the worker holds from its DataSource while it runs:
+     * one per queue (claims), one each for heartbeats, results, notifications,
+     * maintenance (unless reclaims and purges are both {@link #DISABLED}) and
+     * the worker registry (unless its interval is {@link #DISABLED}). A
+     * shutdown that releases tasks takes one more for a moment. Size a pool to
+     * this plus what the application itself uses.
+     */
+    public int connectionsNeeded() {
+        int n = queues.size() + 3;
+        if (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED)) {
+            n++;
+        }
+        if (!registryInterval.equals(DISABLED)) {
+            n++;
+        }
+        return n;
+    }
+
+    /**
+     * Takes every connection the worker will hold, at once, and gives them
+     * back: a pool too small for the worker fails here, with how many it
+     * lacks, instead of starving the worker's loops (and the application's own
+     * queries) later.
+     */
+    private void checkConnections() {
+        int needed = connectionsNeeded();
+        List<Connection> taken = new ArrayList<>(needed);
+        try {
+            while (taken.size() < needed) {
+                taken.add(dataSource.getConnection());
+            }
+        } catch (SQLException | RuntimeException e) {
+            throw new ConnectionsUnavailableException("rdq: worker: start: the DataSource gave " + taken.size() + " of the "
+                    + needed + " connections the worker holds while it runs (one per queue: " + queues.size()
+                    + "; one each for heartbeats, results, notifications"
+                    + (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED) ? ", maintenance" : "")
+                    + (!registryInterval.equals(DISABLED) ? ", the worker registry" : "")
+                    + "); size its pool to at least " + needed + " plus what the application uses: " + e.getMessage(),
+                    needed, taken.size(), e);
+        } finally {
+            for (Connection c : taken) {
+                try {
+                    c.close();
+                } catch (SQLException e) {
+                    LOG.debug("giving back a connection taken to count them failed: {}", e.toString());
+                }
+            }
+        }
     }
 
     private static ThreadFactory daemon(String name) {
@@ -725,6 +810,7 @@ public final class Worker implements AutoCloseable {
                 e.unbind();
             }
             long durNanos = System.nanoTime() - start;
+            metrics.handlerDuration(q.name, e.handler, durNanos);
             TaskContext.CancelReason reason = e.ctx.reason;
             if (err != null && reason == TaskContext.CancelReason.TIMEOUT && isInterruption(err)) {
                 err = new HandlerTimeoutException(timeout);
@@ -854,9 +940,11 @@ public final class Worker implements AutoCloseable {
             for (int i = 0; i < execs.size(); i++) {
                 if (ok[i]) {
                     counts.incrementAndGet(C_RELEASED);
+                    metrics.released(execs.get(i).q.name);
                     logTask(LOG::info, "task released", execs.get(i));
                 } else {
                     counts.incrementAndGet(C_LOST);
+                    metrics.leaseLost(execs.get(i).q.name);
                     logTask(LOG::warn, "lease lost before release", execs.get(i));
                 }
             }
@@ -915,7 +1003,9 @@ public final class Worker implements AutoCloseable {
                     int free = concurrency - busy.get();
                     if (free > 0) {
                         try {
+                            long claimStart = System.nanoTime();
                             List<Task> tasks = store.claim(conn.get(), name, free, lease.toNanos() / 1000, id, handlerNames);
+                            metrics.claimDuration(name, System.nanoTime() - claimStart);
                             if (stopClaiming) {
                                 releaseUnstarted(tasks);
                                 return;
@@ -1115,6 +1205,7 @@ public final class Worker implements AutoCloseable {
             }
             for (Execution e : lost) {
                 counts.incrementAndGet(C_LOST);
+                metrics.leaseLost(e.q.name);
                 logTask(LOG::warn, "lease lost; interrupting the handler", e);
                 e.cancel(TaskContext.CancelReason.LEASE_LOST);
             }
@@ -1217,10 +1308,12 @@ public final class Worker implements AutoCloseable {
             FinishItem it = items.get(i);
             running.remove(it.e());
             if (ok == null) {
+                metrics.resultDropped(it.e().q.name);
                 logTask(LOG::error, "writing the result failed; the lease will expire and the task be reclaimed", it.e(),
                         "outcome", snooze ? "SNOOZED" : it.d().outcome(), "error", String.valueOf(failure));
             } else if (!ok[i]) {
                 counts.incrementAndGet(C_LOST);
+                metrics.leaseLost(it.e().q.name);
                 logTask(LOG::warn, "lease lost before the result was written; result discarded", it.e(), "outcome",
                         snooze ? "SNOOZED" : it.d().outcome());
             } else {
@@ -1251,6 +1344,7 @@ public final class Worker implements AutoCloseable {
     private void recordFinish(FinishItem it) {
         if (it.snooze()) {
             counts.incrementAndGet(C_SNOOZED);
+            metrics.snoozed(it.e().q.name);
             logTask(LOG::info, "task snoozed", it.e(), "retry_in_ms", it.c().retryMicros() / 1000);
             return;
         }
@@ -1259,6 +1353,10 @@ public final class Worker implements AutoCloseable {
             case PENDING -> C_RETRIED;
             default -> C_DEAD;
         });
+        metrics.attempt(it.e().q.name, it.d().outcome());
+        if (it.c().status() == Status.DEAD) {
+            metrics.deadLettered(it.e().q.name);
+        }
         switch (it.c().status()) {
             case SUCCEEDED -> {
                 if (LOG.isDebugEnabled()) {
@@ -1418,8 +1516,11 @@ public final class Worker implements AutoCloseable {
             for (int i = 0; i < tasks.size(); i++) {
                 Task t = tasks.get(i);
                 counts.incrementAndGet(C_RECLAIMED);
+                metrics.reclaimed(t.queue());
+                metrics.attempt(t.queue(), Outcome.LEASE_EXPIRED);
                 if (ok[i] && decisions.get(i).dead()) {
                     counts.incrementAndGet(C_DEAD);
+                    metrics.deadLettered(t.queue());
                 }
                 if (!ok[i]) {
                     logFields(LOG::warn, "deciding a reclaimed task failed: lease lost", t.id().toString(), t.queue(),
@@ -1453,6 +1554,7 @@ public final class Worker implements AutoCloseable {
                 return;
             }
             if (n > 0) {
+                metrics.purged(n);
                 LOG.info("purged succeeded tasks count={} older_than={} worker_id={}", n, GoDurations.format(succeededTtl), id);
             }
             if (n < PURGE_BATCH) {

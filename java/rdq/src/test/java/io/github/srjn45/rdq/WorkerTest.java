@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.slf4j.MDC;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 
 class WorkerTest extends DbTestBase {
     static final Duration WAIT = Duration.ofSeconds(20);
@@ -75,6 +76,109 @@ class WorkerTest extends DbTestBase {
         assertTrue(logs.contains("DEBUG task succeeded task_id=" + a), "a success is logged at DEBUG:\n" + logs);
         assertTrue(logs.contains("WARN attempt failed; retry scheduled task_id=" + b), logs);
         assertFalse(logs.contains("INFO task succeeded"), "never at INFO:\n" + logs);
+    }
+
+    /** The count of a counter, 0 when it was never incremented. */
+    static double count(SimpleMeterRegistry reg, String name, String... tags) {
+        var c = reg.find(name).tags(tags).counter();
+        return c == null ? 0 : c.count();
+    }
+
+    @Test
+    void metricsCountWhatTheWorkerDidByTheGoWorkersNamesAndLabels() throws Exception {
+        SimpleMeterRegistry reg = new SimpleMeterRegistry();
+        CountDownLatch running = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        Worker w = started(worker().queue("q", fast(2)).meterRegistry(reg)
+                .handle("ok", ctx -> { })
+                .handle("fail", ctx -> {
+                    throw new IllegalStateException("down");
+                })
+                .handle("block", ctx -> {
+                    running.countDown();
+                    release.await();
+                }));
+        UUID ok = client().submit(NewTask.builder("q", "ok").build()).task().id();
+        UUID fail = client().submit(NewTask.builder("q", "fail").build()).task().id();
+        await(WAIT, "one success, one dead after two attempts", () -> statusIs(ok, Status.SUCCEEDED).getAsBoolean()
+                && statusIs(fail, Status.DEAD).getAsBoolean());
+        // Counted by the completer right after it wrote them: wait for the last count.
+        await(WAIT, "the results counted", () -> count(reg, "rdq.worker.attempts", "queue", "q", "outcome", "SUCCESS") == 1
+                && count(reg, "rdq.worker.attempts", "queue", "q", "outcome", "RETRYABLE_FAILURE") == 2
+                && count(reg, "rdq.worker.dead_lettered", "queue", "q") == 1);
+        assertEquals(0.0, count(reg, "rdq.worker.attempts", "queue", "q", "outcome", "PERMANENT_FAILURE"));
+        assertEquals(1, reg.get("rdq.worker.handler.duration").tags("queue", "q", "handler", "ok").timer().count());
+        assertEquals(2, reg.get("rdq.worker.handler.duration").tags("queue", "q", "handler", "fail").timer().count());
+        assertTrue(reg.get("rdq.worker.claim.duration").tags("queue", "q").timer().count() >= 2, "claims timed");
+
+        client().submit(NewTask.builder("q", "block").build());
+        assertTrue(running.await(30, TimeUnit.SECONDS));
+        assertEquals(1.0, reg.get("rdq.worker.in_flight").tags("queue", "q").gauge().value(), "one handler running");
+        release.countDown();
+        await(WAIT, "nothing in flight", () -> reg.get("rdq.worker.in_flight").gauge().value() == 0.0);
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+    }
+
+    /** A pool of at most max connections that fails at once, as a pool whose wait timed out, when all are out. */
+    static final class BoundedDataSource extends org.postgresql.ds.PGSimpleDataSource {
+        private static final long serialVersionUID = 1L;
+        final AtomicInteger open = new AtomicInteger();
+        private final javax.sql.DataSource real;
+        private final int max;
+
+        BoundedDataSource(javax.sql.DataSource real, int max) {
+            this.real = real;
+            this.max = max;
+        }
+
+        @Override
+        public Connection getConnection() throws java.sql.SQLException {
+            if (open.incrementAndGet() > max) {
+                open.decrementAndGet();
+                throw new java.sql.SQLTransientConnectionException("pool exhausted: all " + max + " connections in use");
+            }
+            Connection c = real.getConnection();
+            java.util.concurrent.atomic.AtomicBoolean closed = new java.util.concurrent.atomic.AtomicBoolean();
+            return (Connection) java.lang.reflect.Proxy.newProxyInstance(Connection.class.getClassLoader(),
+                    new Class<?>[] {Connection.class}, (proxy, m, args) -> {
+                        if (m.getName().equals("close") && closed.compareAndSet(false, true)) {
+                            open.decrementAndGet();
+                        }
+                        try {
+                            return m.invoke(c, args);
+                        } catch (java.lang.reflect.InvocationTargetException e) {
+                            throw e.getCause();
+                        }
+                    });
+        }
+    }
+
+    @Test
+    void aPoolTooSmallForTheWorkerFailsStartSayingHowManyItNeeds() throws Exception {
+        BoundedDataSource small = new BoundedDataSource(ds, 3);
+        Worker w = Worker.builder(small).schema(schema).queue("a").queue("b").handle("h", ctx -> { }).build();
+        assertEquals(7, w.connectionsNeeded(), "two queues, heartbeats, results, notifications, maintenance, registry");
+        ConnectionsUnavailableException e = assertThrows(ConnectionsUnavailableException.class, w::start);
+        assertEquals(7, e.needed());
+        assertEquals(3, e.obtained());
+        assertTrue(e.getMessage().contains("the DataSource gave 3 of the 7 connections the worker holds while it runs"),
+                e.getMessage());
+        assertTrue(e.getMessage().contains("size its pool to at least 7 plus what the application uses"), e.getMessage());
+        assertTrue(e.getMessage().contains("pool exhausted"), "the pool's own error: " + e.getMessage());
+        assertEquals(0, small.open.get(), "every connection taken was given back");
+        assertFalse(w.isRunning());
+
+        BoundedDataSource enough = new BoundedDataSource(ds, 5);
+        Worker lean = Worker.builder(enough).schema(schema).queue("a").handle("h", ctx -> { })
+                .reclaimInterval(Worker.DISABLED).purgeInterval(Worker.DISABLED).registryInterval(Worker.DISABLED)
+                .pollInterval(Duration.ofMillis(100)).build();
+        assertEquals(4, lean.connectionsNeeded(), "one queue, heartbeats, results, notifications");
+        workers.add(lean);
+        lean.start();
+        UUID id = client().submit(NewTask.builder("a", "h").build()).task().id();
+        await(WAIT, "success on a pool of exactly what the worker holds and one to spare", statusIs(id, Status.SUCCEEDED));
+        assertTrue(lean.stop(Duration.ofSeconds(5)));
+        assertEquals(0, enough.open.get(), "the worker gave every connection back at stop");
     }
 
     @Test
