@@ -369,9 +369,7 @@ public final class Worker implements AutoCloseable {
 
     /** What the worker did since it started. */
     public WorkerStats stats() {
-        return new WorkerStats(counts.get(C_CLAIMED), counts.get(C_SUCCEEDED), counts.get(C_RETRIED),
-                counts.get(C_DEAD), counts.get(C_LOST), counts.get(C_RELEASED), counts.get(C_RECLAIMED),
-                counts.get(C_FINISH_STMTS), counts.get(C_HEARTBEAT_STMTS), counts.get(C_SNOOZED));
+        return statsOf(counts, true);
     }
 
     /**
@@ -381,6 +379,33 @@ public final class Worker implements AutoCloseable {
     public boolean isRunning() {
         synchronized (lock) {
             return state == State.RUNNING;
+        }
+    }
+
+    /**
+     * What the worker did since it started, per queue it runs (every queue
+     * configured, in name order). The statement counts are the worker's, not a
+     * queue's: they are zero here and counted in {@link #stats()}.
+     */
+    public Map<String, WorkerStats> queueStats() {
+        Map<String, WorkerStats> out = new LinkedHashMap<>();
+        for (QueueRunner q : queues.values()) {
+            out.put(q.name, statsOf(q.counts, false));
+        }
+        return Collections.unmodifiableMap(out);
+    }
+
+    private static WorkerStats statsOf(java.util.concurrent.atomic.AtomicLongArray c, boolean statements) {
+        return new WorkerStats(c.get(C_CLAIMED), c.get(C_SUCCEEDED), c.get(C_RETRIED), c.get(C_DEAD), c.get(C_LOST),
+                c.get(C_RELEASED), c.get(C_RECLAIMED), statements ? c.get(C_FINISH_STMTS) : 0,
+                statements ? c.get(C_HEARTBEAT_STMTS) : 0, c.get(C_SNOOZED));
+    }
+
+    /** Counts one event of kind c in the worker's and q's counts (q null: the worker's alone). */
+    private void count(QueueRunner q, int c) {
+        counts.incrementAndGet(c);
+        if (q != null) {
+            q.counts.incrementAndGet(c);
         }
     }
 
@@ -759,7 +784,7 @@ public final class Worker implements AutoCloseable {
 
     private void startExecution(QueueRunner q, Task t) {
         Execution e = new Execution(q, t);
-        counts.incrementAndGet(C_CLAIMED);
+        count(q, C_CLAIMED);
         running.put(e, Boolean.TRUE);
         q.busy.incrementAndGet();
         executing.incrementAndGet();
@@ -939,11 +964,11 @@ public final class Worker implements AutoCloseable {
             boolean[] ok = store.release(c, leases);
             for (int i = 0; i < execs.size(); i++) {
                 if (ok[i]) {
-                    counts.incrementAndGet(C_RELEASED);
+                    count(execs.get(i).q, C_RELEASED);
                     metrics.released(execs.get(i).q.name);
                     logTask(LOG::info, "task released", execs.get(i));
                 } else {
-                    counts.incrementAndGet(C_LOST);
+                    count(execs.get(i).q, C_LOST);
                     metrics.leaseLost(execs.get(i).q.name);
                     logTask(LOG::warn, "lease lost before release", execs.get(i));
                 }
@@ -965,6 +990,8 @@ public final class Worker implements AutoCloseable {
         final Duration heartbeat;
         final Duration timeout;
         final AtomicInteger busy = new AtomicInteger();
+        /** This queue's share of the worker's counts (the C_ indexes). */
+        final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(10);
         ExecutorService pool;
         private boolean wake; // guarded by this
         private boolean slotFreed; // guarded by this
@@ -1204,7 +1231,7 @@ public final class Worker implements AutoCloseable {
                 }
             }
             for (Execution e : lost) {
-                counts.incrementAndGet(C_LOST);
+                count(e.q, C_LOST);
                 metrics.leaseLost(e.q.name);
                 logTask(LOG::warn, "lease lost; interrupting the handler", e);
                 e.cancel(TaskContext.CancelReason.LEASE_LOST);
@@ -1312,7 +1339,7 @@ public final class Worker implements AutoCloseable {
                 logTask(LOG::error, "writing the result failed; the lease will expire and the task be reclaimed", it.e(),
                         "outcome", snooze ? "SNOOZED" : it.d().outcome(), "error", String.valueOf(failure));
             } else if (!ok[i]) {
-                counts.incrementAndGet(C_LOST);
+                count(it.e().q, C_LOST);
                 metrics.leaseLost(it.e().q.name);
                 logTask(LOG::warn, "lease lost before the result was written; result discarded", it.e(), "outcome",
                         snooze ? "SNOOZED" : it.d().outcome());
@@ -1343,12 +1370,12 @@ public final class Worker implements AutoCloseable {
 
     private void recordFinish(FinishItem it) {
         if (it.snooze()) {
-            counts.incrementAndGet(C_SNOOZED);
+            count(it.e().q, C_SNOOZED);
             metrics.snoozed(it.e().q.name);
             logTask(LOG::info, "task snoozed", it.e(), "retry_in_ms", it.c().retryMicros() / 1000);
             return;
         }
-        counts.incrementAndGet(switch (it.c().status()) {
+        count(it.e().q, switch (it.c().status()) {
             case SUCCEEDED -> C_SUCCEEDED;
             case PENDING -> C_RETRIED;
             default -> C_DEAD;
@@ -1515,11 +1542,11 @@ public final class Worker implements AutoCloseable {
             }
             for (int i = 0; i < tasks.size(); i++) {
                 Task t = tasks.get(i);
-                counts.incrementAndGet(C_RECLAIMED);
+                count(queues.get(t.queue()), C_RECLAIMED);
                 metrics.reclaimed(t.queue());
                 metrics.attempt(t.queue(), Outcome.LEASE_EXPIRED);
                 if (ok[i] && decisions.get(i).dead()) {
-                    counts.incrementAndGet(C_DEAD);
+                    count(queues.get(t.queue()), C_DEAD);
                     metrics.deadLettered(t.queue());
                 }
                 if (!ok[i]) {

@@ -182,6 +182,31 @@ class WorkerTest extends DbTestBase {
     }
 
     @Test
+    void queueStatsCountEachQueuesShare() throws Exception {
+        Worker w = started(worker().queue("a", fast(2)).queue("b", fast(2)).queue("idle", fast(2))
+                .handle("ok", ctx -> { })
+                .handle("bad", ctx -> {
+                    throw new PermanentException(new IllegalStateException("no"));
+                }));
+        UUID ok1 = client().submit(NewTask.builder("a", "ok").build()).task().id();
+        UUID ok2 = client().submit(NewTask.builder("a", "ok").build()).task().id();
+        UUID bad = client().submit(NewTask.builder("b", "bad").build()).task().id();
+        await(WAIT, "two successes and a dead task", () -> statusIs(ok1, Status.SUCCEEDED).getAsBoolean()
+                && statusIs(ok2, Status.SUCCEEDED).getAsBoolean() && statusIs(bad, Status.DEAD).getAsBoolean());
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+        Map<String, WorkerStats> per = w.queueStats();
+        assertEquals(List.of("a", "b", "idle"), List.copyOf(per.keySet()));
+        assertEquals(new WorkerStats(2, 2, 0, 0, 0, 0, 0, 0, 0, 0), per.get("a"));
+        assertEquals(new WorkerStats(1, 0, 0, 1, 0, 0, 0, 0, 0, 0), per.get("b"));
+        assertEquals(new WorkerStats(0, 0, 0, 0, 0, 0, 0, 0, 0, 0), per.get("idle"));
+        WorkerStats all = w.stats();
+        assertEquals(3, all.claimed());
+        assertEquals(2, all.succeeded());
+        assertEquals(1, all.deadLettered());
+        assertTrue(all.finishStatements() >= 1, "statements are the worker's: " + all);
+    }
+
+    @Test
     void aTasksOwnBudgetAndTimeoutReplaceTheQueues() throws Exception {
         // The producer says per task: two attempts for one, a 50ms timeout for the other.
         UUID two = client().submit(NewTask.builder("q", "fail").maxAttempts(2).build()).task().id();
