@@ -18,9 +18,11 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -119,6 +121,7 @@ public final class Worker implements AutoCloseable {
     private final Duration finishInterval;
     private final Duration registryInterval;
     private final Metrics metrics;
+    private final Executor handlerExecutor;
     private ScheduledExecutorService registryTimer;
     private Registry registry;
     private final Map<String, QueueRunner> queues = new TreeMap<>();
@@ -170,6 +173,7 @@ public final class Worker implements AutoCloseable {
         this.finishInterval = positiveOr("FinishInterval", b.finishInterval, DEFAULT_FINISH_INTERVAL, false);
         this.registryInterval = positiveOr("RegistryInterval", b.registryInterval, DEFAULT_REGISTRY_INTERVAL, true);
         this.metrics = b.metrics;
+        this.handlerExecutor = b.handlerExecutor;
         if (b.finishBatch < 0) {
             throw new InvalidInputException("rdq: invalid input: worker: FinishBatchSize " + b.finishBatch + " is negative");
         }
@@ -232,6 +236,7 @@ public final class Worker implements AutoCloseable {
         private Duration keyRetention = Duration.ZERO;
         private Duration registryInterval = Duration.ZERO;
         private Metrics metrics = Metrics.NONE;
+        private Executor handlerExecutor;
 
         private Builder(DataSource ds) {
             this.dataSource = Objects.requireNonNull(ds, "dataSource");
@@ -335,6 +340,22 @@ public final class Worker implements AutoCloseable {
         public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
             this.metrics = new MicrometerMetrics(
                     Objects.requireNonNull(registry, "Worker.Builder.meterRegistry: registry is null"));
+            return this;
+        }
+
+        /**
+         * Runs every queue's handlers on executor instead of the worker's own
+         * pools (a fixed pool of its concurrency per queue), for example
+         * {@code Executors.newVirtualThreadPerTaskExecutor()} on Java 21. Each
+         * queue still runs at most its concurrency at once: the worker claims
+         * only for its free slots. The worker never shuts a supplied executor
+         * down. An execution the executor refuses is released unrun, without
+         * counting an attempt.
+         *
+         * @throws NullPointerException if executor is null
+         */
+        public Builder handlerExecutor(Executor executor) {
+            this.handlerExecutor = Objects.requireNonNull(executor, "Worker.Builder.handlerExecutor: executor is null");
             return this;
         }
 
@@ -647,7 +668,9 @@ public final class Worker implements AutoCloseable {
         joinQuietly(heartbeatThread, 60_000);
         timers.shutdownNow();
         for (QueueRunner q : queues.values()) {
-            q.pool.shutdown();
+            if (q.pool != null) {
+                q.pool.shutdown(); // the worker's own; a supplied executor is its owner's
+            }
         }
         if (registryTimer != null) {
             registryTimer.shutdownNow();
@@ -791,7 +814,21 @@ public final class Worker implements AutoCloseable {
         if (LOG.isDebugEnabled()) {
             logTask(LOG::debug, "task claimed", e, "life", t.life());
         }
-        q.pool.execute(() -> execute(e, t));
+        try {
+            q.runner.execute(() -> execute(e, t));
+        } catch (RejectedExecutionException x) {
+            // The supplied executor would not run it: give the task back unrun.
+            synchronized (running) {
+                running.remove(e);
+            }
+            q.busy.decrementAndGet();
+            synchronized (executing) {
+                executing.decrementAndGet();
+                executing.notifyAll();
+            }
+            logTask(LOG::error, "the handler executor refused the execution; releasing the task", e, "error", x.toString());
+            release(List.of(e));
+        }
     }
 
     private void execute(Execution e, Task t) {
@@ -992,7 +1029,10 @@ public final class Worker implements AutoCloseable {
         final AtomicInteger busy = new AtomicInteger();
         /** This queue's share of the worker's counts (the C_ indexes). */
         final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(10);
+        /** The worker's own pool for this queue's handlers; null when an executor was supplied. */
         ExecutorService pool;
+        /** Where this queue's handlers run: pool, or the supplied executor. */
+        Executor runner;
         private boolean wake; // guarded by this
         private boolean slotFreed; // guarded by this
 
@@ -1006,12 +1046,17 @@ public final class Worker implements AutoCloseable {
         }
 
         void start() {
+            if (handlerExecutor != null) {
+                runner = handlerExecutor;
+                return;
+            }
             AtomicInteger n = new AtomicInteger();
             pool = Executors.newFixedThreadPool(concurrency, r -> {
                 Thread t = new Thread(r, "rdq-exec-" + name + "-" + n.incrementAndGet() + "-" + id);
                 t.setDaemon(true);
                 return t;
             });
+            runner = pool;
         }
 
         synchronized void signal(boolean notification) {

@@ -207,6 +207,75 @@ class WorkerTest extends DbTestBase {
     }
 
     @Test
+    void handlersRunOnASuppliedExecutorThatTheWorkerLeavesRunning() throws Exception {
+        AtomicInteger n = new AtomicInteger();
+        java.util.concurrent.ExecutorService app = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "app-exec-" + n.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            Map<UUID, String> threads = new ConcurrentHashMap<>();
+            Worker w = started(worker().handlerExecutor(app).queue("q", fast(2))
+                    .handle("h", ctx -> threads.put(ctx.id(), Thread.currentThread().getName())));
+            UUID id = client().submit(NewTask.builder("q", "h").build()).task().id();
+            await(WAIT, "success", statusIs(id, Status.SUCCEEDED));
+            assertTrue(threads.get(id).startsWith("app-exec-"), "ran on " + threads.get(id));
+            assertTrue(w.stop(Duration.ofSeconds(5)));
+            assertFalse(app.isShutdown(), "a supplied executor is its owner's to shut down");
+        } finally {
+            app.shutdownNow();
+        }
+    }
+
+    @Test
+    void anExecutionTheExecutorRefusesIsReleasedUnrun() throws Exception {
+        AtomicInteger ran = new AtomicInteger();
+        Worker w = started(worker().queue("q", fast(2)).handlerExecutor(r -> {
+            throw new java.util.concurrent.RejectedExecutionException("saturated");
+        }).handle("h", ctx -> ran.incrementAndGet()));
+        UUID id = client().submit(NewTask.builder("q", "h").build()).task().id();
+        await(WAIT, "a release", () -> w.stats().released() >= 1);
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+        Task t = task(id);
+        assertEquals(Status.PENDING, t.status(), "given back");
+        assertEquals(0, t.attempts(), "no attempt spent");
+        assertEquals(0, history(id).size());
+        assertEquals(0, ran.get());
+    }
+
+    @Test
+    @org.junit.jupiter.api.condition.EnabledForJreRange(min = org.junit.jupiter.api.condition.JRE.JAVA_21)
+    void handlersRunOnVirtualThreadsOnJava21() throws Exception {
+        // Compiled for Java 17: Java 21's API is reached by reflection.
+        java.util.concurrent.ExecutorService virtual = (java.util.concurrent.ExecutorService)
+                java.util.concurrent.Executors.class.getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
+        java.lang.reflect.Method isVirtual = Thread.class.getMethod("isVirtual");
+        try {
+            Map<UUID, Boolean> onVirtual = new ConcurrentHashMap<>();
+            Worker w = started(worker().handlerExecutor(virtual).queue("q", QueueConfig.builder().concurrency(500).build())
+                    .handle("h", ctx -> {
+                        try {
+                            onVirtual.put(ctx.id(), (Boolean) isVirtual.invoke(Thread.currentThread()));
+                        } catch (ReflectiveOperationException e) {
+                            throw new IllegalStateException(e);
+                        }
+                    }));
+            List<NewTask> tasks = new ArrayList<>();
+            for (int i = 0; i < 1000; i++) {
+                tasks.add(NewTask.builder("q", "h").build());
+            }
+            client().submitAll(tasks);
+            await(WAIT, "1,000 tasks run", () -> w.stats().succeeded() == 1000);
+            assertEquals(1000, onVirtual.size());
+            assertTrue(onVirtual.values().stream().allMatch(v -> v), "every handler on a virtual thread");
+            assertTrue(w.stop(Duration.ofSeconds(5)));
+        } finally {
+            virtual.shutdownNow();
+        }
+    }
+
+    @Test
     void aTasksOwnBudgetAndTimeoutReplaceTheQueues() throws Exception {
         // The producer says per task: two attempts for one, a 50ms timeout for the other.
         UUID two = client().submit(NewTask.builder("q", "fail").maxAttempts(2).build()).task().id();
