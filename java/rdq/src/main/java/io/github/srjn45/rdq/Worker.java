@@ -166,20 +166,18 @@ public final class Worker implements AutoCloseable {
         this.dataSource = b.dataSource;
         this.store = new PgStore(b.schema, b.keyRetention);
         this.id = b.id == null || b.id.isEmpty() ? defaultId() : b.id;
-        this.pollInterval = positiveOr("PollInterval", b.pollInterval, DEFAULT_POLL_INTERVAL, false);
-        this.reclaimInterval = positiveOr("ReclaimInterval", b.reclaimInterval, DEFAULT_RECLAIM_INTERVAL, true);
-        this.purgeInterval = positiveOr("PurgeInterval", b.purgeInterval, DEFAULT_PURGE_INTERVAL, true);
-        this.succeededTtl = positiveOr("SucceededTTL", b.succeededTtl, DEFAULT_SUCCEEDED_TTL, false);
-        this.finishInterval = positiveOr("FinishInterval", b.finishInterval, DEFAULT_FINISH_INTERVAL, false);
-        this.registryInterval = positiveOr("RegistryInterval", b.registryInterval, DEFAULT_REGISTRY_INTERVAL, true);
+        this.pollInterval = b.pollInterval;
+        this.reclaimInterval = b.reclaimInterval;
+        this.purgeInterval = b.purgeInterval;
+        this.succeededTtl = b.succeededTtl;
+        this.finishInterval = b.finishInterval;
+        this.registryInterval = b.registryInterval;
         this.metrics = b.metrics;
         this.handlerExecutor = b.handlerExecutor;
-        if (b.finishBatch < 0) {
-            throw new InvalidInputException("rdq: invalid input: worker: FinishBatchSize " + b.finishBatch + " is negative");
-        }
-        this.finishBatch = b.finishBatch == 0 ? DEFAULT_FINISH_BATCH_SIZE : b.finishBatch;
+        this.finishBatch = b.finishBatch;
         if (b.queues.isEmpty()) {
-            throw new InvalidInputException("rdq: invalid input: worker: no queues; configure at least one");
+            throw new InvalidInputException("rdq: invalid input: Worker.Builder.build: no queue; call queue(name) or "
+                    + "queue(name, config) for each queue the worker runs");
         }
         for (Map.Entry<String, QueueConfig> e : b.queues.entrySet()) {
             Limits.validateName("queue", e.getKey());
@@ -190,15 +188,19 @@ public final class Worker implements AutoCloseable {
         }
     }
 
-    private static Duration positiveOr(String field, Duration d, Duration def, boolean allowDisabled) {
-        if (d == null || d.isZero()) {
-            return def;
-        }
+    /**
+     * d, checked as the value of Worker.Builder's method: non-null and
+     * positive, or {@link #DISABLED} when the method allows it.
+     */
+    private static Duration checked(String method, Duration d, boolean allowDisabled) {
+        Objects.requireNonNull(d, "Worker.Builder." + method + ": the duration is null; leave it unset for the default");
         if (allowDisabled && d.equals(DISABLED)) {
-            return DISABLED;
+            return d;
         }
-        if (d.isNegative()) {
-            throw new InvalidInputException("rdq: invalid input: worker: " + field + " " + GoDurations.format(d) + " is negative");
+        if (d.isZero() || d.isNegative()) {
+            throw new InvalidInputException("rdq: invalid input: Worker.Builder." + method + ": " + GoDurations.format(d)
+                    + " is not positive; leave it unset for the default"
+                    + (allowDisabled ? ", or pass Worker.DISABLED to turn it off" : ""));
         }
         return d;
     }
@@ -220,21 +222,27 @@ public final class Worker implements AutoCloseable {
         return new Builder(dataSource);
     }
 
-    /** Configures a {@link Worker}; unset fields take the same defaults as Go. */
+    /**
+     * Configures a {@link Worker}. An unset setting keeps its default (the
+     * {@code DEFAULT_} constants, Go's worker's); there is no value meaning
+     * "the default": a setter refuses null with a NullPointerException and a
+     * zero or negative value with an {@link InvalidInputException}, each
+     * naming the setter.
+     */
     public static final class Builder {
         private final DataSource dataSource;
         private String schema = PgStore.DEFAULT_SCHEMA;
         private String id;
         private final Map<String, QueueConfig> queues = new LinkedHashMap<>();
         private final Map<String, Handler> handlers = new LinkedHashMap<>();
-        private Duration pollInterval = Duration.ZERO;
-        private Duration reclaimInterval = Duration.ZERO;
-        private Duration purgeInterval = Duration.ZERO;
-        private Duration succeededTtl = Duration.ZERO;
-        private int finishBatch;
-        private Duration finishInterval = Duration.ZERO;
-        private Duration keyRetention = Duration.ZERO;
-        private Duration registryInterval = Duration.ZERO;
+        private Duration pollInterval = DEFAULT_POLL_INTERVAL;
+        private Duration reclaimInterval = DEFAULT_RECLAIM_INTERVAL;
+        private Duration purgeInterval = DEFAULT_PURGE_INTERVAL;
+        private Duration succeededTtl = DEFAULT_SUCCEEDED_TTL;
+        private int finishBatch = DEFAULT_FINISH_BATCH_SIZE;
+        private Duration finishInterval = DEFAULT_FINISH_INTERVAL;
+        private Duration keyRetention = PgStore.DEFAULT_KEY_RETENTION;
+        private Duration registryInterval = DEFAULT_REGISTRY_INTERVAL;
         private Metrics metrics = Metrics.NONE;
         private Executor handlerExecutor;
 
@@ -275,25 +283,25 @@ public final class Worker implements AutoCloseable {
 
         /** How often each queue is polled when no notification arrives; 1s by default. */
         public Builder pollInterval(Duration d) {
-            this.pollInterval = d;
+            this.pollInterval = checked("pollInterval", d, false);
             return this;
         }
 
         /** How often expired leases are reclaimed; 10s by default, {@link Worker#DISABLED} for never. */
         public Builder reclaimInterval(Duration d) {
-            this.reclaimInterval = d;
+            this.reclaimInterval = checked("reclaimInterval", d, true);
             return this;
         }
 
         /** How often old succeeded tasks are purged; 1m by default, {@link Worker#DISABLED} for never. */
         public Builder purgeInterval(Duration d) {
-            this.purgeInterval = d;
+            this.purgeInterval = checked("purgeInterval", d, true);
             return this;
         }
 
         /** How long succeeded tasks are kept; 24h by default. */
         public Builder succeededTtl(Duration d) {
-            this.succeededTtl = d;
+            this.succeededTtl = checked("succeededTtl", d, false);
             return this;
         }
 
@@ -303,7 +311,7 @@ public final class Worker implements AutoCloseable {
          * Config.KeyRetention. Give every client and worker of a schema the same value.
          */
         public Builder keyRetention(Duration d) {
-            this.keyRetention = Objects.requireNonNull(d, "keyRetention");
+            this.keyRetention = checked("keyRetention", d, false);
             return this;
         }
 
@@ -313,7 +321,7 @@ public final class Worker implements AutoCloseable {
          * three missed refreshes.
          */
         public Builder registryInterval(Duration d) {
-            this.registryInterval = Objects.requireNonNull(d, "registryInterval");
+            this.registryInterval = checked("registryInterval", d, true);
             return this;
         }
 
@@ -361,13 +369,17 @@ public final class Worker implements AutoCloseable {
 
         /** Most finishes written in one statement; 1,000 by default, as Go's worker. */
         public Builder finishBatchSize(int n) {
+            if (n < 1) {
+                throw new InvalidInputException("rdq: invalid input: Worker.Builder.finishBatchSize: " + n
+                        + " is less than 1; leave it unset for the default (" + DEFAULT_FINISH_BATCH_SIZE + ")");
+            }
             this.finishBatch = n;
             return this;
         }
 
         /** Longest wait of a finish for its batch; 10ms by default. */
         public Builder finishInterval(Duration d) {
-            this.finishInterval = d;
+            this.finishInterval = checked("finishInterval", d, false);
             return this;
         }
 

@@ -690,6 +690,26 @@ class WorkerTest extends DbTestBase {
         w.handle("ok", ctx -> { });
         assertThrows(IllegalStateException.class, () -> w.handle("ok", ctx -> { }));
         assertTrue(w.stop(Duration.ZERO));
+
+        // No zero meaning "the default": each setter refuses what it cannot use, naming itself.
+        Worker.Builder b = Worker.builder(ds).schema(schema);
+        e = assertThrows(InvalidInputException.class, () -> b.pollInterval(Duration.ZERO));
+        assertTrue(e.getMessage().contains("Worker.Builder.pollInterval: 0s is not positive; leave it unset for the default"),
+                e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> b.reclaimInterval(Duration.ofSeconds(-5)));
+        assertTrue(e.getMessage().contains("Worker.Builder.reclaimInterval: -5s is not positive")
+                && e.getMessage().contains("Worker.DISABLED"), e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> b.finishBatchSize(0));
+        assertTrue(e.getMessage().contains("Worker.Builder.finishBatchSize: 0 is less than 1"), e.getMessage());
+        for (var set : List.<java.util.function.Consumer<Duration>>of(b::succeededTtl, b::finishInterval, b::keyRetention,
+                b::registryInterval, b::purgeInterval)) {
+            assertThrows(InvalidInputException.class, () -> set.accept(Duration.ZERO));
+            NullPointerException n = assertThrows(NullPointerException.class, () -> set.accept(null));
+            assertTrue(n.getMessage().startsWith("Worker.Builder."), n.getMessage());
+        }
+        b.reclaimInterval(Worker.DISABLED).registryInterval(Worker.DISABLED); // turning a job off is allowed
+        e = assertThrows(InvalidInputException.class, () -> b.build());
+        assertTrue(e.getMessage().contains("Worker.Builder.build: no queue"), e.getMessage());
     }
 
     @Test
