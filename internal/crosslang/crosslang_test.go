@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -458,4 +459,71 @@ func TestJavaWorkerHonoursAGoQueuePause(t *testing.T) {
 	}
 	waitFor(t, time.Minute, "the resumed queue's task", statusIs(t, st, held.Task.ID, rdq.StatusSucceeded))
 	p.stop(t)
+}
+
+// TestJavaQueuePauseIsGos: a queue paused and resumed by the Java SDK's
+// RdqAdmin writes the audit entries Go's pgstore writes for the same
+// operations, and Java's stats read the counts Go's read.
+func TestJavaQueuePauseIsGos(t *testing.T) {
+	requireJava(t)
+	st, schema := pgtest.NewStore(t)
+	ctx := t.Context()
+	p := store.PauseParams{Queue: "emails", Actor: "alice", Reason: "INC-42 relay down"}
+	if err := st.PauseQueue(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ResumeQueue(ctx, store.PauseParams{Queue: "emails", Actor: "alice", Reason: "INC-42 fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := []string{"RDQ_DATABASE_URL=" + pgtest.URL(), "RDQ_SCHEMA=" + schema}
+	if out := runJava(t, "AdminMain", dir, env, "", "pause", "emails", "alice", "INC-42 relay down"); strings.TrimSpace(out) != "true" {
+		t.Fatalf("Java pause: %q, want true", out)
+	}
+	paused, err := st.PausedQueues(ctx)
+	if err != nil || !slices.Equal(paused, []string{"emails"}) {
+		t.Fatalf("after Java's pause, Go sees paused queues %v (%v)", paused, err)
+	}
+	if out := runJava(t, "AdminMain", dir, env, "", "pause", "emails", "bob", "again"); strings.TrimSpace(out) != "false" {
+		t.Fatalf("Java pause of a paused queue: %q, want false", out)
+	}
+	if out := runJava(t, "AdminMain", dir, env, "", "resume", "emails", "alice", "INC-42 fixed"); strings.TrimSpace(out) != "true" {
+		t.Fatalf("Java resume: %q, want true", out)
+	}
+	entries, err := st.ListAudit(ctx, store.ListAuditParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 4 {
+		t.Fatalf("%d audit entries, want 4 (Go's pause and resume, Java's): %+v", len(entries), entries)
+	}
+	// Newest first: Java's resume, Java's pause, Go's resume, Go's pause.
+	for i, pair := range [][2]store.AuditEntry{{entries[1], entries[3]}, {entries[0], entries[2]}} {
+		java, goes := pair[0], pair[1]
+		java.ID, java.At, goes.ID, goes.At = 0, time.Time{}, 0, time.Time{}
+		if !reflect.DeepEqual(java, goes) {
+			t.Errorf("entry %d: Java wrote %+v, Go %+v", i, java, goes)
+		}
+	}
+
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"emails", "emails", "orders"} {
+		if _, err := c.Submit(ctx, client.Task{Queue: q, Handler: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats, err := st.Stats(ctx, store.StatsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, s := range stats {
+		fmt.Fprintf(&want, "%s %d %d %d %d\n", s.Queue, s.Pending, s.InFlight, s.Dead, s.Succeeded)
+	}
+	if got := runJava(t, "AdminMain", dir, env, "", "stats"); got != want.String() {
+		t.Fatalf("Java stats:\n%s\nGo stats:\n%s", got, want.String())
+	}
 }

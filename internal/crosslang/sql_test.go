@@ -52,6 +52,10 @@ var javaStatements = []string{
 	"sqlListen",
 	"sqlRegisterWorker",
 	"sqlDeregisterWorker",
+	"sqlStats",
+	"sqlPauseQueue",
+	"sqlResumeQueue",
+	"sqlPausedQueues",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

@@ -62,6 +62,10 @@ final class PgStore {
     private final Sql.Stmt redriveLock;
     private final Sql.Stmt redriveIds;
     private final Sql.Stmt insertAudit;
+    private final Sql.Stmt stats;
+    private final Sql.Stmt pauseQueue;
+    private final Sql.Stmt resumeQueue;
+    private final Sql.Stmt pausedQueues;
     final String listen;
 
     PgStore(String schema) {
@@ -97,6 +101,10 @@ final class PgStore {
         redriveLock = Sql.get("sqlRedriveLock", q);
         redriveIds = Sql.get("sqlRedriveIDs", q);
         insertAudit = Sql.get("sqlInsertAudit", q);
+        stats = Sql.get("sqlStats", q);
+        pauseQueue = Sql.get("sqlPauseQueue", q);
+        resumeQueue = Sql.get("sqlResumeQueue", q);
+        pausedQueues = Sql.get("sqlPausedQueues", q);
         listen = Sql.raw("sqlListen").replace("{channel}", "\"" + channel + "\"");
     }
 
@@ -637,6 +645,63 @@ final class PgStore {
             ps.executeUpdate();
         }
         return found;
+    }
+
+    /** pgstore's Stats: per-queue counts, ordered by queue; windowMicros &lt;= 0 counts every retained success. */
+    List<RdqAdmin.QueueStats> stats(Connection c, long windowMicros) throws SQLException {
+        Map<String, long[]> counts = new TreeMap<>();
+        Map<String, Duration> oldest = new HashMap<>();
+        try (PreparedStatement ps = stats.prepare(c, null, windowMicros); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                String queue = rs.getString(1);
+                long[] n = counts.computeIfAbsent(queue, k -> new long[4]);
+                long v = rs.getLong(3);
+                switch (Status.parse(rs.getString(2))) {
+                    case PENDING -> {
+                        n[0] = v;
+                        Instant due = instant(rs, 4);
+                        Instant now = instant(rs, 5);
+                        if (due != null && !due.isAfter(now)) {
+                            oldest.put(queue, Duration.between(due, now));
+                        }
+                    }
+                    case IN_FLIGHT -> n[1] = v;
+                    case DEAD -> n[2] = v;
+                    case SUCCEEDED -> n[3] = v;
+                    default -> { }
+                }
+            }
+        }
+        List<RdqAdmin.QueueStats> out = new ArrayList<>(counts.size());
+        counts.forEach((q, n) -> out.add(new RdqAdmin.QueueStats(q, n[0], n[1], n[2], n[3],
+                oldest.getOrDefault(q, Duration.ZERO))));
+        return out;
+    }
+
+    /**
+     * pgstore's PauseQueue or ResumeQueue, with its audit entry in the same
+     * statement; returns whether the queue changed (and an entry was written).
+     */
+    boolean setQueuePaused(Connection c, boolean pause, String queue, String actor, String reason, String filterJson)
+            throws SQLException {
+        Sql.Stmt st = pause ? pauseQueue : resumeQueue;
+        Object[] args = pause ? new Object[] {queue, clean(actor), clean(reason), filterJson}
+                : new Object[] {queue, clean(actor), clean(reason), filterJson, channel};
+        try (PreparedStatement ps = st.prepare(c, args); ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            return rs.getLong(1) > 0;
+        }
+    }
+
+    /** pgstore's PausedQueues: the paused queues' names, sorted. */
+    List<String> pausedQueues(Connection c) throws SQLException {
+        List<String> out = new ArrayList<>();
+        try (PreparedStatement ps = pausedQueues.prepare(c); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                out.add(rs.getString(1));
+            }
+        }
+        return out;
     }
 
     Task get(Connection c, UUID id) throws SQLException {

@@ -18,11 +18,14 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -32,6 +35,7 @@ import org.postgresql.PGConnection;
 import org.postgresql.PGNotification;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
 
 /**
  * Claims and executes rdq tasks from PostgreSQL with the same rules as Go's
@@ -61,7 +65,10 @@ import org.slf4j.LoggerFactory;
  * <p>Connections: the worker holds one connection per queue (claims), one each
  * for heartbeats, finishes, maintenance, notifications and the registry, taken
  * from the DataSource and given back at stop. Logs go through SLF4J with the task ID,
- * queue, handler, attempt and worker ID, never payloads.
+ * queue, handler, attempt and worker ID, never payloads; successes are logged at
+ * DEBUG, failures at WARN and dead-lettering at ERROR. While a handler runs, its
+ * thread's MDC holds {@link #MDC_TASK_ID}, {@link #MDC_QUEUE}, {@link #MDC_HANDLER}
+ * and {@link #MDC_ATTEMPT}, so the handler's own log lines carry them.
  */
 public final class Worker implements AutoCloseable {
     /** Default poll interval when no notification arrives. */
@@ -73,7 +80,7 @@ public final class Worker implements AutoCloseable {
     /** Default retention of succeeded tasks. */
     public static final Duration DEFAULT_SUCCEEDED_TTL = Duration.ofHours(24);
     /** Default most finishes written in one statement. */
-    public static final int DEFAULT_FINISH_BATCH_SIZE = 200;
+    public static final int DEFAULT_FINISH_BATCH_SIZE = 1000;
     /** Default longest wait of a finish for its batch. */
     public static final Duration DEFAULT_FINISH_INTERVAL = Duration.ofMillis(10);
     /** As a reclaim or purge interval: that job is off on this worker. */
@@ -82,6 +89,15 @@ public final class Worker implements AutoCloseable {
     public static final String PURGE_ACTOR = "rdq-worker";
     /** Default interval between refreshes of the worker's registry entry, as Go's worker.DefaultRegistryInterval. */
     public static final Duration DEFAULT_REGISTRY_INTERVAL = Duration.ofSeconds(10);
+
+    /** The MDC key holding the ID of the task whose handler runs on this thread. */
+    public static final String MDC_TASK_ID = "task_id";
+    /** The MDC key holding the queue of the task whose handler runs on this thread. */
+    public static final String MDC_QUEUE = "queue";
+    /** The MDC key holding the handler name of the task whose handler runs on this thread. */
+    public static final String MDC_HANDLER = "handler";
+    /** The MDC key holding the attempt number the handler on this thread runs. */
+    public static final String MDC_ATTEMPT = "attempt";
 
     private static final Logger LOG = LoggerFactory.getLogger(Worker.class);
     private static final int RECLAIM_BATCH = 100;
@@ -104,6 +120,8 @@ public final class Worker implements AutoCloseable {
     private final int finishBatch;
     private final Duration finishInterval;
     private final Duration registryInterval;
+    private final Metrics metrics;
+    private final Executor handlerExecutor;
     private ScheduledExecutorService registryTimer;
     private Registry registry;
     private final Map<String, QueueRunner> queues = new TreeMap<>();
@@ -141,23 +159,25 @@ public final class Worker implements AutoCloseable {
     private static final int C_HEARTBEAT_STMTS = 8;
     private static final int C_SNOOZED = 9;
     private volatile boolean heartbeatStop;
+    /** The connection the notification loop listens on, aborted at stop to end its wait at once. */
+    private volatile Connection listening;
 
     private Worker(Builder b) {
         this.dataSource = b.dataSource;
         this.store = new PgStore(b.schema, b.keyRetention);
         this.id = b.id == null || b.id.isEmpty() ? defaultId() : b.id;
-        this.pollInterval = positiveOr("PollInterval", b.pollInterval, DEFAULT_POLL_INTERVAL, false);
-        this.reclaimInterval = positiveOr("ReclaimInterval", b.reclaimInterval, DEFAULT_RECLAIM_INTERVAL, true);
-        this.purgeInterval = positiveOr("PurgeInterval", b.purgeInterval, DEFAULT_PURGE_INTERVAL, true);
-        this.succeededTtl = positiveOr("SucceededTTL", b.succeededTtl, DEFAULT_SUCCEEDED_TTL, false);
-        this.finishInterval = positiveOr("FinishInterval", b.finishInterval, DEFAULT_FINISH_INTERVAL, false);
-        this.registryInterval = positiveOr("RegistryInterval", b.registryInterval, DEFAULT_REGISTRY_INTERVAL, true);
-        if (b.finishBatch < 0) {
-            throw new InvalidInputException("rdq: invalid input: worker: FinishBatchSize " + b.finishBatch + " is negative");
-        }
-        this.finishBatch = b.finishBatch == 0 ? DEFAULT_FINISH_BATCH_SIZE : b.finishBatch;
+        this.pollInterval = b.pollInterval;
+        this.reclaimInterval = b.reclaimInterval;
+        this.purgeInterval = b.purgeInterval;
+        this.succeededTtl = b.succeededTtl;
+        this.finishInterval = b.finishInterval;
+        this.registryInterval = b.registryInterval;
+        this.metrics = b.metrics;
+        this.handlerExecutor = b.handlerExecutor;
+        this.finishBatch = b.finishBatch;
         if (b.queues.isEmpty()) {
-            throw new InvalidInputException("rdq: invalid input: worker: no queues; configure at least one");
+            throw new InvalidInputException("rdq: invalid input: Worker.Builder.build: no queue; call queue(name) or "
+                    + "queue(name, config) for each queue the worker runs");
         }
         for (Map.Entry<String, QueueConfig> e : b.queues.entrySet()) {
             Limits.validateName("queue", e.getKey());
@@ -168,15 +188,19 @@ public final class Worker implements AutoCloseable {
         }
     }
 
-    private static Duration positiveOr(String field, Duration d, Duration def, boolean allowDisabled) {
-        if (d == null || d.isZero()) {
-            return def;
-        }
+    /**
+     * d, checked as the value of Worker.Builder's method: non-null and
+     * positive, or {@link #DISABLED} when the method allows it.
+     */
+    private static Duration checked(String method, Duration d, boolean allowDisabled) {
+        Objects.requireNonNull(d, "Worker.Builder." + method + ": the duration is null; leave it unset for the default");
         if (allowDisabled && d.equals(DISABLED)) {
-            return DISABLED;
+            return d;
         }
-        if (d.isNegative()) {
-            throw new InvalidInputException("rdq: invalid input: worker: " + field + " " + GoDurations.format(d) + " is negative");
+        if (d.isZero() || d.isNegative()) {
+            throw new InvalidInputException("rdq: invalid input: Worker.Builder." + method + ": " + GoDurations.format(d)
+                    + " is not positive; leave it unset for the default"
+                    + (allowDisabled ? ", or pass Worker.DISABLED to turn it off" : ""));
         }
         return d;
     }
@@ -198,21 +222,29 @@ public final class Worker implements AutoCloseable {
         return new Builder(dataSource);
     }
 
-    /** Configures a {@link Worker}; unset fields take the same defaults as Go. */
+    /**
+     * Configures a {@link Worker}. An unset setting keeps its default (the
+     * {@code DEFAULT_} constants, Go's worker's); there is no value meaning
+     * "the default": a setter refuses null with a NullPointerException and a
+     * zero or negative value with an {@link InvalidInputException}, each
+     * naming the setter.
+     */
     public static final class Builder {
         private final DataSource dataSource;
         private String schema = PgStore.DEFAULT_SCHEMA;
         private String id;
         private final Map<String, QueueConfig> queues = new LinkedHashMap<>();
         private final Map<String, Handler> handlers = new LinkedHashMap<>();
-        private Duration pollInterval = Duration.ZERO;
-        private Duration reclaimInterval = Duration.ZERO;
-        private Duration purgeInterval = Duration.ZERO;
-        private Duration succeededTtl = Duration.ZERO;
-        private int finishBatch;
-        private Duration finishInterval = Duration.ZERO;
-        private Duration keyRetention = Duration.ZERO;
-        private Duration registryInterval = Duration.ZERO;
+        private Duration pollInterval = DEFAULT_POLL_INTERVAL;
+        private Duration reclaimInterval = DEFAULT_RECLAIM_INTERVAL;
+        private Duration purgeInterval = DEFAULT_PURGE_INTERVAL;
+        private Duration succeededTtl = DEFAULT_SUCCEEDED_TTL;
+        private int finishBatch = DEFAULT_FINISH_BATCH_SIZE;
+        private Duration finishInterval = DEFAULT_FINISH_INTERVAL;
+        private Duration keyRetention = PgStore.DEFAULT_KEY_RETENTION;
+        private Duration registryInterval = DEFAULT_REGISTRY_INTERVAL;
+        private Metrics metrics = Metrics.NONE;
+        private Executor handlerExecutor;
 
         private Builder(DataSource ds) {
             this.dataSource = Objects.requireNonNull(ds, "dataSource");
@@ -251,25 +283,25 @@ public final class Worker implements AutoCloseable {
 
         /** How often each queue is polled when no notification arrives; 1s by default. */
         public Builder pollInterval(Duration d) {
-            this.pollInterval = d;
+            this.pollInterval = checked("pollInterval", d, false);
             return this;
         }
 
         /** How often expired leases are reclaimed; 10s by default, {@link Worker#DISABLED} for never. */
         public Builder reclaimInterval(Duration d) {
-            this.reclaimInterval = d;
+            this.reclaimInterval = checked("reclaimInterval", d, true);
             return this;
         }
 
         /** How often old succeeded tasks are purged; 1m by default, {@link Worker#DISABLED} for never. */
         public Builder purgeInterval(Duration d) {
-            this.purgeInterval = d;
+            this.purgeInterval = checked("purgeInterval", d, true);
             return this;
         }
 
         /** How long succeeded tasks are kept; 24h by default. */
         public Builder succeededTtl(Duration d) {
-            this.succeededTtl = d;
+            this.succeededTtl = checked("succeededTtl", d, false);
             return this;
         }
 
@@ -279,7 +311,7 @@ public final class Worker implements AutoCloseable {
          * Config.KeyRetention. Give every client and worker of a schema the same value.
          */
         public Builder keyRetention(Duration d) {
-            this.keyRetention = Objects.requireNonNull(d, "keyRetention");
+            this.keyRetention = checked("keyRetention", d, false);
             return this;
         }
 
@@ -289,19 +321,65 @@ public final class Worker implements AutoCloseable {
          * three missed refreshes.
          */
         public Builder registryInterval(Duration d) {
-            this.registryInterval = Objects.requireNonNull(d, "registryInterval");
+            this.registryInterval = checked("registryInterval", d, true);
             return this;
         }
 
-        /** Most finishes written in one statement; 200 by default. */
+        /**
+         * Reports the worker's metrics to a Micrometer registry (micrometer-core
+         * is an optional dependency: add it to use this), named so that a
+         * Prometheus registry exports the Go worker's metrics by the same names
+         * and labels: {@code rdq_worker_attempts_total{queue,outcome}},
+         * {@code rdq_worker_dead_lettered_total{queue}},
+         * {@code rdq_worker_handler_duration_seconds{queue,handler}},
+         * {@code rdq_worker_claim_duration_seconds{queue}},
+         * {@code rdq_worker_reclaimed_total}, {@code rdq_worker_leases_lost_total},
+         * {@code rdq_worker_released_total}, {@code rdq_worker_snoozed_total},
+         * {@code rdq_worker_results_dropped_total} and
+         * {@code rdq_worker_in_flight} (each by queue), and
+         * {@code rdq_worker_purged_total}. In Micrometer's own names: the
+         * counter {@code rdq.worker.attempts}, the timer
+         * {@code rdq.worker.handler.duration}, the gauge
+         * {@code rdq.worker.in_flight}, and so on. Without a registry the worker
+         * reports no metrics; {@link Worker#stats()} still counts.
+         *
+         * @throws NullPointerException if registry is null
+         */
+        public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
+            this.metrics = new MicrometerMetrics(
+                    Objects.requireNonNull(registry, "Worker.Builder.meterRegistry: registry is null"));
+            return this;
+        }
+
+        /**
+         * Runs every queue's handlers on executor instead of the worker's own
+         * pools (a fixed pool of its concurrency per queue), for example
+         * {@code Executors.newVirtualThreadPerTaskExecutor()} on Java 21. Each
+         * queue still runs at most its concurrency at once: the worker claims
+         * only for its free slots. The worker never shuts a supplied executor
+         * down. An execution the executor refuses is released unrun, without
+         * counting an attempt.
+         *
+         * @throws NullPointerException if executor is null
+         */
+        public Builder handlerExecutor(Executor executor) {
+            this.handlerExecutor = Objects.requireNonNull(executor, "Worker.Builder.handlerExecutor: executor is null");
+            return this;
+        }
+
+        /** Most finishes written in one statement; 1,000 by default, as Go's worker. */
         public Builder finishBatchSize(int n) {
+            if (n < 1) {
+                throw new InvalidInputException("rdq: invalid input: Worker.Builder.finishBatchSize: " + n
+                        + " is less than 1; leave it unset for the default (" + DEFAULT_FINISH_BATCH_SIZE + ")");
+            }
             this.finishBatch = n;
             return this;
         }
 
         /** Longest wait of a finish for its batch; 10ms by default. */
         public Builder finishInterval(Duration d) {
-            this.finishInterval = d;
+            this.finishInterval = checked("finishInterval", d, false);
             return this;
         }
 
@@ -324,9 +402,44 @@ public final class Worker implements AutoCloseable {
 
     /** What the worker did since it started. */
     public WorkerStats stats() {
-        return new WorkerStats(counts.get(C_CLAIMED), counts.get(C_SUCCEEDED), counts.get(C_RETRIED),
-                counts.get(C_DEAD), counts.get(C_LOST), counts.get(C_RELEASED), counts.get(C_RECLAIMED),
-                counts.get(C_FINISH_STMTS), counts.get(C_HEARTBEAT_STMTS), counts.get(C_SNOOZED));
+        return statsOf(counts, true);
+    }
+
+    /**
+     * Whether the worker is running: started and not yet told to stop. False
+     * before {@link #start}, and from the moment {@link #stop} begins.
+     */
+    public boolean isRunning() {
+        synchronized (lock) {
+            return state == State.RUNNING;
+        }
+    }
+
+    /**
+     * What the worker did since it started, per queue it runs (every queue
+     * configured, in name order). The statement counts are the worker's, not a
+     * queue's: they are zero here and counted in {@link #stats()}.
+     */
+    public Map<String, WorkerStats> queueStats() {
+        Map<String, WorkerStats> out = new LinkedHashMap<>();
+        for (QueueRunner q : queues.values()) {
+            out.put(q.name, statsOf(q.counts, false));
+        }
+        return Collections.unmodifiableMap(out);
+    }
+
+    private static WorkerStats statsOf(java.util.concurrent.atomic.AtomicLongArray c, boolean statements) {
+        return new WorkerStats(c.get(C_CLAIMED), c.get(C_SUCCEEDED), c.get(C_RETRIED), c.get(C_DEAD), c.get(C_LOST),
+                c.get(C_RELEASED), c.get(C_RECLAIMED), statements ? c.get(C_FINISH_STMTS) : 0,
+                statements ? c.get(C_HEARTBEAT_STMTS) : 0, c.get(C_SNOOZED));
+    }
+
+    /** Counts one event of kind c in the worker's and q's counts (q null: the worker's alone). */
+    private void count(QueueRunner q, int c) {
+        counts.incrementAndGet(c);
+        if (q != null) {
+            q.counts.incrementAndGet(c);
+        }
     }
 
     /** The worker's ID, as recorded in leases and attempt history. */
@@ -396,6 +509,9 @@ public final class Worker implements AutoCloseable {
      * @throws IllegalStateException if the worker was already started; a worker runs once
      * @throws InvalidInputException if no handler is registered: the queues it serves
      *         would have nothing to run
+     * @throws ConnectionsUnavailableException if the DataSource cannot give, at
+     *         once, every connection the worker holds while it runs
+     *         ({@link #connectionsNeeded()}); nothing is started
      */
     public void start() {
         synchronized (lock) {
@@ -406,14 +522,21 @@ public final class Worker implements AutoCloseable {
                 throw new InvalidInputException("rdq: invalid input: worker: start: no handler is registered, so its queues ("
                         + String.join(", ", queues.keySet()) + ") have nothing to run; call handle for each handler their tasks name before start");
             }
+            checkConnections();
             state = State.RUNNING;
             handlerNames = handlers.keySet().stream().sorted().toArray(String[]::new);
         }
-        timers = Executors.newSingleThreadScheduledExecutor(daemon("rdq-timeouts-" + id));
+        // Every execution schedules its timeout and cancels it when the handler
+        // returns: cancelled timers leave the queue at once, or it would hold
+        // one per task run in the last timeout's length.
+        ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemon("rdq-timeouts-" + id));
+        t.setRemoveOnCancelPolicy(true);
+        timers = t;
         completerThread = thread("rdq-completer", this::completerLoop);
         heartbeatThread = thread("rdq-heartbeat", this::heartbeatLoop);
         for (QueueRunner q : queues.values()) {
             q.start();
+            metrics.inFlight(q.name, q.busy::get);
             loops.add(thread("rdq-fetch-" + q.name, q::fetchLoop));
         }
         loops.add(thread("rdq-notify", this::notificationLoop));
@@ -427,6 +550,57 @@ public final class Worker implements AutoCloseable {
             registry = r;
         }
         LOG.info("worker started worker_id={} queues={}", id, queues.keySet());
+    }
+
+    /**
+     * How many connections the worker holds from its DataSource while it runs:
+     * one per queue (claims), one each for heartbeats, results, notifications,
+     * maintenance (unless reclaims and purges are both {@link #DISABLED}) and
+     * the worker registry (unless its interval is {@link #DISABLED}). A
+     * shutdown that releases tasks takes one more for a moment. Size a pool to
+     * this plus what the application itself uses.
+     */
+    public int connectionsNeeded() {
+        int n = queues.size() + 3;
+        if (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED)) {
+            n++;
+        }
+        if (!registryInterval.equals(DISABLED)) {
+            n++;
+        }
+        return n;
+    }
+
+    /**
+     * Takes every connection the worker will hold, at once, and gives them
+     * back: a pool too small for the worker fails here, with how many it
+     * lacks, instead of starving the worker's loops (and the application's own
+     * queries) later.
+     */
+    private void checkConnections() {
+        int needed = connectionsNeeded();
+        List<Connection> taken = new ArrayList<>(needed);
+        try {
+            while (taken.size() < needed) {
+                taken.add(dataSource.getConnection());
+            }
+        } catch (SQLException | RuntimeException e) {
+            throw new ConnectionsUnavailableException("rdq: worker: start: the DataSource gave " + taken.size() + " of the "
+                    + needed + " connections the worker holds while it runs (one per queue: " + queues.size()
+                    + "; one each for heartbeats, results, notifications"
+                    + (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED) ? ", maintenance" : "")
+                    + (!registryInterval.equals(DISABLED) ? ", the worker registry" : "")
+                    + "); size its pool to at least " + needed + " plus what the application uses: " + e.getMessage(),
+                    needed, taken.size(), e);
+        } finally {
+            for (Connection c : taken) {
+                try {
+                    c.close();
+                } catch (SQLException e) {
+                    LOG.debug("giving back a connection taken to count them failed: {}", e.toString());
+                }
+            }
+        }
     }
 
     private static ThreadFactory daemon(String name) {
@@ -474,6 +648,7 @@ public final class Worker implements AutoCloseable {
         for (Thread t : loops) {
             t.interrupt();
         }
+        abortListening();
         for (Thread t : loops) {
             joinQuietly(t, 60_000);
         }
@@ -505,7 +680,9 @@ public final class Worker implements AutoCloseable {
         joinQuietly(heartbeatThread, 60_000);
         timers.shutdownNow();
         for (QueueRunner q : queues.values()) {
-            q.pool.shutdown();
+            if (q.pool != null) {
+                q.pool.shutdown(); // the worker's own; a supplied executor is its owner's
+            }
         }
         if (registryTimer != null) {
             registryTimer.shutdownNow();
@@ -642,14 +819,28 @@ public final class Worker implements AutoCloseable {
 
     private void startExecution(QueueRunner q, Task t) {
         Execution e = new Execution(q, t);
-        counts.incrementAndGet(C_CLAIMED);
+        count(q, C_CLAIMED);
         running.put(e, Boolean.TRUE);
         q.busy.incrementAndGet();
         executing.incrementAndGet();
         if (LOG.isDebugEnabled()) {
             logTask(LOG::debug, "task claimed", e, "life", t.life());
         }
-        q.pool.execute(() -> execute(e, t));
+        try {
+            q.runner.execute(() -> execute(e, t));
+        } catch (RejectedExecutionException x) {
+            // The supplied executor would not run it: give the task back unrun.
+            synchronized (running) {
+                running.remove(e);
+            }
+            q.busy.decrementAndGet();
+            synchronized (executing) {
+                executing.decrementAndGet();
+                executing.notifyAll();
+            }
+            logTask(LOG::error, "the handler executor refused the execution; releasing the task", e, "error", x.toString());
+            release(List.of(e));
+        }
     }
 
     private void execute(Execution e, Task t) {
@@ -669,7 +860,18 @@ public final class Worker implements AutoCloseable {
                     throw new PermanentException(new UnknownHandlerException(t.handler(), q.name));
                 }
                 if (e.ctx.reason == null) {
-                    h.handle(e.ctx);
+                    MDC.put(MDC_TASK_ID, e.lease.id().toString());
+                    MDC.put(MDC_QUEUE, q.name);
+                    MDC.put(MDC_HANDLER, e.handler);
+                    MDC.put(MDC_ATTEMPT, Integer.toString(e.attempt));
+                    try {
+                        h.handle(e.ctx);
+                    } finally {
+                        MDC.remove(MDC_TASK_ID);
+                        MDC.remove(MDC_QUEUE);
+                        MDC.remove(MDC_HANDLER);
+                        MDC.remove(MDC_ATTEMPT);
+                    }
                 } else {
                     throw new InterruptedException("rdq: execution interrupted before it started");
                 }
@@ -682,6 +884,7 @@ public final class Worker implements AutoCloseable {
                 e.unbind();
             }
             long durNanos = System.nanoTime() - start;
+            metrics.handlerDuration(q.name, e.handler, durNanos);
             TaskContext.CancelReason reason = e.ctx.reason;
             if (err != null && reason == TaskContext.CancelReason.TIMEOUT && isInterruption(err)) {
                 err = new HandlerTimeoutException(timeout);
@@ -810,10 +1013,12 @@ public final class Worker implements AutoCloseable {
             boolean[] ok = store.release(c, leases);
             for (int i = 0; i < execs.size(); i++) {
                 if (ok[i]) {
-                    counts.incrementAndGet(C_RELEASED);
+                    count(execs.get(i).q, C_RELEASED);
+                    metrics.released(execs.get(i).q.name);
                     logTask(LOG::info, "task released", execs.get(i));
                 } else {
-                    counts.incrementAndGet(C_LOST);
+                    count(execs.get(i).q, C_LOST);
+                    metrics.leaseLost(execs.get(i).q.name);
                     logTask(LOG::warn, "lease lost before release", execs.get(i));
                 }
             }
@@ -834,7 +1039,12 @@ public final class Worker implements AutoCloseable {
         final Duration heartbeat;
         final Duration timeout;
         final AtomicInteger busy = new AtomicInteger();
+        /** This queue's share of the worker's counts (the C_ indexes). */
+        final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(10);
+        /** The worker's own pool for this queue's handlers; null when an executor was supplied. */
         ExecutorService pool;
+        /** Where this queue's handlers run: pool, or the supplied executor. */
+        Executor runner;
         private boolean wake; // guarded by this
         private boolean slotFreed; // guarded by this
 
@@ -848,12 +1058,17 @@ public final class Worker implements AutoCloseable {
         }
 
         void start() {
+            if (handlerExecutor != null) {
+                runner = handlerExecutor;
+                return;
+            }
             AtomicInteger n = new AtomicInteger();
             pool = Executors.newFixedThreadPool(concurrency, r -> {
                 Thread t = new Thread(r, "rdq-exec-" + name + "-" + n.incrementAndGet() + "-" + id);
                 t.setDaemon(true);
                 return t;
             });
+            runner = pool;
         }
 
         synchronized void signal(boolean notification) {
@@ -872,7 +1087,9 @@ public final class Worker implements AutoCloseable {
                     int free = concurrency - busy.get();
                     if (free > 0) {
                         try {
+                            long claimStart = System.nanoTime();
                             List<Task> tasks = store.claim(conn.get(), name, free, lease.toNanos() / 1000, id, handlerNames);
+                            metrics.claimDuration(name, System.nanoTime() - claimStart);
                             if (stopClaiming) {
                                 releaseUnstarted(tasks);
                                 return;
@@ -934,6 +1151,10 @@ public final class Worker implements AutoCloseable {
             Connection c = null;
             try {
                 c = dataSource.getConnection();
+                listening = c;
+                if (loopsStopped) {
+                    break; // stop may have looked for the connection before it was set
+                }
                 c.setAutoCommit(true);
                 PGConnection pg = c.unwrap(PGConnection.class);
                 try (Statement st = c.createStatement()) {
@@ -966,6 +1187,7 @@ public final class Worker implements AutoCloseable {
                 }
                 LOG.warn("notifications failed; polling meanwhile worker_id={} error={}", id, e.toString());
             } finally {
+                listening = null;
                 if (c != null) {
                     try {
                         c.close();
@@ -979,6 +1201,25 @@ public final class Worker implements AutoCloseable {
                 sleepQuietly(Math.min(50, backoffMs));
             }
             backoffMs = Math.min(backoffMs * 2, 30_000);
+        }
+    }
+
+    /**
+     * Ends the notification loop's wait for notifications at once: the driver
+     * blocks in a socket read that an interrupt does not end, so the
+     * connection is aborted (JDBC's Connection.abort closes its socket; a pool
+     * discards such a connection).
+     */
+    private void abortListening() {
+        Connection c = listening;
+        if (c == null) {
+            return;
+        }
+        try {
+            c.abort(Runnable::run);
+        } catch (SQLException | RuntimeException e) {
+            LOG.debug("aborting the notification connection failed; the loop ends within its wait worker_id={} error={}",
+                    id, e.toString());
         }
     }
 
@@ -1047,7 +1288,8 @@ public final class Worker implements AutoCloseable {
                 }
             }
             for (Execution e : lost) {
-                counts.incrementAndGet(C_LOST);
+                count(e.q, C_LOST);
+                metrics.leaseLost(e.q.name);
                 logTask(LOG::warn, "lease lost; interrupting the handler", e);
                 e.cancel(TaskContext.CancelReason.LEASE_LOST);
             }
@@ -1150,10 +1392,12 @@ public final class Worker implements AutoCloseable {
             FinishItem it = items.get(i);
             running.remove(it.e());
             if (ok == null) {
+                metrics.resultDropped(it.e().q.name);
                 logTask(LOG::error, "writing the result failed; the lease will expire and the task be reclaimed", it.e(),
                         "outcome", snooze ? "SNOOZED" : it.d().outcome(), "error", String.valueOf(failure));
             } else if (!ok[i]) {
-                counts.incrementAndGet(C_LOST);
+                count(it.e().q, C_LOST);
+                metrics.leaseLost(it.e().q.name);
                 logTask(LOG::warn, "lease lost before the result was written; result discarded", it.e(), "outcome",
                         snooze ? "SNOOZED" : it.d().outcome());
             } else {
@@ -1183,19 +1427,24 @@ public final class Worker implements AutoCloseable {
 
     private void recordFinish(FinishItem it) {
         if (it.snooze()) {
-            counts.incrementAndGet(C_SNOOZED);
+            count(it.e().q, C_SNOOZED);
+            metrics.snoozed(it.e().q.name);
             logTask(LOG::info, "task snoozed", it.e(), "retry_in_ms", it.c().retryMicros() / 1000);
             return;
         }
-        counts.incrementAndGet(switch (it.c().status()) {
+        count(it.e().q, switch (it.c().status()) {
             case SUCCEEDED -> C_SUCCEEDED;
             case PENDING -> C_RETRIED;
             default -> C_DEAD;
         });
+        metrics.attempt(it.e().q.name, it.d().outcome());
+        if (it.c().status() == Status.DEAD) {
+            metrics.deadLettered(it.e().q.name);
+        }
         switch (it.c().status()) {
             case SUCCEEDED -> {
-                if (LOG.isInfoEnabled()) {
-                    logTask(LOG::info, "task succeeded", it.e(), "duration_ms", it.durNanos() / 1_000_000);
+                if (LOG.isDebugEnabled()) {
+                    logTask(LOG::debug, "task succeeded", it.e(), "duration_ms", it.durNanos() / 1_000_000);
                 }
             }
             case PENDING -> logTask(LOG::warn, "attempt failed; retry scheduled", it.e(), "outcome", it.d().outcome(),
@@ -1350,9 +1599,12 @@ public final class Worker implements AutoCloseable {
             }
             for (int i = 0; i < tasks.size(); i++) {
                 Task t = tasks.get(i);
-                counts.incrementAndGet(C_RECLAIMED);
+                count(queues.get(t.queue()), C_RECLAIMED);
+                metrics.reclaimed(t.queue());
+                metrics.attempt(t.queue(), Outcome.LEASE_EXPIRED);
                 if (ok[i] && decisions.get(i).dead()) {
-                    counts.incrementAndGet(C_DEAD);
+                    count(queues.get(t.queue()), C_DEAD);
+                    metrics.deadLettered(t.queue());
                 }
                 if (!ok[i]) {
                     logFields(LOG::warn, "deciding a reclaimed task failed: lease lost", t.id().toString(), t.queue(),
@@ -1386,6 +1638,7 @@ public final class Worker implements AutoCloseable {
                 return;
             }
             if (n > 0) {
+                metrics.purged(n);
                 LOG.info("purged succeeded tasks count={} older_than={} worker_id={}", n, GoDurations.format(succeededTtl), id);
             }
             if (n < PURGE_BATCH) {

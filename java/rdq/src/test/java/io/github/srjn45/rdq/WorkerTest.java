@@ -5,19 +5,19 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
+import org.slf4j.MDC;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 
 class WorkerTest extends DbTestBase {
     static final Duration WAIT = Duration.ofSeconds(20);
@@ -44,6 +44,235 @@ class WorkerTest extends DbTestBase {
         assertEquals(1, h.get(0).leaseToken());
         assertEquals(1, ran.get());
         assertTrue(w.stop(Duration.ofSeconds(5)));
+    }
+
+    @Test
+    void eachHandlerRunsWithItsTaskInTheMdcAndIsRunningFollowsTheLifecycle() throws Exception {
+        LogCapture log = new LogCapture();
+        Map<UUID, Map<String, String>> seen = new ConcurrentHashMap<>();
+        Worker w = worker().queue("q", fast(2)).handle("h", ctx -> {
+            Map<String, String> mdc = MDC.getCopyOfContextMap();
+            seen.put(ctx.id(), mdc == null ? Map.of() : mdc);
+            if (ctx.attempt() == 1 && ctx.payloadText().equals("fail-once")) {
+                throw new IllegalStateException("once");
+            }
+        }).build();
+        workers.add(w);
+        assertFalse(w.isRunning(), "not started");
+        w.start();
+        assertTrue(w.isRunning());
+        UUID a = client().submit(NewTask.builder("q", "h").payload("a").build()).task().id();
+        UUID b = client().submit(NewTask.builder("q", "h").payload("fail-once").build()).task().id();
+        await(WAIT, "both succeeded", () -> statusIs(a, Status.SUCCEEDED).getAsBoolean()
+                && statusIs(b, Status.SUCCEEDED).getAsBoolean());
+        assertEquals(Map.of(Worker.MDC_TASK_ID, a.toString(), Worker.MDC_QUEUE, "q", Worker.MDC_HANDLER, "h",
+                Worker.MDC_ATTEMPT, "1"), seen.get(a));
+        assertEquals(Map.of(Worker.MDC_TASK_ID, b.toString(), Worker.MDC_QUEUE, "q", Worker.MDC_HANDLER, "h",
+                Worker.MDC_ATTEMPT, "2"), seen.get(b), "the retry's own attempt");
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+        assertFalse(w.isRunning(), "stopped");
+        log.close();
+        String logs = log.text();
+        assertTrue(logs.contains("DEBUG task succeeded task_id=" + a), "a success is logged at DEBUG:\n" + logs);
+        assertTrue(logs.contains("WARN attempt failed; retry scheduled task_id=" + b), logs);
+        assertFalse(logs.contains("INFO task succeeded"), "never at INFO:\n" + logs);
+    }
+
+    /** The count of a counter, 0 when it was never incremented. */
+    static double count(SimpleMeterRegistry reg, String name, String... tags) {
+        var c = reg.find(name).tags(tags).counter();
+        return c == null ? 0 : c.count();
+    }
+
+    @Test
+    void metricsCountWhatTheWorkerDidByTheGoWorkersNamesAndLabels() throws Exception {
+        SimpleMeterRegistry reg = new SimpleMeterRegistry();
+        CountDownLatch running = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        Worker w = started(worker().queue("q", fast(2)).meterRegistry(reg)
+                .handle("ok", ctx -> { })
+                .handle("fail", ctx -> {
+                    throw new IllegalStateException("down");
+                })
+                .handle("block", ctx -> {
+                    running.countDown();
+                    release.await();
+                }));
+        UUID ok = client().submit(NewTask.builder("q", "ok").build()).task().id();
+        UUID fail = client().submit(NewTask.builder("q", "fail").build()).task().id();
+        await(WAIT, "one success, one dead after two attempts", () -> statusIs(ok, Status.SUCCEEDED).getAsBoolean()
+                && statusIs(fail, Status.DEAD).getAsBoolean());
+        // Counted by the completer right after it wrote them: wait for the last count.
+        await(WAIT, "the results counted", () -> count(reg, "rdq.worker.attempts", "queue", "q", "outcome", "SUCCESS") == 1
+                && count(reg, "rdq.worker.attempts", "queue", "q", "outcome", "RETRYABLE_FAILURE") == 2
+                && count(reg, "rdq.worker.dead_lettered", "queue", "q") == 1);
+        assertEquals(0.0, count(reg, "rdq.worker.attempts", "queue", "q", "outcome", "PERMANENT_FAILURE"));
+        assertEquals(1, reg.get("rdq.worker.handler.duration").tags("queue", "q", "handler", "ok").timer().count());
+        assertEquals(2, reg.get("rdq.worker.handler.duration").tags("queue", "q", "handler", "fail").timer().count());
+        assertTrue(reg.get("rdq.worker.claim.duration").tags("queue", "q").timer().count() >= 2, "claims timed");
+
+        client().submit(NewTask.builder("q", "block").build());
+        assertTrue(running.await(30, TimeUnit.SECONDS));
+        assertEquals(1.0, reg.get("rdq.worker.in_flight").tags("queue", "q").gauge().value(), "one handler running");
+        release.countDown();
+        await(WAIT, "nothing in flight", () -> reg.get("rdq.worker.in_flight").gauge().value() == 0.0);
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+    }
+
+    /** A pool of at most max connections that fails at once, as a pool whose wait timed out, when all are out. */
+    static final class BoundedDataSource extends org.postgresql.ds.PGSimpleDataSource {
+        private static final long serialVersionUID = 1L;
+        final AtomicInteger open = new AtomicInteger();
+        private final javax.sql.DataSource real;
+        private final int max;
+
+        BoundedDataSource(javax.sql.DataSource real, int max) {
+            this.real = real;
+            this.max = max;
+        }
+
+        @Override
+        public Connection getConnection() throws java.sql.SQLException {
+            if (open.incrementAndGet() > max) {
+                open.decrementAndGet();
+                throw new java.sql.SQLTransientConnectionException("pool exhausted: all " + max + " connections in use");
+            }
+            Connection c = real.getConnection();
+            java.util.concurrent.atomic.AtomicBoolean closed = new java.util.concurrent.atomic.AtomicBoolean();
+            return (Connection) java.lang.reflect.Proxy.newProxyInstance(Connection.class.getClassLoader(),
+                    new Class<?>[] {Connection.class}, (proxy, m, args) -> {
+                        if (m.getName().equals("close") && closed.compareAndSet(false, true)) {
+                            open.decrementAndGet();
+                        }
+                        try {
+                            return m.invoke(c, args);
+                        } catch (java.lang.reflect.InvocationTargetException e) {
+                            throw e.getCause();
+                        }
+                    });
+        }
+    }
+
+    @Test
+    void aPoolTooSmallForTheWorkerFailsStartSayingHowManyItNeeds() throws Exception {
+        BoundedDataSource small = new BoundedDataSource(ds, 3);
+        Worker w = Worker.builder(small).schema(schema).queue("a").queue("b").handle("h", ctx -> { }).build();
+        assertEquals(7, w.connectionsNeeded(), "two queues, heartbeats, results, notifications, maintenance, registry");
+        ConnectionsUnavailableException e = assertThrows(ConnectionsUnavailableException.class, w::start);
+        assertEquals(7, e.needed());
+        assertEquals(3, e.obtained());
+        assertTrue(e.getMessage().contains("the DataSource gave 3 of the 7 connections the worker holds while it runs"),
+                e.getMessage());
+        assertTrue(e.getMessage().contains("size its pool to at least 7 plus what the application uses"), e.getMessage());
+        assertTrue(e.getMessage().contains("pool exhausted"), "the pool's own error: " + e.getMessage());
+        assertEquals(0, small.open.get(), "every connection taken was given back");
+        assertFalse(w.isRunning());
+
+        BoundedDataSource enough = new BoundedDataSource(ds, 5);
+        Worker lean = Worker.builder(enough).schema(schema).queue("a").handle("h", ctx -> { })
+                .reclaimInterval(Worker.DISABLED).purgeInterval(Worker.DISABLED).registryInterval(Worker.DISABLED)
+                .pollInterval(Duration.ofMillis(100)).build();
+        assertEquals(4, lean.connectionsNeeded(), "one queue, heartbeats, results, notifications");
+        workers.add(lean);
+        lean.start();
+        UUID id = client().submit(NewTask.builder("a", "h").build()).task().id();
+        await(WAIT, "success on a pool of exactly what the worker holds and one to spare", statusIs(id, Status.SUCCEEDED));
+        assertTrue(lean.stop(Duration.ofSeconds(5)));
+        assertEquals(0, enough.open.get(), "the worker gave every connection back at stop");
+    }
+
+    @Test
+    void queueStatsCountEachQueuesShare() throws Exception {
+        Worker w = started(worker().queue("a", fast(2)).queue("b", fast(2)).queue("idle", fast(2))
+                .handle("ok", ctx -> { })
+                .handle("bad", ctx -> {
+                    throw new PermanentException(new IllegalStateException("no"));
+                }));
+        UUID ok1 = client().submit(NewTask.builder("a", "ok").build()).task().id();
+        UUID ok2 = client().submit(NewTask.builder("a", "ok").build()).task().id();
+        UUID bad = client().submit(NewTask.builder("b", "bad").build()).task().id();
+        await(WAIT, "two successes and a dead task", () -> statusIs(ok1, Status.SUCCEEDED).getAsBoolean()
+                && statusIs(ok2, Status.SUCCEEDED).getAsBoolean() && statusIs(bad, Status.DEAD).getAsBoolean());
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+        Map<String, WorkerStats> per = w.queueStats();
+        assertEquals(List.of("a", "b", "idle"), List.copyOf(per.keySet()));
+        assertEquals(new WorkerStats(2, 2, 0, 0, 0, 0, 0, 0, 0, 0), per.get("a"));
+        assertEquals(new WorkerStats(1, 0, 0, 1, 0, 0, 0, 0, 0, 0), per.get("b"));
+        assertEquals(new WorkerStats(0, 0, 0, 0, 0, 0, 0, 0, 0, 0), per.get("idle"));
+        WorkerStats all = w.stats();
+        assertEquals(3, all.claimed());
+        assertEquals(2, all.succeeded());
+        assertEquals(1, all.deadLettered());
+        assertTrue(all.finishStatements() >= 1, "statements are the worker's: " + all);
+    }
+
+    @Test
+    void handlersRunOnASuppliedExecutorThatTheWorkerLeavesRunning() throws Exception {
+        AtomicInteger n = new AtomicInteger();
+        java.util.concurrent.ExecutorService app = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "app-exec-" + n.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            Map<UUID, String> threads = new ConcurrentHashMap<>();
+            Worker w = started(worker().handlerExecutor(app).queue("q", fast(2))
+                    .handle("h", ctx -> threads.put(ctx.id(), Thread.currentThread().getName())));
+            UUID id = client().submit(NewTask.builder("q", "h").build()).task().id();
+            await(WAIT, "success", statusIs(id, Status.SUCCEEDED));
+            assertTrue(threads.get(id).startsWith("app-exec-"), "ran on " + threads.get(id));
+            assertTrue(w.stop(Duration.ofSeconds(5)));
+            assertFalse(app.isShutdown(), "a supplied executor is its owner's to shut down");
+        } finally {
+            app.shutdownNow();
+        }
+    }
+
+    @Test
+    void anExecutionTheExecutorRefusesIsReleasedUnrun() throws Exception {
+        AtomicInteger ran = new AtomicInteger();
+        Worker w = started(worker().queue("q", fast(2)).handlerExecutor(r -> {
+            throw new java.util.concurrent.RejectedExecutionException("saturated");
+        }).handle("h", ctx -> ran.incrementAndGet()));
+        UUID id = client().submit(NewTask.builder("q", "h").build()).task().id();
+        await(WAIT, "a release", () -> w.stats().released() >= 1);
+        assertTrue(w.stop(Duration.ofSeconds(5)));
+        Task t = task(id);
+        assertEquals(Status.PENDING, t.status(), "given back");
+        assertEquals(0, t.attempts(), "no attempt spent");
+        assertEquals(0, history(id).size());
+        assertEquals(0, ran.get());
+    }
+
+    @Test
+    @org.junit.jupiter.api.condition.EnabledForJreRange(min = org.junit.jupiter.api.condition.JRE.JAVA_21)
+    void handlersRunOnVirtualThreadsOnJava21() throws Exception {
+        // Compiled for Java 17: Java 21's API is reached by reflection.
+        java.util.concurrent.ExecutorService virtual = (java.util.concurrent.ExecutorService)
+                java.util.concurrent.Executors.class.getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
+        java.lang.reflect.Method isVirtual = Thread.class.getMethod("isVirtual");
+        try {
+            Map<UUID, Boolean> onVirtual = new ConcurrentHashMap<>();
+            Worker w = started(worker().handlerExecutor(virtual).queue("q", QueueConfig.builder().concurrency(500).build())
+                    .handle("h", ctx -> {
+                        try {
+                            onVirtual.put(ctx.id(), (Boolean) isVirtual.invoke(Thread.currentThread()));
+                        } catch (ReflectiveOperationException e) {
+                            throw new IllegalStateException(e);
+                        }
+                    }));
+            List<NewTask> tasks = new ArrayList<>();
+            for (int i = 0; i < 1000; i++) {
+                tasks.add(NewTask.builder("q", "h").build());
+            }
+            client().submitAll(tasks);
+            await(WAIT, "1,000 tasks run", () -> w.stats().succeeded() == 1000);
+            assertEquals(1000, onVirtual.size());
+            assertTrue(onVirtual.values().stream().allMatch(v -> v), "every handler on a virtual thread");
+            assertTrue(w.stop(Duration.ofSeconds(5)));
+        } finally {
+            virtual.shutdownNow();
+        }
     }
 
     @Test
@@ -432,23 +661,19 @@ class WorkerTest extends DbTestBase {
 
     @Test
     void logsNameTasksButNeverPayloads() throws Exception {
-        PrintStream old = System.err;
-        ByteArrayOutputStream buf = new ByteArrayOutputStream();
-        System.setErr(new PrintStream(buf, true, StandardCharsets.UTF_8));
         UUID id;
-        try {
+        String logs;
+        try (LogCapture log = new LogCapture()) {
             started(worker().queue("q", fast(1)).handle("h", ctx -> {
                 throw new IllegalStateException("cannot process");
             }));
             id = client().submit(NewTask.builder("q", "h").payload("SECRET-CARD-4242").build()).task().id();
             await(WAIT, "dead", statusIs(id, Status.DEAD));
             workers.get(0).stop(Duration.ofSeconds(5));
-        } finally {
-            System.setErr(old);
+            logs = log.text();
         }
-        String logs = buf.toString(StandardCharsets.UTF_8);
-        assertTrue(logs.contains("task dead-lettered task_id=" + id), logs);
-        assertFalse(logs.contains("SECRET-CARD-4242"), logs);
+        assertTrue(logs.contains("ERROR task dead-lettered task_id=" + id), logs);
+        assertFalse(logs.contains("SECRET-CARD-4242"), "no payload at any level, DEBUG included:\n" + logs);
     }
 
     @Test
@@ -465,6 +690,26 @@ class WorkerTest extends DbTestBase {
         w.handle("ok", ctx -> { });
         assertThrows(IllegalStateException.class, () -> w.handle("ok", ctx -> { }));
         assertTrue(w.stop(Duration.ZERO));
+
+        // No zero meaning "the default": each setter refuses what it cannot use, naming itself.
+        Worker.Builder b = Worker.builder(ds).schema(schema);
+        e = assertThrows(InvalidInputException.class, () -> b.pollInterval(Duration.ZERO));
+        assertTrue(e.getMessage().contains("Worker.Builder.pollInterval: 0s is not positive; leave it unset for the default"),
+                e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> b.reclaimInterval(Duration.ofSeconds(-5)));
+        assertTrue(e.getMessage().contains("Worker.Builder.reclaimInterval: -5s is not positive")
+                && e.getMessage().contains("Worker.DISABLED"), e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> b.finishBatchSize(0));
+        assertTrue(e.getMessage().contains("Worker.Builder.finishBatchSize: 0 is less than 1"), e.getMessage());
+        for (var set : List.<java.util.function.Consumer<Duration>>of(b::succeededTtl, b::finishInterval, b::keyRetention,
+                b::registryInterval, b::purgeInterval)) {
+            assertThrows(InvalidInputException.class, () -> set.accept(Duration.ZERO));
+            NullPointerException n = assertThrows(NullPointerException.class, () -> set.accept(null));
+            assertTrue(n.getMessage().startsWith("Worker.Builder."), n.getMessage());
+        }
+        b.reclaimInterval(Worker.DISABLED).registryInterval(Worker.DISABLED); // turning a job off is allowed
+        e = assertThrows(InvalidInputException.class, () -> b.build());
+        assertTrue(e.getMessage().contains("Worker.Builder.build: no queue"), e.getMessage());
     }
 
     @Test
