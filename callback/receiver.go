@@ -2,8 +2,8 @@ package callback
 
 import (
 	"context"
-	"fmt"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -26,11 +26,13 @@ type ReceiverFunc func(ctx context.Context, m *Message) error
 //	rdq.RetryAfter(d, err)   503 Service Unavailable, Retry-After d (rounded up to seconds)
 //	rdq.Snooze(d)            the same (callbacks have no snooze: it is a failed attempt)
 //	any other error          500 Internal Server Error: retried by the queue's policy
-//	a panic                  500, with the error "panic: " and the value
+//	a panic                  500, an rdq.PanicError: type "panic", its value and stack
 //
-// The body of a failure is the error's text, which the Caller keeps as
-// the start of the attempt's error message, visible to the operators of
-// the queue: it must hold nothing they may not see.
+// The body of a failure is the structured failure body (see
+// FailureContentType) of the error as rdq.Describe sees it: its error
+// type (rdq.ErrorTypeOf), text and, for a panic, stack, which the Caller
+// records as the attempt's. It is visible to the operators of the queue:
+// it must hold nothing they may not see.
 func Receiver(secret []byte, maxSkew time.Duration, handle ReceiverFunc) http.Handler {
 	return VerifyHandler(secret, maxSkew, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, ok := MessageFrom(r.Context())
@@ -50,7 +52,7 @@ func Receiver(secret []byte, maxSkew time.Duration, handle ReceiverFunc) http.Ha
 			w.Header().Set("Retry-After", strconv.FormatInt(int64((max(d, 0)+time.Second-1)/time.Second), 10))
 			status = http.StatusServiceUnavailable
 		}
-		http.Error(w, err.Error(), status)
+		writeFailure(w, status, err)
 	}))
 }
 
@@ -61,7 +63,7 @@ func runReceiver(ctx context.Context, handle ReceiverFunc, m *Message) (err erro
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			err = fmt.Errorf("panic: %v", v)
+			err = &rdq.PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return handle(ctx, m)
