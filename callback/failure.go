@@ -34,9 +34,10 @@ const (
 	FailureVersion = 1
 	// MaxFailureBody is the largest failure body a Caller parses, in
 	// bytes: room for a type, a message and a stack at the caps of
-	// rdq.MaxErrorTypeLength, rdq.MaxMessageBytes and rdq.MaxStackBytes,
-	// with JSON escapes.
-	MaxFailureBody = 256 << 10
+	// rdq.MaxErrorTypeLength, rdq.MaxMessageBytes and rdq.MaxStackBytes
+	// even when every byte is escaped (\u0000). A receiver keeps within
+	// it by cutting its text to those caps.
+	MaxFailureBody = 512 << 10
 )
 
 // FailureBody is the structured failure body (see FailureContentType).
