@@ -113,3 +113,38 @@ type orderError struct{ kind, msg string }
 
 func (e orderError) Error() string     { return e.msg }
 func (e orderError) ErrorType() string { return e.kind }
+
+// A handler behind VerifyHandler that writes its own responses answers a
+// failure with WriteFailure, and the attempt records its type and message.
+func ExampleWriteFailure() {
+	secret := []byte("whsec_c2hhcmVkLXNlY3JldC1vZi1hdC1sZWFzdC0xNi1ieXRlcw==")
+	receiver := httptest.NewServer(callback.VerifyHandler(secret, callback.DefaultMaxSkew,
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m, _ := callback.MessageFrom(r.Context())
+			if m.Data.Attempt < 3 {
+				callback.WriteFailure(w, orderError{"ledger_busy", "the ledger is busy"})
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})))
+	defer receiver.Close()
+
+	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
+	if err != nil {
+		panic(err)
+	}
+	defer caller.Close()
+	handle, err := caller.Handler(callback.Target{URL: receiver.URL + "/hooks/orders"})
+	if err != nil {
+		panic(err)
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		task := &rdq.Task{ID: rdq.NewID(), Queue: "orders", Handler: "charge", Attempts: attempt - 1} // the callback carries attempt number Attempts+1
+		f := rdq.Describe(handle(context.Background(), task))
+		fmt.Printf("attempt %d: error type %q, message %q\n", attempt, f.Type, f.Message)
+	}
+	// Output:
+	// attempt 1: error type "ledger_busy", message "the ledger is busy"
+	// attempt 2: error type "ledger_busy", message "the ledger is busy"
+	// attempt 3: error type "", message ""
+}

@@ -3,6 +3,7 @@ package callback
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,35 @@ func TestFailureBodyCutShortTimesOut(t *testing.T) {
 	var te *rdq.TimeoutError
 	if !errors.As(err, &te) {
 		t.Fatalf("err = %v (%T), want a TimeoutError", err, err)
+	}
+}
+
+// WriteFailure answers each class with its status and the body, and a nil
+// error as a retryable failure naming the bug.
+func TestWriteFailure(t *testing.T) {
+	cases := []struct {
+		err        error
+		status     int
+		retryAfter string
+		wantType   string
+	}{
+		{rdq.Permanent(&rdq.RemoteError{Type: "Bad", Message: "m"}), 422, "", "Bad"},
+		{rdq.RetryAfter(1500*time.Millisecond, errors.New("later")), 503, "2", "*errors.errorString"},
+		{errors.New("down"), 500, "", "*errors.errorString"},
+		{nil, 500, "", "*errors.errorString"},
+	}
+	for _, tc := range cases {
+		rec := httptest.NewRecorder()
+		WriteFailure(rec, tc.err)
+		if rec.Code != tc.status || rec.Header().Get("Retry-After") != tc.retryAfter || rec.Header().Get("Content-Type") != FailureContentType {
+			t.Errorf("%v: status %d, Retry-After %q, Content-Type %q", tc.err, rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("Content-Type"))
+		}
+		re, ok := parseFailure(rec.Body.Bytes())
+		if !ok || re.Type != tc.wantType {
+			t.Errorf("%v: body %s parses as %+v, %v; want type %q", tc.err, rec.Body, re, ok, tc.wantType)
+		}
+		if tc.err == nil && !strings.Contains(re.Message, "nil error") {
+			t.Errorf("a nil error is answered as %q", re.Message)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package callback
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -45,15 +46,28 @@ func Receiver(secret []byte, maxSkew time.Duration, handle ReceiverFunc) http.Ha
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		status := http.StatusInternalServerError
-		if rdq.IsPermanent(err) {
-			status = http.StatusUnprocessableEntity
-		} else if d, ok := delayOf(err); ok {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64((max(d, 0)+time.Second-1)/time.Second), 10))
-			status = http.StatusServiceUnavailable
-		}
-		writeFailure(w, status, err)
+		WriteFailure(w, err)
 	}))
+}
+
+// WriteFailure answers a failed callback with err as Receiver does: the
+// status of its class (422 for rdq.Permanent, 503 and Retry-After for
+// rdq.RetryAfter and rdq.Snooze, 500 otherwise) and the structured failure
+// body of err as rdq.Describe sees it. Handlers behind VerifyHandler that
+// write their own responses answer failures with it. A nil err is a bug
+// of the caller: it is answered as a retryable failure saying so.
+func WriteFailure(w http.ResponseWriter, err error) {
+	if err == nil {
+		err = errors.New("callback: WriteFailure was called with a nil error")
+	}
+	status := http.StatusInternalServerError
+	if rdq.IsPermanent(err) {
+		status = http.StatusUnprocessableEntity
+	} else if d, ok := delayOf(err); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((max(d, 0)+time.Second-1)/time.Second), 10))
+		status = http.StatusServiceUnavailable
+	}
+	writeFailure(w, status, err)
 }
 
 // runReceiver runs handle, turning a panic into an error.
