@@ -29,6 +29,11 @@ type callbackFailures struct {
 		StackBytes     int `json:"stack_bytes"`
 		BodyBytes      int `json:"body_bytes"`
 	} `json:"limits"`
+	Cuts []struct {
+		Limit int    `json:"limit"`
+		Text  string `json:"text"`
+		Want  string `json:"want"`
+	} `json:"cuts"`
 	Vectors []struct {
 		Name     string `json:"name"`
 		Response struct {
@@ -48,7 +53,8 @@ type callbackFailures struct {
 }
 
 // The Go caller records every failure response of the vectors as they
-// say, and the vectors' constants are the callback package's and rdq's.
+// say, the vectors' constants are the callback package's and rdq's, and
+// their cuts are rdq.Truncate's.
 func TestCallbackFailureVectors(t *testing.T) {
 	raw, err := os.ReadFile(callbackFailuresFile)
 	if err != nil {
@@ -63,8 +69,13 @@ func TestCallbackFailureVectors(t *testing.T) {
 		doc.Limits.StackBytes != rdq.MaxStackBytes || doc.Limits.BodyBytes != callback.MaxFailureBody {
 		t.Errorf("the vectors' media type, version and limits %v %v %+v are not the Go constants", doc.MediaType, doc.Version, doc.Limits)
 	}
-	if len(doc.Vectors) == 0 {
+	if len(doc.Vectors) == 0 || len(doc.Cuts) == 0 {
 		t.Fatal("no vectors")
+	}
+	for _, c := range doc.Cuts {
+		if got := rdq.Truncate(c.Text, c.Limit); got != c.Want || len(got) > c.Limit {
+			t.Errorf("rdq.Truncate(%q, %d) = %q, the vector says %q", c.Text, c.Limit, got, c.Want)
+		}
 	}
 	secret := []byte("a-raw-secret-of-32-bytes-for-rdq")
 	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})

@@ -32,7 +32,7 @@ from rdq import (
     RetryAfterError,
     failure_body,
 )
-from rdq.receiver import raw_member
+from rdq.receiver import _cut, raw_member
 from rdq.starlette import callback_route
 
 VECTORS: list[dict[str, Any]] = json.loads((REPO / "testdata" / "conformance" / "callbacks.json").read_text())[
@@ -210,10 +210,15 @@ async def test_failure_vectors_as_answered() -> None:
 
 def test_failure_body_is_cut_to_what_rdq_records() -> None:
     body = failure_body("T" * 300, "é" * 3000, "s" * 70_000)
-    assert len(body["error_type"].encode()) <= MAX_ERROR_TYPE_BYTES and body["error_type"].endswith("…[truncated]")
-    assert len(body["message"].encode()) <= MAX_MESSAGE_BYTES and body["message"].endswith("é…[truncated]")
+    assert len(body["error_type"].encode()) <= MAX_ERROR_TYPE_BYTES
+    assert body["error_type"].endswith("T…[truncated 67 bytes]"), body["error_type"]
+    assert len(body["message"].encode()) <= MAX_MESSAGE_BYTES
+    assert re.search(r"é…\[truncated \d+ bytes\]$", body["message"]), body["message"][-30:]
     assert len(body["stack"].encode()) <= MAX_STACK_BYTES and body["stack"].startswith("sss")
     assert failure_body("E", "short", "") == {"version": 1, "error_type": "E", "message": "short", "stack": ""}
+    assert FAILURES["cuts"]
+    for c in FAILURES["cuts"]:
+        assert _cut(c["text"], c["limit"]) == c["want"], f"cut to {c['limit']} bytes as rdq.Truncate does"
     # A lone surrogate (undecodable bytes read with surrogateescape) still makes JSON.
     assert json.loads(json.dumps(failure_body("E", "bad \udcff byte", "")))["message"] == "bad \udcff byte"
 

@@ -34,19 +34,30 @@ export interface FailureBody {
   stack: string;
 }
 
-const TRUNCATED = "…[truncated]";
+const decoder = new TextDecoder();
 
-/** cut keeps the start of s within limit UTF-8 bytes, marking a cut. */
-function cut(s: string, limit: number): string {
+/**
+ * cut keeps the start of s within limit UTF-8 bytes as rdq's Go
+ * rdq.Truncate does: cut at a character boundary, with a mark stating how
+ * many bytes were dropped ("…[truncated 1234 bytes]"), mark included.
+ */
+export function cut(s: string, limit: number): string {
   const bytes = encoder.encode(s);
   if (bytes.length <= limit) {
     return s;
   }
-  let end = limit - encoder.encode(TRUNCATED).length;
-  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) {
-    end--;
+  const mark = (dropped: number) => `…[truncated ${dropped} bytes]`;
+  let keep = limit;
+  for (;;) {
+    const room = Math.max(limit - encoder.encode(mark(bytes.length - keep)).length, 0);
+    if (keep <= room) {
+      return decoder.decode(bytes.subarray(0, keep)) + mark(bytes.length - keep);
+    }
+    keep = room;
+    while (keep > 0 && (bytes[keep]! & 0xc0) === 0x80) {
+      keep--;
+    }
   }
-  return new TextDecoder().decode(bytes.subarray(0, end)) + TRUNCATED;
 }
 
 /**

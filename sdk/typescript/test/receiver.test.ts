@@ -23,7 +23,7 @@ import {
   type FailureBody,
   type Handler,
 } from "../src/index.js";
-import { rawMember } from "../src/receiver.js";
+import { cut, rawMember } from "../src/receiver.js";
 import { repoRoot } from "./harness.js";
 
 interface Vector {
@@ -42,6 +42,7 @@ interface FailureVectors {
   media_type: string;
   version: number;
   limits: { error_type_bytes: number; message_bytes: number; stack_bytes: number };
+  cuts: { limit: number; text: string; want: string }[];
   vectors: {
     name: string;
     thrown?: { kind: "error" | "permanent" | "retry_after"; class: string; message: string; delay_ms?: number };
@@ -201,10 +202,14 @@ describe("callback receiver", () => {
   it("cuts a failure's type, message and stack to what rdq records, at a character boundary", () => {
     const body = failureBody("T".repeat(300), "é".repeat(3000), "s".repeat(70_000));
     const bytes = (s: string) => new TextEncoder().encode(s).length;
-    assert.ok(bytes(body.error_type) <= MAX_ERROR_TYPE_BYTES && body.error_type.endsWith("…[truncated]"));
-    assert.ok(bytes(body.message) <= MAX_MESSAGE_BYTES && body.message.endsWith("é…[truncated]"), body.message.slice(-20));
+    assert.ok(bytes(body.error_type) <= MAX_ERROR_TYPE_BYTES && body.error_type.endsWith("T…[truncated 67 bytes]"), body.error_type);
+    assert.ok(bytes(body.message) <= MAX_MESSAGE_BYTES && /é…\[truncated \d+ bytes\]$/.test(body.message), body.message.slice(-30));
     assert.ok(bytes(body.stack) <= MAX_STACK_BYTES && body.stack.startsWith("sss"));
     assert.deepEqual(failureBody("E", "short", ""), { version: 1, error_type: "E", message: "short", stack: "" });
+    assert.ok(failureVectors.cuts.length > 0);
+    for (const c of failureVectors.cuts) {
+      assert.equal(cut(c.text, c.limit), c.want, `cut to ${c.limit} bytes as rdq.Truncate does`);
+    }
   });
 
   it("answers a retryable timeout when the handler outlives its deadline, and ends its signal", async () => {

@@ -36,8 +36,6 @@ MAX_ERROR_TYPE_BYTES = 256
 MAX_MESSAGE_BYTES = 4 << 10
 MAX_STACK_BYTES = 64 << 10
 
-_TRUNCATED = "…[truncated]"
-
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -98,12 +96,21 @@ def raw_member(doc: str, name: str) -> str | None:
 
 
 def _cut(s: str, limit: int) -> str:
-    """The start of s within limit UTF-8 bytes, marking a cut."""
-    b = s.encode("utf-8", "replace")
+    """The start of s within limit UTF-8 bytes as rdq's Go rdq.Truncate cuts
+    it: at a character boundary, with a mark stating how many bytes were
+    dropped ("…[truncated 1234 bytes]"), mark included."""
+    b = s.encode("utf-8", "surrogatepass")
     if len(b) <= limit:
         return s
-    end = limit - len(_TRUNCATED.encode())
-    return b[:end].decode("utf-8", "ignore") + _TRUNCATED
+    keep = limit
+    while True:
+        mark = f"…[truncated {len(b) - keep} bytes]"
+        room = max(limit - len(mark.encode()), 0)
+        if keep <= room:
+            return b[:keep].decode("utf-8", "surrogatepass") + mark
+        keep = room
+        while keep > 0 and b[keep] & 0xC0 == 0x80:
+            keep -= 1
 
 
 def failure_body(error_type: str, message: str, stack: str) -> dict[str, Any]:
