@@ -56,36 +56,26 @@ func isFailureType(contentType string) bool {
 }
 
 // parseFailure reads body as a structured failure body. It returns false
-// for anything but a JSON object of version FailureVersion whose
-// error_type, message and stack, when present, are strings.
+// for anything but a JSON object of version FailureVersion with string
+// error_type and message, and a string stack or none.
 func parseFailure(body []byte) (*rdq.RemoteError, bool) {
+	// A member of another type (a number, an object) fails the decoding;
+	// null leaves its pointer nil.
 	var doc struct {
-		Version   *int            `json:"version"`
-		ErrorType json.RawMessage `json:"error_type"`
-		Message   json.RawMessage `json:"message"`
-		Stack     json.RawMessage `json:"stack"`
+		Version   *int    `json:"version"`
+		ErrorType *string `json:"error_type"`
+		Message   *string `json:"message"`
+		Stack     *string `json:"stack"`
 	}
-	if err := json.Unmarshal(body, &doc); err != nil || doc.Version == nil || *doc.Version != FailureVersion {
+	if err := json.Unmarshal(body, &doc); err != nil || doc.Version == nil || *doc.Version != FailureVersion ||
+		doc.ErrorType == nil || doc.Message == nil {
 		return nil, false
 	}
-	var re rdq.RemoteError
-	for _, m := range []struct {
-		raw      json.RawMessage
-		dst      *string
-		required bool
-	}{{doc.ErrorType, &re.Type, true}, {doc.Message, &re.Message, true}, {doc.Stack, &re.Stack, false}} {
-		if len(m.raw) == 0 {
-			if m.required {
-				return nil, false
-			}
-			continue
-		}
-		// A string member only: null, numbers and objects are refused.
-		if m.raw[0] != '"' || json.Unmarshal(m.raw, m.dst) != nil {
-			return nil, false
-		}
+	re := &rdq.RemoteError{Type: *doc.ErrorType, Message: *doc.Message}
+	if doc.Stack != nil {
+		re.Stack = *doc.Stack
 	}
-	return &re, true
+	return re, true
 }
 
 // writeFailure answers a failed attempt with status and the structured

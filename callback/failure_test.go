@@ -1,6 +1,7 @@
 package callback
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -252,5 +253,61 @@ func TestWriteFailure(t *testing.T) {
 		if tc.err == nil && !strings.Contains(re.Message, "nil error") {
 			t.Errorf("a nil error is answered as %q", re.Message)
 		}
+	}
+}
+
+// BenchmarkParseFailure measures reading a failure body: a typical one
+// (a 2 KiB stack) and one at the caps of every field.
+func BenchmarkParseFailure(b *testing.B) {
+	for name, re := range map[string]rdq.RemoteError{
+		"typical": {Type: "BankError", Message: "bank unreachable on attempt 1", Stack: strings.Repeat("    at charge (bank.js:12:7)\n", 70)},
+		"capped":  {Type: strings.Repeat("T", rdq.MaxErrorTypeLength), Message: strings.Repeat("m", rdq.MaxMessageBytes), Stack: strings.Repeat("s", rdq.MaxStackBytes)},
+	} {
+		rec := httptest.NewRecorder()
+		writeFailure(rec, 500, &re)
+		body := rec.Body.Bytes()
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := parseFailure(body); !ok {
+					b.Fatal("not parsed")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCallFailure measures a failed callback over loopback, answered
+// with plain text and with the structured failure body.
+func BenchmarkCallFailure(b *testing.B) {
+	for name, h := range map[string]http.HandlerFunc{
+		"plain": func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "BankError: bank unreachable on attempt 1", http.StatusInternalServerError)
+		},
+		"structured": func(w http.ResponseWriter, r *http.Request) {
+			WriteFailure(w, &rdq.RemoteError{Type: "BankError", Message: "bank unreachable on attempt 1", Stack: strings.Repeat("    at charge (bank.js:12:7)\n", 70)})
+		},
+	} {
+		b.Run(name, func(b *testing.B) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			c, err := New(Config{Secret: secret, Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			handle, err := c.Handler(Target{URL: srv.URL})
+			if err != nil {
+				b.Fatal(err)
+			}
+			task := testTask()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := handle(context.Background(), task); err == nil {
+					b.Fatal("succeeded")
+				}
+			}
+		})
 	}
 }
