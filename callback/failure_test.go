@@ -311,3 +311,26 @@ func BenchmarkCallFailure(b *testing.B) {
 		})
 	}
 }
+
+// Whatever a receiver answers, parsing neither panics nor yields text a
+// store cannot record once described: valid UTF-8, no NUL, within the caps.
+func FuzzParseFailure(f *testing.F) {
+	f.Add([]byte(`{"version":1,"error_type":"E","message":"m","stack":"s"}`))
+	f.Add([]byte("{\"version\":1,\"error_type\":\"\\u0000\xff\",\"message\":\"\\ud800\",\"stack\":null}"))
+	f.Add([]byte(`{"version":1,"error_type":7}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		re, ok := parseFailure(body)
+		if !ok {
+			return
+		}
+		d := rdq.Describe(re)
+		for _, s := range []string{d.Type, d.Message, d.Stack} {
+			if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+				t.Fatalf("described %q", s)
+			}
+		}
+		if d.Type == "" || len(d.Type) > rdq.MaxErrorTypeLength || len(d.Message) > rdq.MaxMessageBytes || len(d.Stack) > rdq.MaxStackBytes {
+			t.Fatalf("described %+v", d)
+		}
+	})
+}
