@@ -363,8 +363,9 @@ func (c *Caller) Router(targets map[string]Target) (func(context.Context, *rdq.T
 }
 
 // StatusError is the failure of a callback that answered with a status
-// other than 2xx, and without a structured failure body. Its error type (for grouping in the DLQ) is "http_" and
-// the status code, e.g. "http_503".
+// other than 2xx and without a structured failure body. Its error type
+// (for grouping in the DLQ) is "http_" and the status code, e.g.
+// "http_503".
 type StatusError struct {
 	// URL is the target, without query.
 	URL string

@@ -18,8 +18,9 @@ import (
 //	{"version": 1, "error_type": "BankError", "message": "bank unreachable", "stack": "BankError: …"}
 //
 // version is 1 and error_type a string (empty reads as "error"); message
-// and stack are strings, stack optional; other members are ignored, so a
-// later version may add some. A Caller records such a failure as an
+// and stack are strings, stack optional (absent or null: none). Other
+// members are ignored, so a receiver may add its own; a change of meaning
+// takes another version, which this version reads as plain text. A Caller records such a failure as an
 // rdq.RemoteError with the handler's type, message and stack, cleaned and
 // capped as every failure is (see rdq.Describe), exactly as it records the
 // Failure of a gRPC handler. A body that is not this document (another
