@@ -68,6 +68,7 @@ bench:
 	go test -run '^$$' -bench . -benchtime 20000x ./worker/ ./sqlitestore/
 	go test -run '^$$' -bench JavaEndToEnd -benchtime 20000x ./internal/crosslang/
 
-# Fuzzes the envelope decoder for a minute.
+# Fuzzes the envelope decoder and the callback failure body parser, a minute each.
 fuzz:
 	go test -run '^$$' -fuzz FuzzUnmarshal -fuzztime 60s ./envelope/
+	go test -run '^$$' -fuzz FuzzParseFailure -fuzztime 60s ./callback/

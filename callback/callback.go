@@ -24,9 +24,17 @@
 // statuses, 3xx included, are permanent failures (rdq.Permanent) that send
 // the task to the dead-letter queue at once. Transport errors are retryable,
 // and a call that outlives Config.Timeout fails like a handler timeout
-// (rdq.TimeoutError). A failed attempt's message holds the status and the
-// start of the response body. A request that cannot be built is a
-// permanent failure.
+// (rdq.TimeoutError). A request that cannot be built is a permanent
+// failure.
+//
+// A failed response tells why in its body. A receiver that answers the
+// structured failure body (FailureContentType, versioned JSON with the
+// handler's error type, message and stack; the receivers of this package
+// and of rdq's TypeScript and Python SDKs do) has the attempt recorded as
+// an rdq.RemoteError with those, as a gRPC handler's failure is; the
+// status still decides whether it is retried. Any other body is kept as
+// its start, after the status, in a StatusError of type "http_" and the
+// status code.
 //
 // Targets are guarded twice. A target URL's path is cleaned of dot
 // segments (percent-encoded ones included) and must be admitted by the
@@ -355,8 +363,9 @@ func (c *Caller) Router(targets map[string]Target) (func(context.Context, *rdq.T
 }
 
 // StatusError is the failure of a callback that answered with a status
-// other than 2xx. Its error type (for grouping in the DLQ) is "http_" and
-// the status code, e.g. "http_503".
+// other than 2xx and without a structured failure body. Its error type
+// (for grouping in the DLQ) is "http_" and the status code, e.g.
+// "http_503".
 type StatusError struct {
 	// URL is the target, without query.
 	URL string
@@ -444,11 +453,23 @@ func (c *Caller) call(ctx context.Context, ep endpoint, t *rdq.Task) error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return nil
 	}
-	snippet, readErr := c.readSnippet(resp.Body)
-	if readErr != nil && callCtx.Err() != nil && ctx.Err() == nil {
+	// A structured failure body is read whole, up to MaxFailureBody;
+	// any other body only as far as the message keeps of it.
+	structured := resp.StatusCode >= 400 && isFailureType(resp.Header.Get("Content-Type"))
+	limit := c.maxErrorBody
+	if structured {
+		limit = max(limit, MaxFailureBody)
+	}
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	if err != nil && callCtx.Err() != nil && ctx.Err() == nil {
 		return fmt.Errorf("callback POST %s: %s, reading the body: %w", target, resp.Status, &rdq.TimeoutError{After: c.timeout})
 	}
-	se := &StatusError{URL: target, StatusCode: resp.StatusCode, Status: resp.Status, Body: snippet}
+	if structured && err == nil && len(buf) <= limit {
+		if re, ok := parseFailure(buf); ok {
+			return c.outcome(resp, re)
+		}
+	}
+	se := &StatusError{URL: target, StatusCode: resp.StatusCode, Status: resp.Status, Body: snippet(buf, c.maxErrorBody)}
 	if se.Status == "" {
 		se.Status = strconv.Itoa(resp.StatusCode)
 	}
@@ -458,13 +479,19 @@ func (c *Caller) call(ctx context.Context, ep endpoint, t *rdq.Task) error {
 			se.Location = redact(u.ResolveReference(loc))
 		}
 	}
+	return c.outcome(resp, se)
+}
+
+// outcome classifies err, the failure of a callback answered by resp, by
+// the response's status and Retry-After.
+func (c *Caller) outcome(resp *http.Response, err error) error {
 	if !Retryable(resp.StatusCode) {
-		return rdq.Permanent(se)
+		return rdq.Permanent(err)
 	}
 	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-		return rdq.RetryAfter(min(d, c.maxRetryAfter), se)
+		return rdq.RetryAfter(min(d, c.maxRetryAfter), err)
 	}
-	return se
+	return err
 }
 
 // newRequest builds the signed request of attempt t to ep.
@@ -503,13 +530,12 @@ func (c *Caller) newRequest(ctx context.Context, ep endpoint, t *rdq.Task) (*htt
 	return req, nil
 }
 
-// readSnippet reads the start of a failed response's body as valid UTF-8,
-// marking a truncation.
-func (c *Caller) readSnippet(body io.Reader) (string, error) {
-	buf, err := io.ReadAll(io.LimitReader(body, int64(c.maxErrorBody)+1))
-	more := len(buf) > c.maxErrorBody
+// snippet returns the start of a failed response's body as valid UTF-8,
+// at most limit bytes, marking a truncation.
+func snippet(buf []byte, limit int) string {
+	more := len(buf) > limit
 	if more {
-		buf = buf[:c.maxErrorBody]
+		buf = buf[:limit]
 		// Drop a rune cut in half by the limit.
 		for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax; i-- {
 			if utf8.RuneStart(buf[i]) {
@@ -524,7 +550,7 @@ func (c *Caller) readSnippet(body io.Reader) (string, error) {
 	if more {
 		s += "…[truncated]"
 	}
-	return s, err
+	return s
 }
 
 // parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date.

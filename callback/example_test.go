@@ -3,7 +3,6 @@ package callback_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -76,10 +75,10 @@ func ExampleReceiver() {
 		func(ctx context.Context, m *callback.Message) error {
 			var order struct{ Lines int }
 			if err := json.Unmarshal(m.Data.Body(), &order); err != nil || order.Lines == 0 {
-				return rdq.Permanent(errors.New("the order has no lines"))
+				return rdq.Permanent(orderError{"empty_order", "the order has no lines"})
 			}
 			if order.Lines > 100 {
-				return rdq.RetryAfter(time.Minute, errors.New("large orders wait for the night shift"))
+				return rdq.RetryAfter(time.Minute, orderError{"night_shift", "large orders wait for the night shift"})
 			}
 			return nil
 		}))
@@ -97,11 +96,55 @@ func ExampleReceiver() {
 	for _, payload := range []string{`{"lines": 3}`, `{"lines": 0}`, `{"lines": 500}`} {
 		task := &rdq.Task{ID: rdq.NewID(), Queue: "orders", Handler: "charge", ContentType: "application/json", Payload: []byte(payload)}
 		err := handle(context.Background(), task)
+		// The attempt records what the receiver's function returned.
+		f := rdq.Describe(err)
 		after, _ := rdq.RetryAfterOf(err)
-		fmt.Printf("%s: error type %q, permanent %t, retry after %s\n", payload, rdq.ErrorTypeOf(err), rdq.IsPermanent(err), after)
+		fmt.Printf("%s: error type %q, message %q, permanent %t, retry after %s\n", payload, f.Type, f.Message, rdq.IsPermanent(err), after)
 	}
 	// Output:
-	// {"lines": 3}: error type "", permanent false, retry after 0s
-	// {"lines": 0}: error type "http_422", permanent true, retry after 0s
-	// {"lines": 500}: error type "http_503", permanent false, retry after 1m0s
+	// {"lines": 3}: error type "", message "", permanent false, retry after 0s
+	// {"lines": 0}: error type "empty_order", message "the order has no lines", permanent true, retry after 0s
+	// {"lines": 500}: error type "night_shift", message "large orders wait for the night shift", permanent false, retry after 1m0s
+}
+
+// orderError is a failure with an error type of its own, which a Receiver
+// sends and a Caller records.
+type orderError struct{ kind, msg string }
+
+func (e orderError) Error() string     { return e.msg }
+func (e orderError) ErrorType() string { return e.kind }
+
+// A handler behind VerifyHandler that writes its own responses answers a
+// failure with WriteFailure, and the attempt records its type and message.
+func ExampleWriteFailure() {
+	secret := []byte("whsec_c2hhcmVkLXNlY3JldC1vZi1hdC1sZWFzdC0xNi1ieXRlcw==")
+	receiver := httptest.NewServer(callback.VerifyHandler(secret, callback.DefaultMaxSkew,
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m, _ := callback.MessageFrom(r.Context())
+			if m.Data.Attempt < 3 {
+				callback.WriteFailure(w, orderError{"ledger_busy", "the ledger is busy"})
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		})))
+	defer receiver.Close()
+
+	caller, err := callback.New(callback.Config{Secret: secret, Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})
+	if err != nil {
+		panic(err)
+	}
+	defer caller.Close()
+	handle, err := caller.Handler(callback.Target{URL: receiver.URL + "/hooks/orders"})
+	if err != nil {
+		panic(err)
+	}
+	for attempt := 1; attempt <= 3; attempt++ {
+		task := &rdq.Task{ID: rdq.NewID(), Queue: "orders", Handler: "charge", Attempts: attempt - 1} // the callback carries attempt number Attempts+1
+		f := rdq.Describe(handle(context.Background(), task))
+		fmt.Printf("attempt %d: error type %q, message %q\n", attempt, f.Type, f.Message)
+	}
+	// Output:
+	// attempt 1: error type "ledger_busy", message "the ledger is busy"
+	// attempt 2: error type "ledger_busy", message "the ledger is busy"
+	// attempt 3: error type "", message ""
 }

@@ -2,8 +2,9 @@ package callback
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -26,11 +27,13 @@ type ReceiverFunc func(ctx context.Context, m *Message) error
 //	rdq.RetryAfter(d, err)   503 Service Unavailable, Retry-After d (rounded up to seconds)
 //	rdq.Snooze(d)            the same (callbacks have no snooze: it is a failed attempt)
 //	any other error          500 Internal Server Error: retried by the queue's policy
-//	a panic                  500, with the error "panic: " and the value
+//	a panic                  500, an rdq.PanicError: type "panic", its value and stack
 //
-// The body of a failure is the error's text, which the Caller keeps as
-// the start of the attempt's error message, visible to the operators of
-// the queue: it must hold nothing they may not see.
+// The body of a failure is the structured failure body (see
+// FailureContentType) of the error as rdq.Describe sees it: its error
+// type (rdq.ErrorTypeOf), text and, for a panic, stack, which the Caller
+// records as the attempt's. It is visible to the operators of the queue:
+// it must hold nothing they may not see.
 func Receiver(secret []byte, maxSkew time.Duration, handle ReceiverFunc) http.Handler {
 	return VerifyHandler(secret, maxSkew, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, ok := MessageFrom(r.Context())
@@ -43,15 +46,28 @@ func Receiver(secret []byte, maxSkew time.Duration, handle ReceiverFunc) http.Ha
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		status := http.StatusInternalServerError
-		if rdq.IsPermanent(err) {
-			status = http.StatusUnprocessableEntity
-		} else if d, ok := delayOf(err); ok {
-			w.Header().Set("Retry-After", strconv.FormatInt(int64((max(d, 0)+time.Second-1)/time.Second), 10))
-			status = http.StatusServiceUnavailable
-		}
-		http.Error(w, err.Error(), status)
+		WriteFailure(w, err)
 	}))
+}
+
+// WriteFailure answers a failed callback with err as Receiver does: the
+// status of its class (422 for rdq.Permanent, 503 and Retry-After for
+// rdq.RetryAfter and rdq.Snooze, 500 otherwise) and the structured failure
+// body of err as rdq.Describe sees it. Handlers behind VerifyHandler that
+// write their own responses answer failures with it. A nil err is a bug
+// of the caller: it is answered as a retryable failure saying so.
+func WriteFailure(w http.ResponseWriter, err error) {
+	if err == nil {
+		err = errors.New("callback: WriteFailure was called with a nil error")
+	}
+	status := http.StatusInternalServerError
+	if rdq.IsPermanent(err) {
+		status = http.StatusUnprocessableEntity
+	} else if d, ok := delayOf(err); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((max(d, 0)+time.Second-1)/time.Second), 10))
+		status = http.StatusServiceUnavailable
+	}
+	writeFailure(w, status, err)
 }
 
 // runReceiver runs handle, turning a panic into an error.
@@ -61,7 +77,7 @@ func runReceiver(ctx context.Context, handle ReceiverFunc, m *Message) (err erro
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			err = fmt.Errorf("panic: %v", v)
+			err = &rdq.PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return handle(ctx, m)

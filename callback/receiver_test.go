@@ -16,18 +16,17 @@ import (
 
 // A Receiver's answer makes the Caller record the outcome its function
 // returned: success, a permanent failure, a retry after a delay, or a
-// retryable failure, each with the function's error text.
+// retryable failure, each with the function's error type and text.
 func TestReceiverOutcomes(t *testing.T) {
 	cases := map[string]struct {
 		err        error
 		check      func(t *testing.T, err error)
-		wantType   string
 		wantInText string
 	}{
 		"success": {err: nil},
 		"permanent": {
-			err:      rdq.Permanent(errors.New("order 42 has no lines")),
-			wantType: "http_422", wantInText: "order 42 has no lines",
+			err:        rdq.Permanent(errors.New("order 42 has no lines")),
+			wantInText: "order 42 has no lines",
 			check: func(t *testing.T, err error) {
 				if !rdq.IsPermanent(err) {
 					t.Errorf("%v is not permanent", err)
@@ -35,8 +34,8 @@ func TestReceiverOutcomes(t *testing.T) {
 			},
 		},
 		"retry after": {
-			err:      rdq.RetryAfter(90*time.Second+time.Millisecond, errors.New("the ledger is locked")),
-			wantType: "http_503", wantInText: "the ledger is locked",
+			err:        rdq.RetryAfter(90*time.Second+time.Millisecond, errors.New("the ledger is locked")),
+			wantInText: "the ledger is locked",
 			check: func(t *testing.T, err error) {
 				if d, ok := rdq.RetryAfterOf(err); !ok || d != 91*time.Second {
 					t.Errorf("RetryAfterOf = %v, %v; want 91s (rounded up)", d, ok)
@@ -44,8 +43,8 @@ func TestReceiverOutcomes(t *testing.T) {
 			},
 		},
 		"snooze": {
-			err:      rdq.Snooze(2 * time.Minute),
-			wantType: "http_503", wantInText: "snoozed for 2m0s",
+			err:        rdq.Snooze(2 * time.Minute),
+			wantInText: "snoozed for 2m0s",
 			check: func(t *testing.T, err error) {
 				if d, ok := rdq.RetryAfterOf(err); !ok || d != 2*time.Minute {
 					t.Errorf("RetryAfterOf = %v, %v; want 2m", d, ok)
@@ -53,8 +52,8 @@ func TestReceiverOutcomes(t *testing.T) {
 			},
 		},
 		"retryable": {
-			err:      errors.New("the ledger is down"),
-			wantType: "http_500", wantInText: "the ledger is down",
+			err:        errors.New("the ledger is down"),
+			wantInText: "the ledger is down",
 			check: func(t *testing.T, err error) {
 				if rdq.IsPermanent(err) {
 					t.Errorf("%v is permanent", err)
@@ -86,8 +85,10 @@ func TestReceiverOutcomes(t *testing.T) {
 			if err == nil {
 				t.Fatal("the failure was recorded as a success")
 			}
-			if typ := rdq.ErrorTypeOf(err); typ != tc.wantType {
-				t.Errorf("error type %q, want %q", typ, tc.wantType)
+			remoteOf(t, err)
+			want := rdq.Describe(tc.err)
+			if got := rdq.Describe(err); got.Type != want.Type || got.Message != want.Message || got.Stack != "" {
+				t.Errorf("recorded %+v, want the function's error %+v", got, want)
 			}
 			if !strings.Contains(err.Error(), tc.wantInText) {
 				t.Errorf("err = %v, want it to hold %q", err, tc.wantInText)
@@ -97,8 +98,8 @@ func TestReceiverOutcomes(t *testing.T) {
 	}
 }
 
-// A panic is a retryable failure naming it, and the receiver goes on
-// serving.
+// A panic is a retryable failure naming it, with its stack, and the
+// receiver goes on serving.
 func TestReceiverPanic(t *testing.T) {
 	var calls atomic.Int32
 	srv := serve(t, Receiver(secret, 0, func(context.Context, *Message) error {
@@ -109,8 +110,11 @@ func TestReceiverPanic(t *testing.T) {
 	}).ServeHTTP)
 	c := newCaller(t, Config{})
 	err := run(t, c, srv.URL+"/hooks", testTask())
-	if err == nil || rdq.IsPermanent(err) || rdq.ErrorTypeOf(err) != "http_500" || !strings.Contains(err.Error(), "panic: nil map") {
-		t.Errorf("err = %v (type %s), want a retryable 500 naming the panic", err, rdq.ErrorTypeOf(err))
+	if err == nil || rdq.IsPermanent(err) || rdq.ErrorTypeOf(err) != "panic" || err.Error() != "panic: nil map" {
+		t.Errorf("err = %v (type %s), want a retryable panic naming its value", err, rdq.ErrorTypeOf(err))
+	}
+	if f := rdq.Describe(err); !strings.Contains(f.Stack, "runReceiver") {
+		t.Errorf("recorded stack %q, want the panic's", f.Stack)
 	}
 	if err := run(t, c, srv.URL+"/hooks", testTask()); err != nil {
 		t.Errorf("after the panic: %v", err)

@@ -228,9 +228,11 @@ func MessageFrom(ctx context.Context) (*Message, bool) {
 // VerifyHandler wraps next so that it only sees requests that pass Verify
 // with secret and maxSkew; others get a short plain-text reason with 401
 // (unsigned, mis-signed, stale), 413 (a body over MaxVerifyBody) or 400 (a
-// signed body that is not a callback message). next finds the verified
-// message with MessageFrom(r.Context()) and can read the raw body from
-// r.Body as usual.
+// signed body that is not a callback message), which a Caller records by
+// the status ("http_401"): a refusal is the receiver's, not a handler's
+// failure. next finds the verified message with MessageFrom(r.Context())
+// and can read the raw body from r.Body as usual, and answers a failure
+// with WriteFailure.
 func VerifyHandler(secret []byte, maxSkew time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, err := Verify(r, secret, maxSkew)

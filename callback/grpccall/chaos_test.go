@@ -3,7 +3,6 @@ package grpccall
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,7 +56,7 @@ func runChild() int {
 				return ctx.Err()
 			}
 			if string(m.Data.Body()) == "poison" {
-				return rdq.Permanent(errors.New("poison pill"))
+				return rdq.Permanent(&rdq.RemoteError{Type: "PoisonError", Message: "poison pill", Stack: "at child.handle (chaos_test.go)"})
 			}
 			return nil
 		})}
@@ -234,7 +233,7 @@ func TestHandlerKilledMidCallIsAnOrdinaryFailedAttempt(t *testing.T) {
 			},
 			killedType: "transport",
 			poisoned: func(a rdq.Attempt) bool {
-				return a.Outcome == rdq.OutcomePermanentFailure && a.ErrorType == "http_422" && strings.Contains(a.Message, "poison pill")
+				return a.Outcome == rdq.OutcomePermanentFailure && a.ErrorType == "PoisonError" && a.Message == "poison pill" && a.Stack != ""
 			},
 		},
 	}

@@ -81,7 +81,7 @@ func TestDemoReceiver(t *testing.T) {
 		want    string // the error type; "" for success
 	}{
 		{string(secret), `{"order": 42}`, ""},
-		{string(secret), `{"fail": true}`, "http_500"},
+		{string(secret), `{"fail": true}`, "demo_failure"},
 		{"another-secret-entirely", `{"order": 42}`, "http_401"},
 	} {
 		caller, err := callback.New(callback.Config{Secret: []byte(tc.secret), Allow: []string{"127.0.0.1"}, AllowAddrs: []string{"127.0.0.1"}})

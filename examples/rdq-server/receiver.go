@@ -22,12 +22,19 @@ func demoReceiver(log *slog.Logger) callback.ReceiverFunc {
 		attrs := []any{"task_id", d.ID, "queue", d.Queue, "handler", d.Handler, "attempt", d.Attempt}
 		if bytes.Contains(bytes.ReplaceAll(d.Body(), []byte(" "), nil), []byte(`"fail":true`)) {
 			log.Info("demo receiver: failing on request", attrs...)
-			return errors.New("demo receiver: the payload asked to fail")
+			return demoFailure{}
 		}
 		log.Info("demo receiver: done", attrs...)
 		return nil
 	}
 }
+
+// demoFailure is the demo receiver's failure; the attempt history shows
+// its type and message.
+type demoFailure struct{}
+
+func (demoFailure) Error() string     { return "demo receiver: the payload asked to fail" }
+func (demoFailure) ErrorType() string { return "demo_failure" }
 
 // startDemoReceiver serves demoReceiver on lis, admitting only callbacks
 // signed with secret (callback.Receiver), until stop is called.

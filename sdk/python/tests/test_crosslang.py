@@ -149,7 +149,9 @@ async def test_python_submits_typescript_runs_go_redrives(
                 (2, "RETRYABLE_FAILURE"),
                 (3, "SUCCESS"),
             ]
-            assert "FlakyDownstream: TypeScript receiver fails attempt 1" in done.history[0].message
+            first = done.history[0]
+            assert (first.error_type, first.message) == ("FlakyDownstream", "TypeScript receiver fails attempt 1")
+            assert "crosslang-receiver" in first.stack, first.stack
             assert [e["attempt"] for e in ts.executions if e["id"] == charge.task.id] == [1, 2, 3]
 
             dead = await settled(oncall, server, refund_task.task.id, "DEAD")

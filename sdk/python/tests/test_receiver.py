@@ -1,5 +1,6 @@
 """The ASGI callback receiver, held to the signed requests Go writes in
-testdata/conformance/callbacks.json."""
+testdata/conformance/callbacks.json and to the failure bodies of
+testdata/conformance/callback_failures.json."""
 
 from __future__ import annotations
 
@@ -18,8 +19,20 @@ import standardwebhooks.webhooks as swh
 from harness import REPO
 from starlette.applications import Starlette
 
-from rdq import MAX_BODY_BYTES, CallbackReceiver, Execution, PermanentError, RetryAfterError
-from rdq.receiver import raw_member
+from rdq import (
+    FAILURE_CONTENT_TYPE,
+    FAILURE_VERSION,
+    MAX_BODY_BYTES,
+    MAX_ERROR_TYPE_BYTES,
+    MAX_MESSAGE_BYTES,
+    MAX_STACK_BYTES,
+    CallbackReceiver,
+    Execution,
+    PermanentError,
+    RetryAfterError,
+    failure_body,
+)
+from rdq.receiver import _cut, raw_member
 from rdq.starlette import callback_route
 
 VECTORS: list[dict[str, Any]] = json.loads((REPO / "testdata" / "conformance" / "callbacks.json").read_text())[
@@ -130,22 +143,84 @@ async def test_outcomes_as_statuses() -> None:
     async def raises_async(t: Execution) -> None:
         raise PermanentError("card is closed")
 
-    cases: list[tuple[Any, int, str, str | None]] = [
-        (lambda t: None, 204, r"^$", None),
-        (raises_async, 422, r"^PermanentError: card is closed", None),
-        (_raise(RetryAfterError(1.2, "slow down")), 503, r"^RetryAfterError: slow down", "2"),
-        (
-            _raise(KeyError("order")),
-            500,
-            r"^KeyError: 'order'\n\nTraceback \(most recent call last\):\n.*test_receiver\.py",
-            None,
-        ),
+    class LedgerError(Exception):
+        pass
+
+    cases: list[tuple[Any, int, tuple[str, str] | None, str | None]] = [
+        (lambda t: None, 204, None, None),
+        (raises_async, 422, ("PermanentError", "card is closed"), None),
+        (_raise(RetryAfterError(1.2, "slow down")), 503, ("RetryAfterError", "slow down"), "2"),
+        (_raise(KeyError("order")), 500, ("KeyError", "'order'"), None),
+        (_raise(LedgerError("ledger is down")), 500, ("LedgerError", "ledger is down"), None),
     ]
-    for handler, status, body, retry_after in cases:
+    for handler, status, want, retry_after in cases:
         res = await post(CallbackReceiver(v["secret"], handler), v)
         assert res.status_code == status
-        assert re.search(body, res.text, re.S), res.text
         assert res.headers.get("retry-after") == retry_after
+        if want is None:
+            assert res.text == ""
+            continue
+        assert res.headers["content-type"] == FAILURE_CONTENT_TYPE
+        body = res.json()
+        assert (body["version"], body["error_type"], body["message"]) == (FAILURE_VERSION, *want)
+        assert re.search(r"^Traceback \(most recent call last\):\n.*test_receiver\.py", body["stack"], re.S), body[
+            "stack"
+        ]
+
+
+FAILURES: dict[str, Any] = json.loads((REPO / "testdata" / "conformance" / "callback_failures.json").read_text())
+
+
+async def test_failure_vectors_as_answered() -> None:
+    """For each thrown exception of the failure vectors, the receiver answers
+    the vector's status, media type, Retry-After, version, type and message,
+    with the exception's own traceback as the stack."""
+    assert FAILURES["media_type"] == FAILURE_CONTENT_TYPE and FAILURES["version"] == FAILURE_VERSION
+    limits = FAILURES["limits"]
+    assert (limits["error_type_bytes"], limits["message_bytes"], limits["stack_bytes"]) == (
+        MAX_ERROR_TYPE_BYTES,
+        MAX_MESSAGE_BYTES,
+        MAX_STACK_BYTES,
+    )
+    thrown = [f for f in FAILURES["vectors"] if "thrown" in f]
+    assert len(thrown) >= 3
+    v = VECTORS[0]
+    for f in thrown:
+        t = f["thrown"]
+        exc: Exception
+        if t["kind"] == "permanent":
+            exc = PermanentError(t["message"])
+        elif t["kind"] == "retry_after":
+            exc = RetryAfterError(t["delay_ms"] / 1000, t["message"])
+        else:
+            exc = type(t["class"], (Exception,), {})(t["message"])
+        res = await post(CallbackReceiver(v["secret"], _raise(exc)), v)
+        want = f["response"]
+        assert res.status_code == want["status"], f["name"]
+        assert res.headers["content-type"] == want["content_type"], f["name"]
+        assert res.headers.get("retry-after") == want.get("retry_after"), f["name"]
+        got, body = res.json(), json.loads(want["body"])
+        assert (got["version"], got["error_type"], got["message"]) == (
+            body["version"],
+            body["error_type"],
+            body["message"],
+        )
+        assert got["stack"].endswith(f"{t['class']}: {t['message']}\n"), got["stack"]
+
+
+def test_failure_body_is_cut_to_what_rdq_records() -> None:
+    body = failure_body("T" * 300, "é" * 3000, "s" * 70_000)
+    assert len(body["error_type"].encode()) <= MAX_ERROR_TYPE_BYTES
+    assert body["error_type"].endswith("T…[truncated 67 bytes]"), body["error_type"]
+    assert len(body["message"].encode()) <= MAX_MESSAGE_BYTES
+    assert re.search(r"é…\[truncated \d+ bytes\]$", body["message"]), body["message"][-30:]
+    assert len(body["stack"].encode()) <= MAX_STACK_BYTES and body["stack"].startswith("sss")
+    assert failure_body("E", "short", "") == {"version": 1, "error_type": "E", "message": "short", "stack": ""}
+    assert FAILURES["cuts"]
+    for c in FAILURES["cuts"]:
+        assert _cut(c["text"], c["limit"]) == c["want"], f"cut to {c['limit']} bytes as rdq.Truncate does"
+    # A lone surrogate (undecodable bytes read with surrogateescape) still makes JSON.
+    assert json.loads(json.dumps(failure_body("E", "bad \udcff byte", "")))["message"] == "bad \udcff byte"
 
 
 async def test_deadline_cancels_the_handler() -> None:
@@ -161,7 +236,9 @@ async def test_deadline_cancels_the_handler() -> None:
 
     res = await post(CallbackReceiver(v["secret"], slow, deadline=0.05), v)
     assert res.status_code == 500
-    assert res.text.startswith("timeout: the handler did not finish within 0.05 s")
+    body = res.json()
+    assert body["error_type"] == "timeout"
+    assert body["message"].startswith("the handler did not finish within 0.05 s")
     assert cancelled.is_set()
 
 

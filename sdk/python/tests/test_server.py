@@ -125,7 +125,11 @@ async def test_fails_twice_is_retried_and_succeeds(env: Env) -> None:
     assert [a.outcome for a in done.history] == ["RETRYABLE_FAILURE", "RETRYABLE_FAILURE", "SUCCESS"]
     assert [a.number for a in done.history] == [1, 2, 3]
     assert {a.worker_id for a in done.history} == {env.server.worker_id}
-    assert "ConnectionError: bank unreachable on attempt 1" in done.history[0].message
+    # The receiver's failure body: the exception's class, message and traceback.
+    first = done.history[0]
+    assert (first.error_type, first.message) == ("ConnectionError", "bank unreachable on attempt 1")
+    assert first.stack.startswith("Traceback (most recent call last):\n")
+    assert "test_server.py" in first.stack and first.stack.endswith("ConnectionError: bank unreachable on attempt 1\n")
     runs = env.seen[sub.task.id]
     assert [r.attempt for r in runs] == [1, 2, 3]
     assert runs[0].headers["tenant"] == "acme"
@@ -144,7 +148,10 @@ async def test_dead_letter_find_refuse_and_redrive(env: Env) -> None:
     sub = await env.submitter.submit("orders", "refund", {"fail": True}, idempotency_key=f"refund-{env.store.name}")
     dead = await env.settled(sub.task.id, "DEAD")
     assert [a.outcome for a in dead.history] == ["RETRYABLE_FAILURE"] * 3
-    assert dead.task.last_error.type == "http_500"
+    assert (dead.task.last_error.type, dead.task.last_error.message) == (
+        "ConnectionError",
+        "bank unreachable on attempt 3",
+    )
     f = DeadFilter(queue="orders", handler="refund")
     page = await env.operator.list_dead(f, page_size=10)
     assert [t.id for t in page.items] == [sub.task.id]
@@ -167,7 +174,8 @@ async def test_permanent_error_dead_letters_at_once_and_purge(env: Env) -> None:
     sub = await env.submitter.submit("orders", "charge", {"permanent": True})
     dead = await env.settled(sub.task.id, "DEAD")
     assert [a.outcome for a in dead.history] == ["PERMANENT_FAILURE"]
-    assert "PermanentError: card number is not valid" in dead.history[0].message
+    assert (dead.history[0].error_type, dead.history[0].message) == ("PermanentError", "card number is not valid")
+    assert dead.history[0].stack.endswith("PermanentError: card number is not valid\n")
     assert await env.operator.purge(ids=[sub.task.id], reason="bad card") == 1
     with pytest.raises(rdq.NotFoundError):
         await env.operator.get_task(sub.task.id)

@@ -39,8 +39,19 @@ export { handlerRoutes, serveHandlers } from "./handlerservice.js";
 export type { HandlerServer, HandlerServiceOptions, HandlerTLS } from "./handlerservice.js";
 export { PermanentError, RetryAfterError, outcomeOf } from "./outcome.js";
 export type { Outcome } from "./outcome.js";
-export { MAX_BODY_BYTES, SECRET_PREFIX, createReceiver, nodeHandler } from "./receiver.js";
-export type { CallbackMessage, FetchHandler, ReceiverOptions } from "./receiver.js";
+export {
+  FAILURE_CONTENT_TYPE,
+  FAILURE_VERSION,
+  MAX_BODY_BYTES,
+  MAX_ERROR_TYPE_BYTES,
+  MAX_MESSAGE_BYTES,
+  MAX_STACK_BYTES,
+  SECRET_PREFIX,
+  createReceiver,
+  failureBody,
+  nodeHandler,
+} from "./receiver.js";
+export type { CallbackMessage, FailureBody, FetchHandler, ReceiverOptions } from "./receiver.js";
 export { traceHeaders } from "./trace.js";
 export { VERSION } from "./version.js";
 export type { Attempt, AuditEntry, Breaker, Group, QueueStat, Task } from "./gen/rdq/v1/rdq_pb.js";

@@ -38,7 +38,9 @@ export type Outcome =
 function describe(e: unknown): { errorType: string; message: string; stack: string } {
   if (e instanceof Error) {
     const stack = e.stack ?? "";
-    return { errorType: e.name || "Error", message: e.message, stack };
+    // A subclass that does not set name has Error's: its class name says more.
+    const cls = e.name === "Error" ? e.constructor?.name : undefined;
+    return { errorType: cls || e.name || "Error", message: e.message, stack };
   }
   return { errorType: typeof e, message: String(e), stack: "" };
 }

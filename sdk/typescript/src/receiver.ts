@@ -11,6 +11,76 @@ export const SECRET_PREFIX = "whsec_";
 /** The largest body a receiver reads, as rdq's Go receiver: two payloads of 1 MiB. */
 export const MAX_BODY_BYTES = 2 << 20;
 
+/**
+ * The media type of the structured failure body a receiver answers a failed
+ * execution with; rdq records its error_type, message and stack as the
+ * attempt's (see rdq's callback package, version FAILURE_VERSION).
+ */
+export const FAILURE_CONTENT_TYPE = "application/vnd.rdq.failure+json";
+
+/** The version of the failure body this receiver answers. */
+export const FAILURE_VERSION = 1;
+
+/** The most rdq records of an error type, a message and a stack, in UTF-8 bytes; a failure body is cut to them. */
+export const MAX_ERROR_TYPE_BYTES = 256;
+export const MAX_MESSAGE_BYTES = 4 << 10;
+export const MAX_STACK_BYTES = 64 << 10;
+
+/** The structured failure body of a callback response, version 1. */
+export interface FailureBody {
+  version: typeof FAILURE_VERSION;
+  error_type: string;
+  message: string;
+  stack: string;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * cut keeps the start of s within limit UTF-8 bytes as rdq's Go
+ * rdq.Truncate does: cut at a character boundary, with a mark stating how
+ * many bytes were dropped ("…[truncated 1234 bytes]"), mark included.
+ */
+export function cut(s: string, limit: number): string {
+  const bytes = encoder.encode(s);
+  if (bytes.length <= limit) {
+    return s;
+  }
+  const mark = (dropped: number) => `…[truncated ${dropped} bytes]`;
+  let keep = limit;
+  for (;;) {
+    const room = Math.max(limit - encoder.encode(mark(bytes.length - keep)).length, 0);
+    if (keep <= room) {
+      return decoder.decode(bytes.subarray(0, keep)) + mark(bytes.length - keep);
+    }
+    keep = room;
+    while (keep > 0 && (bytes[keep]! & 0xc0) === 0x80) {
+      keep--;
+    }
+  }
+}
+
+/**
+ * failureBody returns the failure body of an error: its type, message and
+ * stack, each cut to what rdq records, so the body stays within what the
+ * caller reads.
+ */
+export function failureBody(errorType: string, message: string, stack: string): FailureBody {
+  return {
+    version: FAILURE_VERSION,
+    error_type: cut(errorType, MAX_ERROR_TYPE_BYTES),
+    message: cut(message, MAX_MESSAGE_BYTES),
+    stack: cut(stack, MAX_STACK_BYTES),
+  };
+}
+
+function failure(status: number, o: { errorType: string; message: string; stack: string }, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(failureBody(o.errorType, o.message, o.stack)), {
+    status,
+    headers: { "content-type": FAILURE_CONTENT_TYPE, "x-content-type-options": "nosniff", ...headers },
+  });
+}
+
 /** The signed JSON body of a callback request (see rdq's callback package). */
 export interface CallbackMessage {
   type: "rdq.task";
@@ -160,8 +230,10 @@ function payloadOf(body: string, data: CallbackMessage["data"]): Uint8Array {
  * that is not an rdq message, 413 for one too large), which rdq records as
  * a permanent failure. It then runs the handler and answers with the status
  * rdq reads as its outcome: returned → 204; PermanentError → 422;
- * RetryAfterError → 503 with Retry-After; anything else → 500 whose body,
- * "<name>: <message>" and the stack, becomes the attempt's error.
+ * RetryAfterError → 503 with Retry-After (whole seconds, rounded up);
+ * anything else → 500. A failure's body is the structured failure body
+ * (FAILURE_CONTENT_TYPE) with the error's class name, message and stack,
+ * which rdq records as the attempt's error type, message and stack.
  */
 export function createReceiver(opts: ReceiverOptions): FetchHandler {
   const wh = webhookOf(opts.secret);
@@ -215,13 +287,11 @@ export function createReceiver(opts: ReceiverOptions): FetchHandler {
       case "success":
         return text(204, "");
       case "permanent":
-        return text(422, `${outcome.errorType}: ${outcome.message}\n\n${outcome.stack}`);
+        return failure(422, outcome);
       case "retryAfter":
-        return text(503, `${outcome.errorType}: ${outcome.message}\n\n${outcome.stack}`, {
-          "retry-after": String(Math.ceil(outcome.delayMs / 1000)),
-        });
+        return failure(503, outcome, { "retry-after": String(Math.ceil(outcome.delayMs / 1000)) });
       case "retryable":
-        return text(500, `${outcome.errorType}: ${outcome.message}\n\n${outcome.stack}`);
+        return failure(500, outcome);
     }
   };
 }

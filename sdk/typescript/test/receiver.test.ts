@@ -1,5 +1,6 @@
 // The HTTP callback receiver, held to the signed requests Go writes in
-// testdata/conformance/callbacks.json.
+// testdata/conformance/callbacks.json and to the failure bodies of
+// testdata/conformance/callback_failures.json.
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -7,8 +8,22 @@ import { afterEach, beforeEach, describe, it } from "node:test";
 
 import { Webhook } from "standardwebhooks";
 
-import { MAX_BODY_BYTES, PermanentError, RetryAfterError, createReceiver, type Execution, type Handler } from "../src/index.js";
-import { rawMember } from "../src/receiver.js";
+import {
+  FAILURE_CONTENT_TYPE,
+  FAILURE_VERSION,
+  MAX_BODY_BYTES,
+  MAX_ERROR_TYPE_BYTES,
+  MAX_MESSAGE_BYTES,
+  MAX_STACK_BYTES,
+  PermanentError,
+  RetryAfterError,
+  createReceiver,
+  failureBody,
+  type Execution,
+  type FailureBody,
+  type Handler,
+} from "../src/index.js";
+import { cut, rawMember } from "../src/receiver.js";
 import { repoRoot } from "./harness.js";
 
 interface Vector {
@@ -22,6 +37,20 @@ interface Vector {
 }
 
 const vectors = (JSON.parse(readFileSync(join(repoRoot, "testdata/conformance/callbacks.json"), "utf8")) as { vectors: Vector[] }).vectors;
+
+interface FailureVectors {
+  media_type: string;
+  version: number;
+  limits: { error_type_bytes: number; message_bytes: number; stack_bytes: number };
+  cuts: { limit: number; text: string; want: string }[];
+  vectors: {
+    name: string;
+    thrown?: { kind: "error" | "permanent" | "retry_after"; class: string; message: string; delay_ms?: number };
+    response: { status: number; content_type: string; retry_after?: string; body: string };
+  }[];
+}
+
+const failureVectors = JSON.parse(readFileSync(join(repoRoot, "testdata/conformance/callback_failures.json"), "utf8")) as FailureVectors;
 
 function post(v: Vector, change: Partial<Pick<Vector, "id" | "body" | "signature">> & { timestamp?: string } = {}): Request {
   return new Request("http://receiver.test/hooks", {
@@ -107,20 +136,79 @@ describe("callback receiver", () => {
     assert.equal((await receive(new Request("http://receiver.test/hooks"))).status, 405);
   });
 
-  it("answers each outcome with the status rdq reads it by", async () => {
+  it("answers each outcome with the status rdq reads it by, a failure with its structured body", async () => {
     const v = vectors[0]!;
-    const cases: [Handler, number, RegExp, string | null][] = [
-      [() => {}, 204, /^$/, null],
-      [() => Promise.reject(new PermanentError("card is closed")), 422, /^PermanentError: card is closed/, null],
-      [() => { throw new RetryAfterError(1200, "slow down"); }, 503, /^RetryAfterError: slow down/, "2"],
-      [() => { throw new RangeError("no such order"); }, 500, /^RangeError: no such order\n\n.*RangeError: no such order\n\s+at /s, null],
-      [() => { throw "a string"; }, 500, /^string: a string/, null],
+    class LedgerError extends Error {}
+    const cases: [Handler, number, Partial<FailureBody> | null, string | null][] = [
+      [() => {}, 204, null, null],
+      [() => Promise.reject(new PermanentError("card is closed")), 422, { error_type: "PermanentError", message: "card is closed" }, null],
+      [() => { throw new RetryAfterError(1200, "slow down"); }, 503, { error_type: "RetryAfterError", message: "slow down" }, "2"],
+      [() => { throw new RangeError("no such order"); }, 500, { error_type: "RangeError", message: "no such order" }, null],
+      [() => { throw new LedgerError("ledger is down"); }, 500, { error_type: "LedgerError", message: "ledger is down" }, null],
+      [() => { throw "a string"; }, 500, { error_type: "string", message: "a string", stack: "" }, null],
     ];
-    for (const [handler, status, body, retryAfter] of cases) {
+    for (const [handler, status, want, retryAfter] of cases) {
       const res = await createReceiver({ secret: v.secret, handler })(post(v));
       assert.equal(res.status, status);
-      assert.match(await res.text(), body);
       assert.equal(res.headers.get("retry-after"), retryAfter);
+      if (want === null) {
+        assert.equal(await res.text(), "");
+        continue;
+      }
+      assert.equal(res.headers.get("content-type"), FAILURE_CONTENT_TYPE);
+      const body = (await res.json()) as FailureBody;
+      assert.equal(body.version, FAILURE_VERSION);
+      assert.deepEqual({ ...body, stack: want.stack ?? body.stack }, { version: 1, stack: body.stack, ...want });
+      if (want.stack === undefined) {
+        assert.ok(body.stack.includes(`${want.message}\n`) && /\n\s+at /.test(body.stack), `the stack is the exception's: ${body.stack}`);
+      }
+    }
+  });
+
+  it("answers what the failure vectors say for each thrown exception", async () => {
+    const thrown = failureVectors.vectors.filter((f) => f.thrown);
+    assert.ok(thrown.length >= 3, "the vectors hold thrown exceptions");
+    assert.equal(failureVectors.media_type, FAILURE_CONTENT_TYPE);
+    assert.equal(failureVectors.version, FAILURE_VERSION);
+    assert.deepEqual(
+      [failureVectors.limits.error_type_bytes, failureVectors.limits.message_bytes, failureVectors.limits.stack_bytes],
+      [MAX_ERROR_TYPE_BYTES, MAX_MESSAGE_BYTES, MAX_STACK_BYTES],
+    );
+    const v = vectors[0]!;
+    for (const f of thrown) {
+      const t = f.thrown!;
+      const handler: Handler = () => {
+        if (t.kind === "permanent") {
+          throw new PermanentError(t.message);
+        }
+        if (t.kind === "retry_after") {
+          throw new RetryAfterError(t.delay_ms!, t.message);
+        }
+        const e = new Error(t.message);
+        e.name = t.class;
+        throw e;
+      };
+      const res = await createReceiver({ secret: v.secret, handler })(post(v));
+      assert.equal(res.status, f.response.status, f.name);
+      assert.equal(res.headers.get("content-type"), f.response.content_type, f.name);
+      assert.equal(res.headers.get("retry-after"), f.response.retry_after ?? null, f.name);
+      const got = (await res.json()) as FailureBody;
+      const want = JSON.parse(f.response.body) as FailureBody;
+      assert.deepEqual([got.version, got.error_type, got.message], [want.version, want.error_type, want.message], f.name);
+      assert.ok(got.stack.includes(`${t.message}\n`) && /\n\s+at /.test(got.stack), `${f.name}: the stack is the exception's: ${got.stack}`);
+    }
+  });
+
+  it("cuts a failure's type, message and stack to what rdq records, at a character boundary", () => {
+    const body = failureBody("T".repeat(300), "é".repeat(3000), "s".repeat(70_000));
+    const bytes = (s: string) => new TextEncoder().encode(s).length;
+    assert.ok(bytes(body.error_type) <= MAX_ERROR_TYPE_BYTES && body.error_type.endsWith("T…[truncated 67 bytes]"), body.error_type);
+    assert.ok(bytes(body.message) <= MAX_MESSAGE_BYTES && /é…\[truncated \d+ bytes\]$/.test(body.message), body.message.slice(-30));
+    assert.ok(bytes(body.stack) <= MAX_STACK_BYTES && body.stack.startsWith("sss"));
+    assert.deepEqual(failureBody("E", "short", ""), { version: 1, error_type: "E", message: "short", stack: "" });
+    assert.ok(failureVectors.cuts.length > 0);
+    for (const c of failureVectors.cuts) {
+      assert.equal(cut(c.text, c.limit), c.want, `cut to ${c.limit} bytes as rdq.Truncate does`);
     }
   });
 
@@ -136,7 +224,9 @@ describe("callback receiver", () => {
       },
     })(post(v));
     assert.equal(res.status, 500);
-    assert.match(await res.text(), /^timeout: the handler did not finish within 50 ms/);
+    const body = (await res.json()) as FailureBody;
+    assert.equal(body.error_type, "timeout");
+    assert.match(body.message, /^the handler did not finish within 50 ms/);
     assert.equal(signal?.aborted, true);
   });
 

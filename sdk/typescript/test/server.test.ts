@@ -38,6 +38,9 @@ trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new Sim
 
 const decoder = new TextDecoder();
 
+/** A handler's exception; its class name is the attempt's error type. */
+class BankError extends Error {}
+
 for (const kind of stores) {
   describe(`rdq-server on ${kind.name}`, () => {
     const binary = serverBinary();
@@ -80,9 +83,7 @@ for (const kind of stores) {
           throw new RetryAfterError(p.retryAfterMs, "rate limited by the bank");
         }
         if (p.fail || n <= (p.failTimes ?? 0)) {
-          const e = new Error(`bank unreachable on attempt ${t.attempt}`);
-          e.name = "BankError";
-          throw e;
+          throw new BankError(`bank unreachable on attempt ${t.attempt}`);
         }
       };
       receiver.routes.set("/hooks/orders", createReceiver({ secret: server.callbackSecret, handler }));
@@ -124,7 +125,10 @@ for (const kind of stores) {
       for (const a of done.history) {
         assert.equal(a.workerId, server.workerId);
       }
-      assert.match(done.history[0]!.message, /BankError: bank unreachable on attempt 1/);
+      // The receiver's failure body: the exception's class, message and stack.
+      const first = done.history[0]!;
+      assert.deepEqual([first.errorType, first.message], ["BankError", "bank unreachable on attempt 1"]);
+      assert.match(first.stack, /bank unreachable on attempt 1\n\s+at .*server\.test\.js/);
       const runs = seen.get(task.id)!;
       assert.deepEqual(runs.map((r) => r.attempt), [1, 2, 3]);
       assert.equal(runs[0]!.headers["tenant"], "acme");
@@ -141,7 +145,8 @@ for (const kind of stores) {
       const { task } = await submitter.submit({ queue: "orders", handler: "refund", payload: { fail: true }, idempotencyKey: `refund-${kind.name}` });
       const dead = await settled(task.id, "DEAD");
       assert.deepEqual(dead.history.map((a) => a.outcome), ["RETRYABLE_FAILURE", "RETRYABLE_FAILURE", "RETRYABLE_FAILURE"]);
-      assert.equal(dead.task.lastError?.type, "http_500");
+      assert.equal(dead.task.lastError?.type, "BankError");
+      assert.equal(dead.task.lastError?.message, "bank unreachable on attempt 3");
 
       const page = await operator.listDead({ queue: "orders", handler: "refund" }, { pageSize: 10 });
       assert.deepEqual(page.items.map((t: Task) => t.id), [task.id]);
@@ -171,7 +176,8 @@ for (const kind of stores) {
       const dead = await settled(task.id, "DEAD");
       assert.equal(dead.history.length, 1);
       assert.equal(dead.history[0]!.outcome, "PERMANENT_FAILURE");
-      assert.match(dead.history[0]!.message, /PermanentError: card number is not valid/);
+      assert.deepEqual([dead.history[0]!.errorType, dead.history[0]!.message], ["PermanentError", "card number is not valid"]);
+      assert.match(dead.history[0]!.stack, /card number is not valid\n\s+at /);
       assert.equal(await operator.purge({ ids: [task.id], reason: "bad card" }), 1n);
       await assert.rejects(operator.getTask(task.id), /not found|not_found/i);
     });

@@ -19,12 +19,26 @@ from .errors import (
 from .execution import Execution, Handler
 from .handler_service import HandlerServer, HandlerServicer, serve_handlers
 from .outcome import Outcome, PermanentError, RetryAfterError, outcome_of
-from .receiver import MAX_BODY_BYTES, CallbackReceiver
+from .receiver import (
+    FAILURE_CONTENT_TYPE,
+    FAILURE_VERSION,
+    MAX_BODY_BYTES,
+    MAX_ERROR_TYPE_BYTES,
+    MAX_MESSAGE_BYTES,
+    MAX_STACK_BYTES,
+    CallbackReceiver,
+    failure_body,
+)
 from .sync import SyncRdqClient
 from .v1.rdq_pb2 import DeadFilter, TaskFilter
 
 __all__ = [
+    "FAILURE_CONTENT_TYPE",
+    "FAILURE_VERSION",
     "MAX_BODY_BYTES",
+    "MAX_ERROR_TYPE_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_STACK_BYTES",
     "CallbackReceiver",
     "ConflictError",
     "DeadFilter",
@@ -53,6 +67,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "__version__",
+    "failure_body",
     "outcome_of",
     "parse_submission",
     "serve_handlers",

@@ -22,6 +22,20 @@ SECRET_PREFIX = "whsec_"
 #: The largest body a receiver reads, as rdq's Go receiver: two payloads of 1 MiB.
 MAX_BODY_BYTES = 2 << 20
 
+#: The media type of the structured failure body a receiver answers a failed
+#: execution with; rdq records its error_type, message and stack as the
+#: attempt's (see rdq's callback package, version FAILURE_VERSION).
+FAILURE_CONTENT_TYPE = "application/vnd.rdq.failure+json"
+
+#: The version of the failure body this receiver answers.
+FAILURE_VERSION = 1
+
+#: The most rdq records of an error type, a message and a stack, in UTF-8
+#: bytes; a failure body is cut to them.
+MAX_ERROR_TYPE_BYTES = 256
+MAX_MESSAGE_BYTES = 4 << 10
+MAX_STACK_BYTES = 64 << 10
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -81,6 +95,35 @@ def raw_member(doc: str, name: str) -> str | None:
     return None
 
 
+def _cut(s: str, limit: int) -> str:
+    """The start of s within limit UTF-8 bytes as rdq's Go rdq.Truncate cuts
+    it: at a character boundary, with a mark stating how many bytes were
+    dropped ("…[truncated 1234 bytes]"), mark included."""
+    b = s.encode("utf-8", "surrogatepass")
+    if len(b) <= limit:
+        return s
+    keep = limit
+    while True:
+        mark = f"…[truncated {len(b) - keep} bytes]"
+        room = max(limit - len(mark.encode()), 0)
+        if keep <= room:
+            return b[:keep].decode("utf-8", "surrogatepass") + mark
+        keep = room
+        while keep > 0 and b[keep] & 0xC0 == 0x80:
+            keep -= 1
+
+
+def failure_body(error_type: str, message: str, stack: str) -> dict[str, Any]:
+    """The failure body of an error: its type, message and stack, each cut
+    to what rdq records, so the body stays within what the caller reads."""
+    return {
+        "version": FAILURE_VERSION,
+        "error_type": _cut(error_type, MAX_ERROR_TYPE_BYTES),
+        "message": _cut(message, MAX_MESSAGE_BYTES),
+        "stack": _cut(stack, MAX_STACK_BYTES),
+    }
+
+
 def _payload(body: str, data: dict[str, Any]) -> bytes:
     if "payload_base64" in data:
         return base64.b64decode(data["payload_base64"])
@@ -102,10 +145,13 @@ class CallbackReceiver:
     message, 413 for one too large), which rdq records as a permanent
     failure. It then runs the handler and answers with the status rdq reads
     as its outcome: returned -> 204; PermanentError -> 422; RetryAfterError
-    -> 503 with Retry-After; anything else -> 500 whose body ("Type:
-    message" and the traceback) becomes the attempt's error. A handler still
-    running after ``deadline`` seconds (keep it under the queue's callback
-    timeout) is cancelled and answered as a retryable "timeout".
+    -> 503 with Retry-After (whole seconds, rounded up); anything else ->
+    500. A failure's body is the structured failure body
+    (FAILURE_CONTENT_TYPE) with the exception's class name, message and
+    traceback, which rdq records as the attempt's error type, message and
+    stack. A handler still running after ``deadline`` seconds (keep it under
+    the queue's callback timeout) is cancelled and answered as a retryable
+    "timeout".
 
     Mount it in Starlette or FastAPI with ``app.mount("/hooks/orders",
     receiver)`` or ``rdq.starlette.callback_route``.
@@ -128,7 +174,11 @@ class CallbackReceiver:
         if scope["type"] != "http":
             raise RuntimeError(f"rdq: CallbackReceiver serves HTTP, not {scope['type']}")
         status, body, extra = await self._handle(scope, receive)
-        headers = [(b"content-type", b"text/plain; charset=utf-8"), *extra]
+        headers = (
+            extra
+            if any(k == b"content-type" for k, _ in extra)
+            else [(b"content-type", b"text/plain; charset=utf-8"), *extra]
+        )
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if status == 204 else body.encode()})
 
@@ -190,11 +240,13 @@ class CallbackReceiver:
             payload=_payload(body, data),
         )
         outcome = await run(self._handler, task, headers.get("traceparent"), self._deadline)
-        text = f"{outcome.error_type}: {outcome.message}\n\n{outcome.stack}"
         if outcome.kind == "success":
             return 204, "", []
+        # ASCII JSON: lone surrogates and control characters travel as escapes.
+        failure = json.dumps(failure_body(outcome.error_type, outcome.message, outcome.stack))
+        extra = [(b"content-type", FAILURE_CONTENT_TYPE.encode()), (b"x-content-type-options", b"nosniff")]
         if outcome.kind == "permanent":
-            return 422, text, []
+            return 422, failure, extra
         if outcome.kind == "retry_after":
-            return 503, text, [(b"retry-after", str(math.ceil(outcome.delay)).encode())]
-        return 500, text, []
+            return 503, failure, [*extra, (b"retry-after", str(math.ceil(outcome.delay)).encode())]
+        return 500, failure, extra
