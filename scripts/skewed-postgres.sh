@@ -18,7 +18,7 @@
 set -euo pipefail
 
 bin=/usr/lib/postgresql/${PG_VERSION:-15}/bin
-lib=${FAKETIME_LIB:-$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)}
+lib=${FAKETIME_LIB:-$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1 || true)}
 usage() { echo "usage: $0 start DIR PORT [OFFSET] | stop DIR" >&2; exit 2; }
 as_owner() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
@@ -33,7 +33,7 @@ start)
 		exit 3
 	fi
 	if [ -z "$lib" ] || [ ! -f "$lib" ]; then
-		echo "skewed-postgres.sh: no libfaketime at $lib: apt-get install libfaketime (or set FAKETIME_LIB)" >&2
+		echo "skewed-postgres.sh: no libfaketime at ${lib:-/usr/lib/*/faketime/libfaketime.so.1}: apt-get install libfaketime (or set FAKETIME_LIB)" >&2
 		exit 3
 	fi
 	mkdir -p "$dir"
