@@ -233,6 +233,20 @@ local retention = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local out = {}
 local queues = {}
+-- (due, id) pairs for each handler's waiting set, written once per key
+-- at the end (wait does the same one task at a time).
+local waits = {}
+local function later(q, id, h, due)
+  local p = qp(q)
+  if not known[p .. h] then
+    redis.call('SADD', p .. ':handlers', h)
+    known[p .. h] = true
+  end
+  local k = p .. ':ph:' .. h
+  local l = waits[k]
+  if not l then l = {}; waits[k] = l end
+  l[#l+1], l[#l+2] = fmt(due), id
+end
 for i = 0, n - 1 do
   local b = 4 + i * 18
   local id, q, h = ARGV[b+1], ARGV[b+2], ARGV[b+3]
@@ -278,10 +292,10 @@ for i = 0, n - 1 do
         redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now))
         bury(q, id)
       else
-        wait(q, id, h, due)
+        later(q, id, h, due)
       end
     else
-      wait(q, id, h, due)
+      later(q, id, h, due)
     end
     redis.call('SET', idkey(id), q)
     if ik ~= '' then
@@ -294,6 +308,7 @@ for i = 0, n - 1 do
   end
   out[#out+1] = res
 end
+for k, l in pairs(waits) do variadic('ZADD', k, l) end
 for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
 return out
 `)
@@ -305,7 +320,8 @@ return out
 // Keys: of each queue P:paused, P:handlers (no handlers given), P:hp:H and
 // P:ph:H of each handler, P:inflight, P:t:ID of each claimed
 // task. A paused queue and a paused handler are passed over.
-// Returns {HGETALL...} per claimed task.
+// Returns per claimed task its HGETALL before the claim followed by the
+// fields the claim set (later pairs override earlier ones).
 var scriptClaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local lease = tonumber(ARGV[3])
@@ -354,9 +370,19 @@ for i = 1, math.min(limit, #cands) do
   if not inflight[q] then inflight[q] = {} end
   local fl = inflight[q]
   fl[#fl+1], fl[#fl+2] = exp, id
-  redis.call('HINCRBY', k, 'tk', 1)
-  redis.call('HSET', k, 'st', 'IN_FLIGHT', 'le', exp, 'lo', worker, 'ca', nows, 'up', nows)
-  out[#out+1] = redis.call('HGETALL', k)
+  -- The reply is the hash as read, then the fields this claim rewrote:
+  -- a reader of the pairs keeps the last value of each field.
+  local t = redis.call('HGETALL', k)
+  local tk = 0
+  for j = 1, #t, 2 do
+    if t[j] == 'tk' then tk = tonumber(t[j+1]); break end
+  end
+  tk = fmt(tk + 1)
+  redis.call('HSET', k, 'tk', tk, 'st', 'IN_FLIGHT', 'le', exp, 'lo', worker, 'ca', nows, 'up', nows)
+  local m = #t
+  t[m+1], t[m+2], t[m+3], t[m+4], t[m+5], t[m+6] = 'tk', tk, 'st', 'IN_FLIGHT', 'le', exp
+  t[m+7], t[m+8], t[m+9], t[m+10], t[m+11], t[m+12] = 'lo', worker, 'ca', nows, 'up', nows
+  out[#out+1] = t
 end
 for src, ids in pairs(taken) do variadic('ZREM', src, ids) end
 for q, pairs_ in pairs(inflight) do variadic('ZADD', qp(q) .. ':inflight', pairs_) end
