@@ -83,7 +83,8 @@ func decodeHeaders(s string) (map[string]string, error) {
 	return h, nil
 }
 
-// decodeTask reads a task from its hash's HGETALL reply.
+// decodeTask reads a task from its hash's HGETALL reply; where a field
+// appears more than once, its last value counts (see scriptClaim).
 func decodeTask(fields []any) (*rdq.Task, error) {
 	if len(fields)%2 != 0 || len(fields) == 0 {
 		return nil, fmt.Errorf("malformed task hash of %d elements", len(fields))

@@ -110,3 +110,55 @@ func TestServerClock(t *testing.T) {
 		t.Errorf("NextAttemptAt - CreatedAt = %s, want 1h", d)
 	}
 }
+
+// TestFinishByAnotherStore: a store finishes tasks it claimed through the
+// queue it remembers, and tasks another store claimed through the ID
+// index; a stale token is refused either way.
+func TestFinishByAnotherStore(t *testing.T) {
+	ctx := t.Context()
+	s, locator := openStore(t)
+	o, err := redisstore.Open(ctx, locator, redisstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := o.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	ids := []rdq.ID{rdq.NewID(), rdq.NewID(), rdq.NewID()}
+	var nts []store.NewTask
+	for i, id := range ids {
+		nts = append(nts, store.NewTask{ID: id, Queue: []string{"a", "b", "a"}[i], Handler: "h"})
+	}
+	if _, err := s.Enqueue(ctx, store.EnqueueParams{Tasks: nts}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(ctx, store.ClaimParams{Queues: []string{"a", "b"}, Limit: 3, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("Claim = %d tasks, %v; want 3", len(claimed), err)
+	}
+	token := map[rdq.ID]int64{}
+	for _, c := range claimed {
+		token[c.ID] = c.LeaseToken
+	}
+	done := func(id rdq.ID, tk int64) store.Completion {
+		return store.Completion{Lease: store.Lease{ID: id, Token: tk}, Status: rdq.StatusSucceeded,
+			Attempt: &store.AttemptRecord{Outcome: rdq.OutcomeSuccess, WorkerID: "w"}}
+	}
+	// o finishes ids[0] (claimed by s) with a stale token, then the right one.
+	errs, err := o.Finish(ctx, store.FinishParams{Completions: []store.Completion{done(ids[0], token[ids[0]]-1), done(ids[1], token[ids[1]])}})
+	if err != nil || !errors.Is(errs[0], store.ErrLeaseLost) || errs[1] != nil {
+		t.Fatalf("Finish through another store = %v, %v; want [lease lost, nil]", errs, err)
+	}
+	errs, err = s.Finish(ctx, store.FinishParams{Completions: []store.Completion{done(ids[0], token[ids[0]]), done(ids[2], token[ids[2]]), done(ids[1], token[ids[1]])}})
+	if err != nil || errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], store.ErrLeaseLost) {
+		t.Fatalf("Finish through the claiming store = %v, %v; want [nil, nil, lease lost]", errs, err)
+	}
+	for _, id := range ids {
+		task, attempts, err := s.Get(ctx, id)
+		if err != nil || task.Status != rdq.StatusSucceeded || len(attempts) != 1 {
+			t.Fatalf("Get(%s) = %+v, %d attempts, %v; want SUCCEEDED with 1 attempt", id, task, len(attempts), err)
+		}
+	}
+}

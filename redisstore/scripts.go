@@ -93,6 +93,15 @@ local function record(q, id, life, token, started, finished, outcome, etype, msg
   return n
 end
 
+-- variadic runs cmd on key with the arguments args, in calls of at most
+-- 1,000 arguments each (Lua's unpack has a stack limit). The arguments of
+-- ZADD are pairs, so the chunk size is even.
+local function variadic(cmd, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+  end
+end
+
 -- held reports whether handler h of queue q is paused (P:hp:H exists):
 -- claims pass over its waiting tasks.
 local function held(q, h) return redis.call('EXISTS', qp(q) .. ':hp:' .. h) == 1 end
@@ -224,6 +233,20 @@ local retention = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local out = {}
 local queues = {}
+-- (due, id) pairs for each handler's waiting set, written once per key
+-- at the end (wait does the same one task at a time).
+local waits = {}
+local function later(q, id, h, due)
+  local p = qp(q)
+  if not known[p .. h] then
+    redis.call('SADD', p .. ':handlers', h)
+    known[p .. h] = true
+  end
+  local k = p .. ':ph:' .. h
+  local l = waits[k]
+  if not l then l = {}; waits[k] = l end
+  l[#l+1], l[#l+2] = fmt(due), id
+end
 for i = 0, n - 1 do
   local b = 4 + i * 18
   local id, q, h = ARGV[b+1], ARGV[b+2], ARGV[b+3]
@@ -269,10 +292,10 @@ for i = 0, n - 1 do
         redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now))
         bury(q, id)
       else
-        wait(q, id, h, due)
+        later(q, id, h, due)
       end
     else
-      wait(q, id, h, due)
+      later(q, id, h, due)
     end
     redis.call('SET', idkey(id), q)
     if ik ~= '' then
@@ -285,6 +308,7 @@ for i = 0, n - 1 do
   end
   out[#out+1] = res
 end
+for k, l in pairs(waits) do variadic('ZADD', k, l) end
 for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
 return out
 `)
@@ -296,7 +320,8 @@ return out
 // Keys: of each queue P:paused, P:handlers (no handlers given), P:hp:H and
 // P:ph:H of each handler, P:inflight, P:t:ID of each claimed
 // task. A paused queue and a paused handler are passed over.
-// Returns {HGETALL...} per claimed task.
+// Returns per claimed task its HGETALL before the claim followed by the
+// fields the claim set (later pairs override earlier ones).
 var scriptClaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local lease = tonumber(ARGV[3])
@@ -304,7 +329,7 @@ local worker = ARGV[4]
 local limit = tonumber(ARGV[5])
 local nq = tonumber(ARGV[6])
 local nh = tonumber(ARGV[7 + nq])
-local cands = {}
+local cands, sources = {}, 0
 for i = 1, nq do
   local q = ARGV[6 + i]
   local keys = {}
@@ -316,32 +341,51 @@ for i = 1, nq do
     for _, h in ipairs(hs) do
       if not held(q, h) then
         local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
+        if #r > 0 then sources = sources + 1 end
         for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q, h} end
       end
     end
   end
 end
-table.sort(cands, function(a, b)
-  if a[1] ~= b[1] then return a[1] < b[1] end
-  return a[2] < b[2]
-end)
+-- Each source (a handler's waiting set) is in claim order already; the
+-- merge needs a sort only when there are several.
+if sources > 1 then
+  table.sort(cands, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+end
 local out = {}
+local exp = fmt(now + lease)
+local nows = fmt(now)
+local taken, inflight = {}, {}
 for i = 1, math.min(limit, #cands) do
   local c = cands[i]
   local id, q, h = c[2], c[3], c[4]
   local k = tkey(q, id)
-  unwait(q, id, h)
-  local exp = now + lease
+  local src = qp(q) .. ':ph:' .. h
+  if not taken[src] then taken[src] = {} end
+  local tl = taken[src]
+  tl[#tl+1] = id
+  if not inflight[q] then inflight[q] = {} end
+  local fl = inflight[q]
+  fl[#fl+1], fl[#fl+2] = exp, id
+  -- The reply is the hash as read, then the fields this claim rewrote:
+  -- a reader of the pairs keeps the last value of each field.
   local t = redis.call('HGETALL', k)
-  local set = {st = 'IN_FLIGHT', le = fmt(exp), lo = worker, ca = fmt(now), up = fmt(now)}
+  local tk = 0
   for j = 1, #t, 2 do
-    if t[j] == 'tk' then set.tk = fmt(tonumber(t[j+1]) + 1) end
-    if set[t[j]] then t[j+1] = set[t[j]] end
+    if t[j] == 'tk' then tk = tonumber(t[j+1]); break end
   end
-  redis.call('HSET', k, 'tk', set.tk, 'st', 'IN_FLIGHT', 'le', set.le, 'lo', worker, 'ca', set.ca, 'up', set.up)
-  redis.call('ZADD', qp(q) .. ':inflight', set.le, id)
+  tk = fmt(tk + 1)
+  redis.call('HSET', k, 'tk', tk, 'st', 'IN_FLIGHT', 'le', exp, 'lo', worker, 'ca', nows, 'up', nows)
+  local m = #t
+  t[m+1], t[m+2], t[m+3], t[m+4], t[m+5], t[m+6] = 'tk', tk, 'st', 'IN_FLIGHT', 'le', exp
+  t[m+7], t[m+8], t[m+9], t[m+10], t[m+11], t[m+12] = 'lo', worker, 'ca', nows, 'up', nows
   out[#out+1] = t
 end
+for src, ids in pairs(taken) do variadic('ZREM', src, ids) end
+for q, pairs_ in pairs(inflight) do variadic('ZADD', qp(q) .. ':inflight', pairs_) end
 return out
 `)
 
@@ -373,27 +417,48 @@ return out
 `)
 
 // scriptFinish ends executions.
-// ARGV: N, now, count, then per completion 12 fields: id, token, status,
-// retry in (µs), has attempt ("1"/"0"), outcome, error type, message,
-// stack, fingerprint, worker, duration (µs).
+// ARGV: N, now, count, then per completion 13 fields: id, its queue (if
+// the caller knows it, else empty), token, status, retry in (µs), has attempt
+// ("1"/"0"), outcome, error type, message, stack, fingerprint, worker,
+// duration (µs). A queue given is checked: a task not in it is looked up
+// in N:id:ID.
 // Keys: N:id:ID, and of its queue P:t:ID, P:a:ID, P:inflight, P:handlers,
 // P:ph:H, P:done, and the dead-letter indexes (bury).
 // Returns per completion 1 (applied) or 0 (lost).
 var scriptFinish = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
+local nows = fmt(now)
 local n = tonumber(ARGV[3])
 local out = {}
+-- the batch's index writes, one command per key: ids leaving each
+-- queue's P:inflight, (finish time, id) pairs for each P:done, and (due,
+-- id) pairs for each handler's waiting set.
+local gone, done, waits = {}, {}, {}
+local function add(t, k, a, b)
+  local l = t[k]
+  if not l then l = {}; t[k] = l end
+  l[#l+1] = a
+  if b then l[#l+1] = b end
+end
+local fields = {'st', 'tk', 'lf', 'h', 'mn', 'at'}
 for i = 0, n - 1 do
-  local b = 3 + i * 12
-  local id, token, status = ARGV[b+1], tonumber(ARGV[b+2]), ARGV[b+3]
-  local q = redis.call('GET', idkey(id))
+  local b = 4 + i * 13
+  local id, q, token, status = ARGV[b], ARGV[b+1], tonumber(ARGV[b+2]), ARGV[b+3]
   local ok = 0
-  if q then
+  local v = nil
+  if q ~= '' then
+    v = redis.call('HMGET', tkey(q, id), unpack(fields))
+    if not v[1] then v = nil end
+  end
+  if not v then
+    q = redis.call('GET', idkey(id))
+    if q then v = redis.call('HMGET', tkey(q, id), unpack(fields)) end
+  end
+  if v then
     local k = tkey(q, id)
-    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h', 'mn', 'at')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
       ok = 1
-      local set = {'le', '0', 'up', fmt(now), 'st', status}
+      local set = {'le', '0', 'up', nows, 'st', status}
       if ARGV[b+5] == '1' then
         local outcome = ARGV[b+6]
         local n = tonumber(v[5]) + 1
@@ -405,18 +470,23 @@ for i = 0, n - 1 do
           set[#set+1], set[#set+2], set[#set+3] = ARGV[b+8], 'ef', ARGV[b+10]
         end
       end
-      redis.call('ZREM', qp(q) .. ':inflight', id)
-      local due = now + tonumber(ARGV[b+4])
+      local p = qp(q)
+      add(gone, p .. ':inflight', id)
+      local due = fmt(now + tonumber(ARGV[b+4]))
       if status == 'PENDING' then
-        set[#set+1], set[#set+2] = 'nx', fmt(due)
+        set[#set+1], set[#set+2] = 'nx', due
       else
-        set[#set+1], set[#set+2] = 'fi', fmt(now)
+        set[#set+1], set[#set+2] = 'fi', nows
       end
       redis.call('HSET', k, unpack(set))
       if status == 'PENDING' then
-        wait(q, id, v[4], due)
+        if not known[p .. v[4]] then
+          redis.call('SADD', p .. ':handlers', v[4])
+          known[p .. v[4]] = true
+        end
+        add(waits, p .. ':ph:' .. v[4], due, id)
       elseif status == 'SUCCEEDED' then
-        redis.call('ZADD', qp(q) .. ':done', fmt(now), id)
+        add(done, p .. ':done', nows, id)
       else
         bury(q, id)
       end
@@ -424,6 +494,9 @@ for i = 0, n - 1 do
   end
   out[#out+1] = ok
 end
+for k, ids in pairs(gone) do variadic('ZREM', k, ids) end
+for k, l in pairs(done) do variadic('ZADD', k, l) end
+for k, l in pairs(waits) do variadic('ZADD', k, l) end
 return out
 `)
 

@@ -56,6 +56,8 @@ type Store struct {
 	log          *slog.Logger
 	// owned is set when Open made the client, which Close then closes.
 	owned bool
+	// leased remembers the queues of the tasks this store claimed.
+	leased leased
 }
 
 var (
@@ -376,7 +378,12 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	return decodeTasks(res)
+	tasks, err := decodeTasks(res)
+	if err != nil {
+		return nil, err
+	}
+	s.leased.add(tasks)
+	return tasks, nil
 }
 
 // Heartbeat implements store.Store.
@@ -399,7 +406,7 @@ func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) ([]error
 // Finish implements store.Store.
 func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
 	errs := make([]error, len(p.Completions))
-	args := make([]any, 0, 2+12*len(p.Completions))
+	args := make([]any, 0, 2+13*len(p.Completions))
 	args = append(args, nowArg(p.Now), 0)
 	var sent []int
 	for i, c := range p.Completions {
@@ -412,7 +419,7 @@ func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, erro
 			a = *c.Attempt
 		}
 		sent = append(sent, i)
-		args = append(args, c.ID.String(), c.Token, string(c.Status), micros(max(c.RetryIn, 0)), flag(c.Attempt != nil),
+		args = append(args, c.ID.String(), s.leased.take(c.ID), c.Token, string(c.Status), micros(max(c.RetryIn, 0)), flag(c.Attempt != nil),
 			string(a.Outcome), cut(a.Failure.Type), a.Failure.Message, a.Failure.Stack, cut(a.Failure.Fingerprint),
 			a.WorkerID, micros(max(a.Duration, 0)))
 	}
@@ -458,6 +465,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) ([]error, er
 	args := make([]any, 0, 2+2*len(p.Leases))
 	args = append(args, nowArg(p.Now), len(p.Leases))
 	for _, l := range p.Leases {
+		s.leased.take(l.ID)
 		args = append(args, l.ID.String(), l.Token)
 	}
 	res, err := s.run(ctx, scriptRelease, args...)

@@ -7,10 +7,13 @@
 #
 #   bash scripts/bench-redis.sh                 # from the project's root
 #   N=50000 ROUNDS=5 bash scripts/bench-redis.sh
+#   BASE=main bash scripts/bench-redis.sh      # rdq of BASE as a series too
 #
 # Env: REDIS_URL (default redis://127.0.0.1:6390/15: a database the bench
 # empties before each run), RDQ_DATABASE_URL (PostgreSQL for the pg series;
-# unset skips it), N (default 100000), ROUNDS (default 3).
+# unset skips it), N (default 100000), ROUNDS (default 3), BASE (a git
+# revision: its harness and store run as the series rdq-base, interleaved
+# with the others, to compare a change with what it changes).
 # Prints one line per run and the median drain rate of each series with the
 # ratios. The harness is redisstore/internal/peerbench, a module of its own.
 set -euo pipefail
@@ -22,13 +25,21 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd redisstore/internal/peerbench && GOWORK=off go build -o "$tmp/peerbench" .)
 engines=(asynq rdq)
+if [ -n "${BASE:-}" ]; then
+	mkdir "$tmp/base"
+	git archive "$BASE" | tar -x -C "$tmp/base"
+	(cd "$tmp/base/redisstore/internal/peerbench" && GOWORK=off go build -o "$tmp/peerbench-base" .)
+	engines+=(rdq-base)
+fi
 [ -n "${RDQ_DATABASE_URL:-}" ] && engines+=(pg)
 : >"$tmp/results"
 for _ in $(seq 1 "$ROUNDS"); do
 	for mode in noop fail-once; do
 		flag=; [ "$mode" = fail-once ] && flag=-fail-once
 		for e in "${engines[@]}"; do
-			line=$("$tmp/peerbench" -engine "$e" -redis-url "$REDIS_URL" -database-url "${RDQ_DATABASE_URL:-}" -n "$N" $flag)
+			bin=$tmp/peerbench engine=$e
+			[ "$e" = rdq-base ] && bin=$tmp/peerbench-base engine=rdq
+			line=$("$bin" -engine "$engine" -redis-url "$REDIS_URL" -database-url "${RDQ_DATABASE_URL:-}" -n "$N" $flag)
 			echo "$e $mode ${line#* }" | tee -a "$tmp/results"
 		done
 	done
@@ -43,5 +54,8 @@ def med(name, mode):
 for mode in ("noop", "fail-once"):
     m = {n: med(n, mode) for n in names}
     parts = [f"{n} {m[n]:,.0f}/s" for n in names]
-    print(f"median {mode:9} " + ", ".join(parts) + f"; rdq/asynq {m['rdq'] / m['asynq']:.2f}x")
+    ratios = f"; rdq/asynq {m['rdq'] / m['asynq']:.2f}x"
+    if "rdq-base" in m:
+        ratios += f", rdq-base/asynq {m['rdq-base'] / m['asynq']:.2f}x, rdq/rdq-base {m['rdq'] / m['rdq-base']:.2f}x"
+    print(f"median {mode:9} " + ", ".join(parts) + ratios)
 PY
