@@ -38,6 +38,30 @@ func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]in
 	return out, nil
 }
 
+// WaitingCounts returns, per queue, the PENDING tasks not due yet at now
+// (nil: the database's clock) split into retrying and scheduled, and the
+// held ones (see store.WaitingCounts). Queues with none are absent.
+func (s *Store) WaitingCounts(ctx context.Context, now *time.Time) (map[string]store.WaitingCounts, error) {
+	rows, err := s.pool.Query(ctx, s.q.waitingCounts, now)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: counting waiting tasks: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]store.WaitingCounts{}
+	for rows.Next() {
+		var q string
+		var c store.WaitingCounts
+		if err := rows.Scan(&q, &c.Retrying, &c.Scheduled, &c.Held); err != nil {
+			return nil, fmt.Errorf("pgstore: counting waiting tasks: %w", err)
+		}
+		out[q] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: counting waiting tasks: %w", err)
+	}
+	return out, nil
+}
+
 // DeadHistogram counts the tasks that went dead in buckets consecutive
 // intervals of width starting at since. With no fingerprints the result has
 // one entry, keyed "", over every dead task; otherwise one entry per given
@@ -112,6 +136,7 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 
 var (
 	_ store.NotDueCounter    = (*Store)(nil)
+	_ store.WaitingCounter   = (*Store)(nil)
 	_ store.DeadHistogrammer = (*Store)(nil)
 	_ store.DeadGroupKeyer   = (*Store)(nil)
 )

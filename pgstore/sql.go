@@ -1862,6 +1862,7 @@ type queries struct {
 	deadLetterUnserved string
 
 	notDueCounts               string
+	waitingCounts              string
 	deadHistogram              string
 	deadHistogramByFingerprint string
 	deadGroupKeys              string
@@ -1952,6 +1953,7 @@ func buildQueries(quotedSchema, quotedChannel string) queries {
 		deadLetterUnserved: r.Replace(sqlDeadLetterUnserved),
 
 		notDueCounts:               r.Replace(sqlNotDueCounts),
+		waitingCounts:              r.Replace(sqlWaitingCounts),
 		deadHistogram:              r.Replace(sqlDeadHistogram),
 		deadHistogramByFingerprint: r.Replace(sqlDeadHistogramByFingerprint),
 		deadGroupKeys:              r.Replace(sqlDeadGroupKeys),
@@ -2118,6 +2120,25 @@ FROM (SELECT t.queue FROM {schema}.tasks AS t
       UNION ALL
       SELECT t.queue FROM {schema}.tasks AS t
       WHERE t.status = 'PENDING' AND t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())) AS x
+GROUP BY x.queue`
+
+// sqlWaitingCounts splits, per queue, the PENDING tasks not due yet and
+// not held by whether they were tried in their current life (retrying) or
+// not (scheduled), and counts the held ones. Indexes: tasks_claim_idx
+// (queue, next_attempt_at, id) WHERE status = 'PENDING' AND NOT held, the
+// not-due range (each row's attempts read from the table), and
+// tasks_held_idx (queue, handler, attempts, next_attempt_at) WHERE status =
+// 'PENDING' AND held, index-only. $1 Now override.
+const sqlWaitingCounts = `
+SELECT x.queue,
+       count(*) FILTER (WHERE NOT x.held AND x.attempts > 0),
+       count(*) FILTER (WHERE NOT x.held AND x.attempts = 0),
+       count(*) FILTER (WHERE x.held)
+FROM (SELECT t.queue, false AS held, t.attempts FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND NOT t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())
+      UNION ALL
+      SELECT t.queue, true, t.attempts FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND t.held) AS x
 GROUP BY x.queue`
 
 // sqlDeadHistogram counts the tasks that went dead in [$1, $2) per bucket

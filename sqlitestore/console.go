@@ -45,6 +45,34 @@ func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]in
 	return out, nil
 }
 
+// WaitingCounts returns, per queue, the PENDING tasks not due yet at now
+// (nil: the current time) split into retrying and scheduled, and the held
+// ones (see store.WaitingCounts). Queues with none are absent.
+func (s *Store) WaitingCounts(ctx context.Context, now *time.Time) (map[string]store.WaitingCounts, error) {
+	out := map[string]store.WaitingCounts{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		clear(out)
+		rows, err := tx.QueryContext(ctx, sqlWaitingCounts, clock(now))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var q string
+			var c store.WaitingCounts
+			if err := rows.Scan(&q, &c.Retrying, &c.Scheduled, &c.Held); err != nil {
+				return err
+			}
+			out[q] = c
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: counting waiting tasks: %w", err)
+	}
+	return out, nil
+}
+
 // DeadHistogram counts the tasks that went dead in buckets consecutive
 // intervals of width starting at since. With no fingerprints the result has
 // one entry, keyed "", over every dead task; otherwise one entry per given
@@ -137,6 +165,7 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 
 var (
 	_ store.NotDueCounter    = (*Store)(nil)
+	_ store.WaitingCounter   = (*Store)(nil)
 	_ store.DeadHistogrammer = (*Store)(nil)
 	_ store.DeadGroupKeyer   = (*Store)(nil)
 )

@@ -396,6 +396,17 @@ const (
 	sqlNotDueCounts = `SELECT queue, count(*) FROM rdq_tasks
 WHERE status = 'PENDING' AND next_attempt_at > ?1 GROUP BY queue`
 
+	// Indexes rdq_tasks_claim (queue, next_attempt_at, id) WHERE status =
+	// 'PENDING' AND held = 0, the not-due range (attempts read from the
+	// table), and rdq_tasks_held (queue, handler, attempts,
+	// next_attempt_at, id) WHERE status = 'PENDING' AND held = 1,
+	// index-only. ?1 now.
+	sqlWaitingCounts = `SELECT queue, sum(held = 0 AND attempts > 0), sum(held = 0 AND attempts = 0), sum(held = 1)
+FROM (SELECT queue, 0 AS held, attempts FROM rdq_tasks WHERE status = 'PENDING' AND held = 0 AND next_attempt_at > ?1
+      UNION ALL
+      SELECT queue, 1, attempts FROM rdq_tasks WHERE status = 'PENDING' AND held = 1)
+GROUP BY queue`
+
 	// Index rdq_tasks_dead (finished_at, id) WHERE status = 'DEAD': one
 	// range. ?1 since, ?2 until, ?3 bucket width (all microseconds).
 	sqlDeadHistogram = `SELECT '', (finished_at - ?1) / ?3, count(*) FROM rdq_tasks

@@ -20,6 +20,32 @@ type NotDueCounter interface {
 	NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error)
 }
 
+// WaitingCounter is implemented by stores that split, per queue, the
+// waiting (PENDING) tasks by why they wait, so an operator tells a backoff
+// from a delay from a paused handler. It is optional: find it with
+// WaitingCounterOf.
+type WaitingCounter interface {
+	// WaitingCounts returns, per queue, the PENDING tasks that are held
+	// or not due yet at now (nil: the store's clock), split as
+	// WaitingCounts says. Queues with none are absent.
+	WaitingCounts(ctx context.Context, now *time.Time) (map[string]WaitingCounts, error)
+}
+
+// WaitingCounts splits one queue's waiting tasks. The three are disjoint;
+// a queue's due tasks that are not held are its PENDING count less all
+// three.
+type WaitingCounts struct {
+	// Retrying: not held, due after now, with at least one attempt in the
+	// current life (waiting out a backoff after a failure).
+	Retrying int64
+	// Scheduled: not held, due after now, with no attempt in the current
+	// life (submitted with a delay, redriven with a spread, or snoozed
+	// before a first attempt).
+	Scheduled int64
+	// Held: tasks of a paused handler, due or not.
+	Held int64
+}
+
 // DeadHistogrammer is implemented by stores that count dead tasks by when
 // they went dead, in all or per failure fingerprint: the failure charts of
 // an operator's console. It is optional: find it with DeadHistogrammerOf.

@@ -303,3 +303,71 @@ func testDeadGroupKeys(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testWaitingCounts checks store.WaitingCounter: per queue, the tasks not
+// due yet split by whether they failed in their current life (retrying)
+// or were never tried (scheduled), and every task of a paused handler
+// (held) whatever its due time; due, running and finished tasks are not
+// counted.
+func testWaitingCounts(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	wc, ok := store.WaitingCounterOf(e.s)
+	if !ok {
+		t.Fatalf("store %T does not implement store.WaitingCounter", e.s)
+	}
+	want := func(when string, now *time.Time, want map[string]store.WaitingCounts) {
+		t.Helper()
+		got, err := wc.WaitingCounts(e.ctx, now)
+		if err != nil {
+			t.Fatalf("WaitingCounts %s: %v", when, err)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("WaitingCounts %s = %+v, want %+v", when, got, want)
+		}
+	}
+	want("of an empty store", e.at(), map[string]store.WaitingCounts{})
+
+	// Queue a: two tasks delayed by 10 and 20 minutes, one retrying in 30
+	// minutes, one due, one running, one succeeded and one dead. Queue b:
+	// one task delayed by an hour and one due.
+	delayed := func(queue string, d time.Duration) store.NewTask {
+		nt := task(queue)
+		nt.Delay = d
+		return nt
+	}
+	e.enqueue(delayed("a", 10*time.Minute), delayed("a", 20*time.Minute), delayed("b", time.Hour))
+	e.makeSucceeded(task("a"))
+	e.makeDead(func(int) rdq.Failure { return failure("gone") }, task("a"))
+	e.enqueue(task("a"))
+	e.claimOne("a", time.Hour, "w") // running
+	e.enqueue(task("a"))
+	retrying := e.claimOne("a", time.Hour, "w")
+	e.mustFinish(retry(retrying, 30*time.Minute, failure("later"), "w", time.Millisecond))
+	e.enqueue(task("a"), task("b"))
+	e.advance(time.Minute)
+	start := e.now
+
+	want("a minute after the enqueue", e.at(), map[string]store.WaitingCounts{
+		"a": {Retrying: 1, Scheduled: 2}, "b": {Scheduled: 1}})
+	want("by the store's clock", nil, map[string]store.WaitingCounts{
+		"a": {Retrying: 1, Scheduled: 2}, "b": {Scheduled: 1}})
+	e.now = start.Add(25 * time.Minute)
+	want("after the second delay", e.at(), map[string]store.WaitingCounts{
+		"a": {Retrying: 1}, "b": {Scheduled: 1}})
+	e.now = start.Add(40 * time.Minute)
+	want("after the retry's backoff", e.at(), map[string]store.WaitingCounts{"b": {Scheduled: 1}})
+
+	// Pausing queue b's handler holds both its tasks, the due one and the
+	// delayed one, and counts them as neither retrying nor scheduled.
+	if hp, ok := store.HandlerPauserOf(e.s); ok {
+		if _, err := hp.PauseHandler(e.ctx, store.PauseHandlerParams{Queue: "b", Handler: "handler-b", Actor: "ops", Now: e.at()}); err != nil {
+			t.Fatalf("PauseHandler: %v", err)
+		}
+		want("with queue b's handler paused", e.at(), map[string]store.WaitingCounts{"b": {Held: 2}})
+		e.now = start.Add(2 * time.Hour)
+		want("held past every delay", e.at(), map[string]store.WaitingCounts{"b": {Held: 2}})
+		return
+	}
+	e.now = start.Add(2 * time.Hour)
+	want("after every delay", e.at(), map[string]store.WaitingCounts{})
+}

@@ -32,8 +32,9 @@
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
 //   - Admin, Notifications, Pause, Live, PauseHandlers, Registry, Snooze,
-//     RetryInPlace, NotDueCounts, DeadHistogram, DeadGroupKeys and Series, when the
-//     Capabilities say the backend has them: every dead-letter filter
+//     RetryInPlace, NotDueCounts, WaitingCounts, DeadHistogram,
+//     DeadGroupKeys and Series, when the Capabilities say the backend has
+//     them: every dead-letter filter
 //     against a brute-force scan, keyset paging, groups, bulk redrive and
 //     purge, the audit log and statistics; push notifications; pausing and
 //     resuming queues; listing, retrying now and cancelling live tasks;
@@ -41,7 +42,8 @@
 //     registry of running workers and the tasks none of them serves;
 //     snoozing a leased task without counting an attempt; recording a
 //     failed attempt and leasing its task again in one step; the console's
-//     reads: the tasks not due per queue, dead tasks counted by time
+//     reads: the tasks not due per queue, the waiting tasks split into
+//     retrying, scheduled and held, dead tasks counted by time
 //     bucket, and the queues and handlers of each failure group; attempts
 //     and their outcomes counted per minute or hour, queue and handler.
 //   - Property: a rapid state machine drives random sequences of enqueue,
@@ -118,6 +120,9 @@ type Capabilities struct {
 	// NotDueCounts: the store implements store.NotDueCounter (counting,
 	// per queue, the waiting tasks not due yet).
 	NotDueCounts bool
+	// WaitingCounts: the store implements store.WaitingCounter (splitting,
+	// per queue, the waiting tasks into retrying, scheduled and held).
+	WaitingCounts bool
 	// DeadHistogram: the store implements store.DeadHistogrammer
 	// (counting dead tasks by when they went dead).
 	DeadHistogram bool
@@ -261,6 +266,12 @@ func Run(t *testing.T, h Harness) {
 		t.Run("NotDueCounts", func(t *testing.T) {
 			t.Parallel()
 			testNotDueCounts(t, h)
+		})
+	}
+	if h.Capabilities.WaitingCounts {
+		t.Run("WaitingCounts", func(t *testing.T) {
+			t.Parallel()
+			testWaitingCounts(t, h)
 		})
 	}
 	if h.Capabilities.DeadHistogram {
