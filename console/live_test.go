@@ -106,3 +106,65 @@ func TestLiveTasksListAndActions(t *testing.T) {
 		t.Error("the audit page lacks the cancel entry")
 	}
 }
+
+// TestWaitingStates: the overview splits the waiting tasks into due,
+// retrying (after a failure), scheduled (delayed, never tried) and held (a
+// paused handler's); the live list marks a held task held instead of
+// showing a due time it will not keep, and a delayed one scheduled.
+func TestWaitingStates(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	delayed := e.addWaiting("emails", false)
+	retrying := e.addWaiting("emails", true)
+	if _, err := e.s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{
+		{ID: rdq.NewID(), Queue: "emails", Handler: "send", Payload: []byte(`{}`), ContentType: "application/json"},
+		{ID: rdq.NewID(), Queue: "sms", Handler: "send", Payload: []byte(`{}`), ContentType: "application/json"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	held := e.addWaiting("sms", true)
+	row := func(queue string) string {
+		t.Helper()
+		body := e.get(userAdmin, "/").body
+		i := strings.Index(body, `<th scope="row">`+queue+`</th>`)
+		if i < 0 {
+			t.Fatalf("no row for %s in %s", queue, excerpt(body))
+		}
+		end := strings.Index(body[i:], "</tr>")
+		return body[i : i+end]
+	}
+	cells := func(queue string) []string {
+		t.Helper()
+		var out []string
+		for _, c := range strings.Split(row(queue), `<td class="n">`)[1:5] {
+			out = append(out, strings.TrimSpace(c[:strings.Index(c, "</td>")]))
+		}
+		return out
+	}
+	// Due, Retrying, Scheduled, Held.
+	if got, want := cells("emails"), []string{"1", `<a href="/live?queue=emails&amp;state=retrying">1</a>`, "1", "0"}; !slices.Equal(got, want) {
+		t.Errorf("emails: %q, want %q", got, want)
+	}
+	if got, want := cells("sms"), []string{"1", `<a href="/live?queue=sms&amp;state=retrying">1</a>`, "0", "0"}; !slices.Equal(got, want) {
+		t.Errorf("sms: %q, want %q", got, want)
+	}
+	mustContain(t, e.get(userAdmin, "/").body, `title="Not tried yet, due later: submitted with a delay or redriven with a spread">Scheduled</th>`)
+
+	if _, err := e.s.PauseHandler(ctx, store.PauseHandlerParams{Queue: "sms", Handler: "send", Actor: "ops", Reason: "down"}); err != nil {
+		t.Fatal(err)
+	}
+	// Both sms tasks, the due one and the retrying one, are held now.
+	if got, want := cells("sms"), []string{"0", "0", "0", "2"}; !slices.Equal(got, want) {
+		t.Errorf("sms held: %q, want %q", got, want)
+	}
+	r := e.get(userAdmin, "/live?state=retrying&queue=sms")
+	mustContain(t, r.body, "/tasks/"+held.String(), `title="Its handler is paused: it waits until the handler is resumed">held</span>`)
+	r = e.get(userAdmin, "/live?state=retrying&queue=emails")
+	mustContain(t, r.body, "/tasks/"+retrying.String())
+	mustNotContain(t, r.body, ">held</span>", ">scheduled</span>")
+	r = e.get(userAdmin, "/live?state=pending&queue=emails")
+	if n := strings.Count(r.body, ">scheduled</span>"); n != 1 {
+		t.Errorf("pending emails: %d tasks marked scheduled, want the delayed one only", n)
+	}
+	mustContain(t, r.body, "/tasks/"+delayed.String())
+}

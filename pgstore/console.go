@@ -62,6 +62,33 @@ func (s *Store) WaitingCounts(ctx context.Context, now *time.Time) (map[string]s
 	return out, nil
 }
 
+// GroupOrigins returns, per given fingerprint, when the failure first
+// happened to the group's earliest dead task (see
+// store.GroupOriginReader). Fingerprints without a dead task are absent.
+func (s *Store) GroupOrigins(ctx context.Context, fingerprints []string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if len(fingerprints) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.groupOrigins, fingerprints)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading the origins of failure groups: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var f string
+		var at time.Time
+		if err := rows.Scan(&f, &at); err != nil {
+			return nil, fmt.Errorf("pgstore: reading the origins of failure groups: %w", err)
+		}
+		out[f] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: reading the origins of failure groups: %w", err)
+	}
+	return out, nil
+}
+
 // DeadHistogram counts the tasks that went dead in buckets consecutive
 // intervals of width starting at since. With no fingerprints the result has
 // one entry, keyed "", over every dead task; otherwise one entry per given
@@ -135,8 +162,9 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 }
 
 var (
-	_ store.NotDueCounter    = (*Store)(nil)
-	_ store.WaitingCounter   = (*Store)(nil)
-	_ store.DeadHistogrammer = (*Store)(nil)
-	_ store.DeadGroupKeyer   = (*Store)(nil)
+	_ store.NotDueCounter     = (*Store)(nil)
+	_ store.WaitingCounter    = (*Store)(nil)
+	_ store.GroupOriginReader = (*Store)(nil)
+	_ store.DeadHistogrammer  = (*Store)(nil)
+	_ store.DeadGroupKeyer    = (*Store)(nil)
 )

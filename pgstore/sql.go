@@ -1863,6 +1863,7 @@ type queries struct {
 
 	notDueCounts               string
 	waitingCounts              string
+	groupOrigins               string
 	deadHistogram              string
 	deadHistogramByFingerprint string
 	deadGroupKeys              string
@@ -1954,6 +1955,7 @@ func buildQueries(quotedSchema, quotedChannel string) queries {
 
 		notDueCounts:               r.Replace(sqlNotDueCounts),
 		waitingCounts:              r.Replace(sqlWaitingCounts),
+		groupOrigins:               r.Replace(sqlGroupOrigins),
 		deadHistogram:              r.Replace(sqlDeadHistogram),
 		deadHistogramByFingerprint: r.Replace(sqlDeadHistogramByFingerprint),
 		deadGroupKeys:              r.Replace(sqlDeadGroupKeys),
@@ -2140,6 +2142,26 @@ FROM (SELECT t.queue, false AS held, t.attempts FROM {schema}.tasks AS t
       SELECT t.queue, true, t.attempts FROM {schema}.tasks AS t
       WHERE t.status = 'PENDING' AND t.held) AS x
 GROUP BY x.queue`
+
+// sqlGroupOrigins finds, per fingerprint of $1, the group's earliest dead
+// task and the end of its earliest failed attempt with its last error
+// type (its dead time if none). Indexes: tasks_dead_fingerprint_idx
+// (last_error_fingerprint, finished_at DESC, id DESC), one LIMIT 1 probe
+// per fingerprint, read backward; attempts_pkey (task_id, number), that
+// task's attempts.
+const sqlGroupOrigins = `
+SELECT f.fingerprint,
+       coalesce((SELECT min(a.finished_at) FROM {schema}.attempts AS a
+                 WHERE a.task_id = o.id AND a.outcome <> 'SUCCESS' AND a.error_type = o.last_error_type),
+                o.finished_at)
+FROM unnest($1::text[]) AS f(fingerprint)
+CROSS JOIN LATERAL (
+    SELECT t.id, t.last_error_type, t.finished_at
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD' AND t.last_error_fingerprint = f.fingerprint
+    ORDER BY t.finished_at, t.id
+    LIMIT 1
+) AS o`
 
 // sqlDeadHistogram counts the tasks that went dead in [$1, $2) per bucket
 // of $3 seconds from $1. Index: tasks_dead_idx (finished_at DESC, id DESC)

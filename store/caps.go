@@ -84,6 +84,10 @@ func NotDueCounterOf(s Store) (NotDueCounter, bool) { return capability[NotDueCo
 // it wraps) implements WaitingCounter.
 func WaitingCounterOf(s Store) (WaitingCounter, bool) { return capability[WaitingCounter](s) }
 
+// GroupOriginReaderOf returns s's origins of failure groups, if s (or a
+// store it wraps) implements GroupOriginReader.
+func GroupOriginReaderOf(s Store) (GroupOriginReader, bool) { return capability[GroupOriginReader](s) }
+
 // DeadHistogrammerOf returns s's dead-task histogram, if s (or a store it
 // wraps) implements DeadHistogrammer.
 func DeadHistogrammerOf(s Store) (DeadHistogrammer, bool) { return capability[DeadHistogrammer](s) }

@@ -46,6 +46,21 @@ type WaitingCounts struct {
 	Held int64
 }
 
+// GroupOriginReader is implemented by stores that tell when a failure
+// group's failure first happened, which its tasks' dead times stop telling
+// once the group was redriven and died again (Group.FirstSeen is then the
+// second death, after the redrive). It is optional: find it with
+// GroupOriginReaderOf.
+type GroupOriginReader interface {
+	// GroupOrigins returns, per given fingerprint (lower-case
+	// hexadecimal, as Group reports them), when the failure first
+	// happened to the group's earliest dead task: the end of that task's
+	// earliest failed attempt, in any life, with the error type of its
+	// last failure (its dead time if it has none). Fingerprints without
+	// a dead task are absent.
+	GroupOrigins(ctx context.Context, fingerprints []string) (map[string]time.Time, error)
+}
+
 // DeadHistogrammer is implemented by stores that count dead tasks by when
 // they went dead, in all or per failure fingerprint: the failure charts of
 // an operator's console. It is optional: find it with DeadHistogrammerOf.

@@ -371,3 +371,62 @@ func testWaitingCounts(t *testing.T, h Harness) {
 	e.now = start.Add(2 * time.Hour)
 	want("after every delay", e.at(), map[string]store.WaitingCounts{})
 }
+
+// testGroupOrigins checks store.GroupOriginReader: a group's origin is the
+// first failed attempt of its earliest dead task, in any life, not the
+// time that task went dead again after a redrive.
+func testGroupOrigins(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	gr, ok := store.GroupOriginReaderOf(e.s)
+	if !ok {
+		t.Fatalf("store %T does not implement store.GroupOriginReader", e.s)
+	}
+	origins := func(fps ...string) map[string]time.Time {
+		t.Helper()
+		got, err := gr.GroupOrigins(e.ctx, fps)
+		if err != nil {
+			t.Fatalf("GroupOrigins: %v", err)
+		}
+		return got
+	}
+	outage, other := failure("outage"), failure("other")
+	if got := origins(outage.Fingerprint); len(got) != 0 {
+		t.Fatalf("GroupOrigins of an empty store = %v, want none", got)
+	}
+	// Task a fails, retries and dies ten minutes later; task b dies at
+	// once five minutes in. Both are redriven and die again, a first.
+	a := task("q")
+	e.enqueue(a)
+	e.mustFinish(retry(e.claimOne("q", time.Minute, "w"), time.Minute, outage, "w", time.Millisecond))
+	e.advance(5 * time.Minute)
+	b := e.makeDead(func(int) rdq.Failure { return outage }, task("p"))[0]
+	e.advance(5 * time.Minute)
+	e.killAgain(func(int) rdq.Failure { return outage }, a.ID)
+	e.advance(10 * time.Minute)
+	wantErrs(t, "redrive", e.redrive(store.RedriveParams{IDs: []rdq.ID{a.ID, b}, Actor: "ops"}), nil, nil)
+	e.advance(10 * time.Minute)
+	e.killAgain(func(int) rdq.Failure { return outage }, a.ID)
+	e.advance(time.Minute)
+	e.killAgain(func(int) rdq.Failure { return outage }, b)
+	e.advance(time.Minute)
+	c := e.makeDead(func(int) rdq.Failure { return other }, task("r"))[0]
+
+	_, attsA := e.get(a.ID)
+	tc, _ := e.get(c)
+	got := origins(outage.Fingerprint, other.Fingerprint, failure("never seen").Fingerprint)
+	if len(got) != 2 {
+		t.Fatalf("GroupOrigins = %v, want the two groups with dead tasks", got)
+	}
+	eqTime(t, "origin of a group redriven and dead again", got[outage.Fingerprint], attsA[0].FinishedAt)
+	eqTime(t, "origin of a group dead at its first failure", got[other.Fingerprint], tc.FinishedAt)
+	// The admin's groups still date the redriven group by its deaths.
+	if ad, ok := store.AdminOf(e.s); ok {
+		groups, err := ad.DeadGroups(e.ctx, store.DeadFilter{Fingerprint: outage.Fingerprint})
+		if err != nil {
+			t.Fatalf("DeadGroups: %v", err)
+		}
+		if len(groups) != 1 || !groups[0].FirstSeen.After(got[outage.Fingerprint]) {
+			t.Errorf("DeadGroups = %+v: want its first dead time after the origin %s", groups, fmtTime(got[outage.Fingerprint]))
+		}
+	}
+}

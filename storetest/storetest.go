@@ -32,8 +32,8 @@
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
 //   - Admin, Notifications, Pause, Live, PauseHandlers, Registry, Snooze,
-//     RetryInPlace, NotDueCounts, WaitingCounts, DeadHistogram,
-//     DeadGroupKeys and Series, when the Capabilities say the backend has
+//     RetryInPlace, NotDueCounts, WaitingCounts, GroupOrigins,
+//     DeadHistogram, DeadGroupKeys and Series, when the Capabilities say the backend has
 //     them: every dead-letter filter
 //     against a brute-force scan, keyset paging, groups, bulk redrive and
 //     purge, the audit log and statistics; push notifications; pausing and
@@ -43,7 +43,8 @@
 //     snoozing a leased task without counting an attempt; recording a
 //     failed attempt and leasing its task again in one step; the console's
 //     reads: the tasks not due per queue, the waiting tasks split into
-//     retrying, scheduled and held, dead tasks counted by time
+//     retrying, scheduled and held, when a failure group first failed,
+//     dead tasks counted by time
 //     bucket, and the queues and handlers of each failure group; attempts
 //     and their outcomes counted per minute or hour, queue and handler.
 //   - Property: a rapid state machine drives random sequences of enqueue,
@@ -123,6 +124,9 @@ type Capabilities struct {
 	// WaitingCounts: the store implements store.WaitingCounter (splitting,
 	// per queue, the waiting tasks into retrying, scheduled and held).
 	WaitingCounts bool
+	// GroupOrigins: the store implements store.GroupOriginReader (when a
+	// failure group's failure first happened).
+	GroupOrigins bool
 	// DeadHistogram: the store implements store.DeadHistogrammer
 	// (counting dead tasks by when they went dead).
 	DeadHistogram bool
@@ -272,6 +276,12 @@ func Run(t *testing.T, h Harness) {
 		t.Run("WaitingCounts", func(t *testing.T) {
 			t.Parallel()
 			testWaitingCounts(t, h)
+		})
+	}
+	if h.Capabilities.GroupOrigins {
+		t.Run("GroupOrigins", func(t *testing.T) {
+			t.Parallel()
+			testGroupOrigins(t, h)
 		})
 	}
 	if h.Capabilities.DeadHistogram {
