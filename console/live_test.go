@@ -168,3 +168,27 @@ func TestWaitingStates(t *testing.T) {
 	}
 	mustContain(t, r.body, "/tasks/"+delayed.String())
 }
+
+// TestTaskPageReading: a live task's page marks the Live section of the
+// nav, a dead one's the Dead section; a panic's type and its message
+// ("panic: …") read "panic" once.
+func TestTaskPageReading(t *testing.T) {
+	e := newEnv(t, "")
+	waiting := e.addWaiting("emails", false)
+	mustContain(t, e.get(userAdmin, "/tasks/"+waiting.String()).body, `<a href="/live" aria-current="page">`)
+	dead := e.dead(deadSpec{queue: "emails", handler: "send", errType: "panic", msg: "panic: index out of range [3] with length 2"})
+	r := e.get(userAdmin, "/tasks/"+dead.String())
+	mustContain(t, r.body, `<a href="/dead" aria-current="page">`, `<code>panic</code>: index out of range [3] with length 2`)
+	mustNotContain(t, r.body, "panic</code> panic:")
+
+	ctx := context.Background()
+	id := rdq.NewID()
+	if _, err := e.s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{{ID: id, Queue: "sms", Handler: "text", Payload: []byte(`{}`),
+		ContentType: "application/json", Delay: time.Hour, FirstFailure: &store.AttemptRecord{Outcome: rdq.OutcomeRetryableFailure, WorkerID: "w",
+			Failure: rdq.Failure{Type: "panic", Message: "panic: nil map", Fingerprint: rdq.Fingerprint("panic", "panic: nil map")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	r = e.get(userAdmin, "/live?state=retrying&queue=sms")
+	mustContain(t, r.body, `<code>panic</code>: nil map`)
+	mustNotContain(t, r.body, "panic</code> panic:")
+}

@@ -561,7 +561,12 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Done = doneMessage(r)
-	c.render(w, r, http.StatusOK, "task", &view{Title: "Task " + det.Task.ID.String(), Nav: "dead", Data: d})
+	// A task that is not dead is a live one: the nav marks its section.
+	nav := "dead"
+	if det.Task.Status != rdq.StatusDead && c.tasks != nil {
+		nav = "live"
+	}
+	c.render(w, r, http.StatusOK, "task", &view{Title: "Task " + det.Task.ID.String(), Nav: nav, Data: d})
 }
 
 func (c *Console) taskData(ctx context.Context, r *http.Request, det dlq.Detail) (taskData, error) {

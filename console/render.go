@@ -33,6 +33,7 @@ func (c *Console) parseTemplates() error {
 		"failSpark": failSparkline,
 		"stack":     viewStack,
 		"clip":      clipText,
+		"afterType": afterType,
 		"add":       func(a, b int) int { return a + b },
 		"dict":      dict,
 		"merge":     merge,
@@ -46,6 +47,17 @@ func (c *Console) parseTemplates() error {
 		c.pages[name] = t
 	}
 	return nil
+}
+
+// afterType is what follows an error's type where the type is shown just
+// before its message: the message less a leading "type:" (a panic's message
+// is "panic: …", which would read "panic panic: …"), else a space and the
+// message.
+func afterType(typ, msg string) string {
+	if typ != "" && strings.HasPrefix(msg, typ+":") {
+		return msg[len(typ):]
+	}
+	return " " + msg
 }
 
 // url joins the prefix and a console path.
