@@ -86,6 +86,10 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	if f.Handler, err = c.canonicalHandler(r, f.Handler); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return

@@ -298,6 +298,10 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	if f.Handler, err = c.canonicalHandler(r, f.Handler); err != nil {
+		c.failErr(w, r, err)
+		return
+	}
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return
@@ -399,6 +403,10 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f, err := parseFilter(c.now(), r.URL.Query())
 	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	if f.Handler, err = c.canonicalHandler(r, f.Handler); err != nil {
 		c.failErr(w, r, err)
 		return
 	}
