@@ -1280,6 +1280,9 @@ LIMIT {limit}`
 //
 // Indexes: tasks_claim_idx (queue, next_attempt_at, id) and tasks_held_idx
 // (queue, handler, attempts, next_attempt_at), as for sqlListTasksHeld.
+// The planner cannot know how many queues the recursive scans find (it
+// takes a hundred each), so its estimate is far above the cost; the
+// statement runs after sqlJITOff, in a read-only transaction of its own.
 const sqlListTasksWaiting = `
 WITH RECURSIVE ready(queue) AS (
     (SELECT t.queue FROM {schema}.tasks AS t
@@ -1325,6 +1328,11 @@ CROSS JOIN LATERAL (
 ) AS t
 ORDER BY {order}
 LIMIT {limit}`
+
+// sqlJITOff turns JIT compilation off for the rest of the transaction,
+// for a statement whose estimate is far above its cost (see
+// sqlListTasksWaiting): compiling it costs more than running it.
+const sqlJITOff = `SET LOCAL jit = off`
 
 // sqlTaskByKey reads the task holding an idempotency key. $1 queue, $2 key.
 // Index: tasks_idempotency_key_idx.
