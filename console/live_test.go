@@ -178,7 +178,7 @@ func TestTaskPageReading(t *testing.T) {
 	mustContain(t, e.get(userAdmin, "/tasks/"+waiting.String()).body, `<a href="/live" aria-current="page">`)
 	dead := e.dead(deadSpec{queue: "emails", handler: "send", errType: "panic", msg: "panic: index out of range [3] with length 2"})
 	r := e.get(userAdmin, "/tasks/"+dead.String())
-	mustContain(t, r.body, `<a href="/dead" aria-current="page">`, `<code>panic</code>: index out of range [3] with length 2`)
+	mustContain(t, r.body, `<a href="/dead" aria-current="page">`, `<code class="etype">panic</code>: index out of range [3] with length 2`)
 	mustNotContain(t, r.body, "panic</code> panic:")
 
 	ctx := context.Background()
@@ -189,6 +189,20 @@ func TestTaskPageReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = e.get(userAdmin, "/live?state=retrying&queue=sms")
-	mustContain(t, r.body, `<code>panic</code>: nil map`)
+	mustContain(t, r.body, `<code class="etype">panic</code>: nil map`)
 	mustNotContain(t, r.body, "panic</code> panic:")
+}
+
+// TestErrorTypesBreakBetweenParts: an error type may break after a dot, a
+// slash or an underscore, is escaped, and the task pages offer to copy the
+// full id.
+func TestErrorTypesBreakBetweenParts(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.dead(deadSpec{queue: "emails", handler: "send", errType: "*json.SyntaxError<b>", msg: "bad"})
+	r := e.get(userAdmin, "/dead")
+	mustContain(t, r.body, `<td><code class="etype">*json.<wbr>SyntaxError&lt;b&gt;</code></td>`,
+		`<button type="button" class="copy small js-only" data-copy="`+id.String()+`"`)
+	mustNotContain(t, r.body, "SyntaxError<b>")
+	mustContain(t, e.get(userAdmin, "/groups").body, `<code class="etype">*json.<wbr>SyntaxError&lt;b&gt;</code>`)
+	mustContain(t, e.get(userAdmin, "/tasks/"+id.String()).body, `<button type="button" class="copy js-only" data-copy="`+id.String()+`" aria-label="Copy the task id">Copy id</button>`)
 }

@@ -34,6 +34,7 @@ func (c *Console) parseTemplates() error {
 		"stack":     viewStack,
 		"clip":      clipText,
 		"afterType": afterType,
+		"etype":     errorTypeHTML,
 		"add":       func(a, b int) int { return a + b },
 		"dict":      dict,
 		"merge":     merge,
@@ -58,6 +59,23 @@ func afterType(typ, msg string) string {
 		return msg[len(typ):]
 	}
 	return " " + msg
+}
+
+// errorTypeHTML writes an error type, escaped, in a code element that
+// lets it break after a '.', '/' or '_' (between "*json." and
+// "SyntaxError") and inside a word only when a part alone is wider than
+// its place.
+func errorTypeHTML(typ string) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<code class="etype">`)
+	for _, r := range typ {
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '.' || r == '/' || r == '_' {
+			b.WriteString("<wbr>")
+		}
+	}
+	b.WriteString("</code>")
+	return template.HTML(b.String())
 }
 
 // url joins the prefix and a console path.
