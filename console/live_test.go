@@ -206,3 +206,17 @@ func TestErrorTypesBreakBetweenParts(t *testing.T) {
 	mustContain(t, e.get(userAdmin, "/groups").body, `<code class="etype">*json.<wbr>SyntaxError&lt;b&gt;</code>`)
 	mustContain(t, e.get(userAdmin, "/tasks/"+id.String()).body, `<button type="button" class="copy js-only" data-copy="`+id.String()+`" aria-label="Copy the task id">Copy id</button>`)
 }
+
+// TestLongMessagesCollapse: a message of many lines shows its first line
+// until opened; a short one is shown whole.
+func TestLongMessagesCollapse(t *testing.T) {
+	e := newEnv(t, "")
+	long := e.dead(deadSpec{queue: "emails", handler: "send", errType: "validation", msg: "field <a> is invalid\nline 2\nline 3\nline 4\nline 5"})
+	short := e.dead(deadSpec{queue: "emails", handler: "send", errType: "validation", msg: "field b is invalid"})
+	r := e.get(userAdmin, "/tasks/"+long.String())
+	mustContain(t, r.body, `<details class="msg long"><summary>field &lt;a&gt; is invalid</summary><pre tabindex="0">field &lt;a&gt; is invalid
+line 2`, `<details class="long"><summary> field &lt;a&gt; is invalid</summary>`)
+	r = e.get(userAdmin, "/tasks/"+short.String())
+	mustContain(t, r.body, `<p class="msg">field b is invalid</p>`)
+	mustNotContain(t, r.body, `<details class="msg long">`, `<details class="long">`)
+}

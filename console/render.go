@@ -35,6 +35,8 @@ func (c *Console) parseTemplates() error {
 		"clip":      clipText,
 		"afterType": afterType,
 		"etype":     errorTypeHTML,
+		"long":      isLong,
+		"firstLine": firstLine,
 		"add":       func(a, b int) int { return a + b },
 		"dict":      dict,
 		"merge":     merge,
@@ -76,6 +78,25 @@ func errorTypeHTML(typ string) template.HTML {
 	}
 	b.WriteString("</code>")
 	return template.HTML(b.String())
+}
+
+// A message longer than longLines lines or longChars characters is shown
+// collapsed to its first line, opened on demand.
+const (
+	longLines = 4
+	longChars = 400
+)
+
+// isLong reports whether s is shown collapsed.
+func isLong(s string) bool {
+	return strings.Count(s, "\n") >= longLines || utf8.RuneCountInString(s) > longChars
+}
+
+// firstLine is the start of s shown while it is collapsed: its first line,
+// clipped.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return clipText(160, line)
 }
 
 // url joins the prefix and a console path.
