@@ -201,7 +201,7 @@ func TestErrorTypesBreakBetweenParts(t *testing.T) {
 	id := e.dead(deadSpec{queue: "emails", handler: "send", errType: "*json.SyntaxError<b>", msg: "bad"})
 	r := e.get(userAdmin, "/dead")
 	mustContain(t, r.body, `<td><code class="etype">*json.<wbr>SyntaxError&lt;b&gt;</code></td>`,
-		`<button type="button" class="copy small js-only" data-copy="`+id.String()+`"`)
+		`<button type="button" class="copy js-only" data-copy="`+id.String()+`"`)
 	mustNotContain(t, r.body, "SyntaxError<b>")
 	mustContain(t, e.get(userAdmin, "/groups").body, `<code class="etype">*json.<wbr>SyntaxError&lt;b&gt;</code>`)
 	mustContain(t, e.get(userAdmin, "/tasks/"+id.String()).body, `<button type="button" class="copy js-only" data-copy="`+id.String()+`" aria-label="Copy the task id">Copy id</button>`)
