@@ -10,7 +10,8 @@ import (
 )
 
 // The methods in this file serve operator consoles (store.NotDueCounter,
-// store.DeadHistogrammer and store.DeadGroupKeyer, which package console
+// store.WaitingCounter, store.GroupOriginReader, store.DeadHistogrammer
+// and store.DeadGroupKeyer, which package console
 // finds with their accessors). They read only; each query is served by an
 // index named in sql.go.
 

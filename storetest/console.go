@@ -12,7 +12,8 @@ import (
 )
 
 // The read capabilities of an operator's console: store.NotDueCounter,
-// store.DeadHistogrammer and store.DeadGroupKeyer. Each test compares the
+// store.WaitingCounter, store.GroupOriginReader, store.DeadHistogrammer and
+// store.DeadGroupKeyer. Each test compares the
 // store's answer with what the test made.
 
 // testNotDueCounts checks store.NotDueCounter: per queue, the PENDING tasks

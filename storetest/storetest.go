@@ -339,6 +339,8 @@ func checkCapabilities(t *testing.T, h Harness) {
 		{"PauseHandlers", h.Capabilities.PauseHandlers, "store.HandlerPauser", has(store.HandlerPauserOf(s))},
 		{"Registry", h.Capabilities.Registry, "store.WorkerRegistry", has(store.RegistryOf(s))},
 		{"NotDueCounts", h.Capabilities.NotDueCounts, "store.NotDueCounter", has(store.NotDueCounterOf(s))},
+		{"WaitingCounts", h.Capabilities.WaitingCounts, "store.WaitingCounter", has(store.WaitingCounterOf(s))},
+		{"GroupOrigins", h.Capabilities.GroupOrigins, "store.GroupOriginReader", has(store.GroupOriginReaderOf(s))},
 		{"DeadHistogram", h.Capabilities.DeadHistogram, "store.DeadHistogrammer", has(store.DeadHistogrammerOf(s))},
 		{"DeadGroupKeys", h.Capabilities.DeadGroupKeys, "store.DeadGroupKeyer", has(store.DeadGroupKeyerOf(s))},
 		{"Series", h.Capabilities.Series, "store.SeriesReader", has(store.SeriesReaderOf(s))},
