@@ -86,10 +86,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	if f.Handler, err = c.canonicalHandler(r, f.Handler); err != nil {
-		c.failErr(w, r, err)
-		return
-	}
+	f.Handler = c.canonicalHandler(r, f.Handler)
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return

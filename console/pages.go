@@ -298,10 +298,7 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	if f.Handler, err = c.canonicalHandler(r, f.Handler); err != nil {
-		c.failErr(w, r, err)
-		return
-	}
+	f.Handler = c.canonicalHandler(r, f.Handler)
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return
@@ -406,10 +403,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	if f.Handler, err = c.canonicalHandler(r, f.Handler); err != nil {
-		c.failErr(w, r, err)
-		return
-	}
+	f.Handler = c.canonicalHandler(r, f.Handler)
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return

@@ -14,14 +14,18 @@ type names struct {
 	Queues, Handlers []string
 }
 
-func (c *Console) knownNames(r *http.Request) (names, error) {
+// knownNames returns the suggestions. They are a convenience: when the
+// series cannot be read, the error is logged and the page goes on without
+// them (and handlers match exactly).
+func (c *Console) knownNames(r *http.Request) names {
 	var n names
 	if c.activityCharts == nil {
-		return n, nil
+		return n
 	}
 	ch, err := c.activityCharts.get(r.Context())
 	if err != nil {
-		return n, err
+		c.log.ErrorContext(r.Context(), "console: reading the queues and handlers to suggest", "error", err)
+		return n
 	}
 	_, lines := c.seriesView(r, ch.val.hours)
 	for _, l := range lines {
@@ -31,28 +35,28 @@ func (c *Console) knownNames(r *http.Request) (names, error) {
 	slices.Sort(n.Queues)
 	slices.Sort(n.Handlers)
 	n.Queues, n.Handlers = slices.Compact(n.Queues), slices.Compact(n.Handlers)
-	return n, nil
+	return n
 }
 
 // canonicalHandler returns handler as typed when a known handler (see
 // knownNames) has that name or none matches it but for case, else the
 // known handler it matches ignoring case: handler names are exact in the
 // stores, "Send" finds the tasks of "send".
-func (c *Console) canonicalHandler(r *http.Request, handler string) (string, error) {
+func (c *Console) canonicalHandler(r *http.Request, handler string) string {
 	if handler == "" {
-		return handler, nil
+		return handler
 	}
-	n, err := c.knownNames(r)
-	if err != nil || slices.Contains(n.Handlers, handler) {
-		return handler, err
+	n := c.knownNames(r)
+	if slices.Contains(n.Handlers, handler) {
+		return handler
 	}
 	for _, h := range n.Handlers {
 		if strings.EqualFold(h, handler) {
-			return h, nil
+			return h
 		}
 	}
-	return handler, nil
+	return handler
 }
 
 // Names are the suggestions of the filter forms.
-func (v *view) Names() (names, error) { return v.c.knownNames(v.r) }
+func (v *view) Names() names { return v.c.knownNames(v.r) }
