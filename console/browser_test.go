@@ -532,8 +532,8 @@ func TestBrowserHeldHandler(t *testing.T) {
 		t.Errorf("the state of payments reads %q, want its handler held", state)
 	}
 	b.run(chromedp.Click(`//a[normalize-space()="tasks waiting after this failure"]`, chromedp.BySearch), chromedp.WaitVisible(`nav.tabs`, chromedp.ByQuery))
-	if cur := b.text(`nav.tabs a[aria-current="page"]`); cur != "retrying" {
-		t.Errorf("the breaker's link opens the %q tab, want retrying", cur)
+	if cur := b.text(`nav.tabs a[aria-current="page"]`); cur != "Retrying" {
+		t.Errorf("the breaker's link opens the %q tab, want Retrying", cur)
 	}
 }
 

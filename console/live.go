@@ -17,9 +17,18 @@ import (
 
 var liveStates = []store.TaskState{store.StatePending, store.StateRetrying, store.StateInFlight, store.StateSucceeded}
 
+// liveLabels name the live states on their tabs.
+var liveLabels = map[store.TaskState]string{
+	store.StatePending:   "Pending",
+	store.StateRetrying:  "Retrying",
+	store.StateInFlight:  "In flight",
+	store.StateSucceeded: "Succeeded",
+}
+
 type liveData struct {
 	State  store.TaskState
 	States []store.TaskState
+	Labels map[store.TaskState]string
 	Filter tasks.Filter
 	Values url.Values
 	Tasks  []liveRow
@@ -104,7 +113,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	v := url.Values{qQueue: {f.Queue}, qHandler: {f.Handler}, qErrorType: {f.ErrorType}, qFingerprint: {f.Fingerprint}, qMessage: {f.MessageContains}}
-	d := liveData{State: state, States: liveStates, Filter: f, Values: v, Tasks: liveRows(page.Tasks, state, paused, c.now()), Done: doneMessage(r)}
+	d := liveData{State: state, States: liveStates, Labels: liveLabels, Filter: f, Values: v, Tasks: liveRows(page.Tasks, state, paused, c.now()), Done: doneMessage(r)}
 	if page.NextPageToken != "" {
 		d.Next = withQuery(c.url("/live"), merge(v, "state", string(state), "page", page.NextPageToken))
 	}

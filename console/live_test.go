@@ -163,6 +163,7 @@ func TestWaitingStates(t *testing.T) {
 	mustContain(t, r.body, "/tasks/"+retrying.String())
 	mustNotContain(t, r.body, ">held</span>", ">scheduled</span>")
 	r = e.get(userAdmin, "/live?state=pending&queue=emails")
+	mustContain(t, r.body, `aria-current="page">Pending</a>`, `state=in_flight">In flight</a>`)
 	if n := strings.Count(r.body, ">scheduled</span>"); n != 1 {
 		t.Errorf("pending emails: %d tasks marked scheduled, want the delayed one only", n)
 	}
