@@ -249,12 +249,19 @@ func BenchmarkQueries(b *testing.B) {
 	for i := range fps {
 		fps[i] = groups[i].Fingerprint
 	}
+	// The groups of one page of the groups page.
+	pageFps := make([]string, min(len(groups), 100))
+	for i := range pageFps {
+		pageFps[i] = groups[i].Fingerprint
+	}
 	for _, q := range []struct {
 		name string
 		fn   func() error
 	}{
 		{"stats", func() error { _, err := s.Stats(ctx, store.StatsParams{SucceededWindow: time.Hour}); return err }},
 		{"not-due", func() error { _, err := s.NotDueCounts(ctx, nil); return err }},
+		{"waiting", func() error { _, err := s.WaitingCounts(ctx, nil); return err }},
+		{"group-origins-100", func() error { _, err := s.GroupOrigins(ctx, pageFps); return err }},
 		{"histogram", func() error { _, err := s.DeadHistogram(ctx, since, time.Hour, 24, nil); return err }},
 		{"histogram-25-groups", func() error { _, err := s.DeadHistogram(ctx, since, time.Hour, 24, fps); return err }},
 		{"group-keys", func() error { _, err := s.DeadGroupKeys(ctx, fps); return err }},

@@ -320,6 +320,18 @@ func TestBrowserFilterGroupBulkRedrive(t *testing.T) {
 	if listed != len(group) {
 		t.Errorf("%d succeeded tasks listed, want %d", listed, len(group))
 	}
+	// The current tab reads as chosen, the others do not; each task id
+	// has its copy button.
+	var weights []string
+	var copies int
+	b.run(chromedp.Evaluate(`Array.from(document.querySelectorAll('nav.tabs a')).map(a => (a.hasAttribute('aria-current') ? 'current ' : '') + getComputedStyle(a).fontWeight)`, &weights),
+		chromedp.Evaluate(`document.querySelectorAll('table.tasks button.copy[data-copy]').length`, &copies))
+	if strings.Join(weights, ",") != "400,400,400,current 600" {
+		t.Errorf("the live tabs' weights: %q, want the current (succeeded) one alone bold", weights)
+	}
+	if copies != len(group) {
+		t.Errorf("%d copy buttons for %d tasks", copies, len(group))
+	}
 	b.run(chromedp.Navigate(jobURL), chromedp.WaitVisible(`section.summary`, chromedp.ByQuery))
 
 	// The summary links to the audit entries of the action.
@@ -520,8 +532,8 @@ func TestBrowserHeldHandler(t *testing.T) {
 		t.Errorf("the state of payments reads %q, want its handler held", state)
 	}
 	b.run(chromedp.Click(`//a[normalize-space()="tasks waiting after this failure"]`, chromedp.BySearch), chromedp.WaitVisible(`nav.tabs`, chromedp.ByQuery))
-	if cur := b.text(`nav.tabs a[aria-current="page"]`); cur != "retrying" {
-		t.Errorf("the breaker's link opens the %q tab, want retrying", cur)
+	if cur := b.text(`nav.tabs a[aria-current="page"]`); cur != "Retrying" {
+		t.Errorf("the breaker's link opens the %q tab, want Retrying", cur)
 	}
 }
 

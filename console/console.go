@@ -85,7 +85,10 @@ type Config struct {
 	// implements store.NotDueCounter, store.DeadHistogrammer or
 	// store.DeadGroupKeyer, the overview splits the backlog into due and
 	// not due, the pages draw failure charts, and the failure groups name
-	// their queues and handlers.
+	// their queues and handlers; with store.WaitingCounter the overview
+	// splits it into due, retrying, scheduled and held, and with
+	// store.GroupOriginReader the groups are dated by when their failure
+	// first happened.
 	Store dlq.Backend
 	// DLQ, if set, is the DLQ the console mutates through (sharing its
 	// metrics and chunking); nil builds one over Store with the defaults.

@@ -28,14 +28,14 @@ func TestGroupsPageThroughEveryGroup(t *testing.T) {
 	e := newEnv(t, "")
 	plantGroups(t, func(s deadSpec) any { return e.dead(s) }, 230)
 	seen := map[string]bool{}
-	rows := func(body string) int { return strings.Count(body, `<td><code>E`) }
+	rows := func(body string) int { return strings.Count(body, `<td><code class="etype">E`) }
 	r := e.get(userAdmin, "/groups")
 	mustContain(t, r.body, "in 230 groups", "groups 1 to 100", `href="/groups?offset=100" rel="next">Next groups (130 more)</a>`)
 	mustNotContain(t, r.body, `rel="prev"`)
 	for _, path := range []string{"/groups", "/groups?offset=100", "/groups?offset=200"} {
 		body := e.get(userAdmin, path).body
 		for i := range 230 {
-			if strings.Contains(body, fmt.Sprintf("<code>E%03d</code>", i)) {
+			if strings.Contains(body, fmt.Sprintf(`<code class="etype">E%03d</code>`, i)) {
 				if seen[fmt.Sprint(i)] {
 					t.Errorf("group E%03d on two pages", i)
 				}
@@ -196,10 +196,10 @@ func TestFiltersTakeHowLongAgo(t *testing.T) {
 	e.dead(deadSpec{queue: "emails", handler: "send", errType: "new", msg: "just now"})
 	for _, ago := range []string{"1h", "90m", "5400s"} {
 		body := e.get(userAdmin, "/dead?dead_after="+ago).body
-		mustContain(t, body, "<code>new</code>")
-		mustNotContain(t, body, "<code>old</code>")
+		mustContain(t, body, `<code class="etype">new</code>`)
+		mustNotContain(t, body, `<code class="etype">old</code>`)
 	}
-	mustContain(t, e.get(userAdmin, "/dead?dead_after=1d").body, "<code>new</code>", "<code>old</code>")
+	mustContain(t, e.get(userAdmin, "/dead?dead_after=1d").body, `<code class="etype">new</code>`, `<code class="etype">old</code>`)
 	for _, bad := range []string{"1x", "-1h", "h", "99999999999d"} {
 		if r := e.get(userAdmin, "/dead?dead_after="+url.QueryEscape(bad)); r.status != 400 || !strings.Contains(r.body, "how long ago (15m, 1h, 1d)") {
 			t.Errorf("dead_after=%s: %d", bad, r.status)

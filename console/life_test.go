@@ -115,3 +115,33 @@ func TestLifeFilter(t *testing.T) {
 		t.Errorf("loop task: %s life %d, want DEAD in life 2", task.Status, task.Life)
 	}
 }
+
+// TestGroupFirstSeenIsTheFailuresOrigin: a group redriven and dead again
+// is dated by when its failure first happened, not by the redrive.
+func TestGroupFirstSeenIsTheFailuresOrigin(t *testing.T) {
+	e := newEnv(t, "")
+	outage := time.Now().UTC().Add(-3 * time.Hour).Truncate(time.Second)
+	f := rdq.Failure{Type: "conn", Message: "refused", Fingerprint: rdq.Fingerprint("conn", "refused")}
+	id := e.dead(deadSpec{queue: "emails", handler: "send", errType: f.Type, msg: f.Message, at: &outage})
+	fresh := e.dead(deadSpec{queue: "emails", handler: "send", errType: "other", msg: "new"})
+	e.killAgain("emails", f, id)
+	redead, _ := e.task(id)
+	if !redead.FinishedAt.After(outage.Add(time.Hour)) {
+		t.Fatalf("the redriven task died again at %s, not after the outage at %s", redead.FinishedAt, outage)
+	}
+	body := e.get(userAdmin, "/groups").body
+	mustContain(t, body, `<span title="When the failure first happened; the first of these tasks to die again did so at `+
+		redead.FinishedAt.UTC().Format("2006-01-02 15:04:05")+` UTC, after a redrive">`+timeHTML(outage)+`</span>`)
+	// A group that never was redriven reads its first death.
+	freshTask, _ := e.task(fresh)
+	mustContain(t, body, `<td>`+timeHTML(freshTask.FinishedAt)+`</td>`)
+	// Narrowed to a queue, the page reads no task outside it: the
+	// group is dated by its deaths.
+	mustNotContain(t, e.get(userAdmin, "/groups?queue=emails").body, "When the failure first happened")
+}
+
+// timeHTML is how the console writes a time.
+func timeHTML(t time.Time) string {
+	u := t.UTC()
+	return `<time datetime="` + u.Format(time.RFC3339Nano) + `" title="` + u.Format("2006-01-02 15:04:05.000 UTC") + `">` + u.Format("2006-01-02 15:04:05") + `</time>`
+}

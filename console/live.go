@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -16,14 +17,54 @@ import (
 
 var liveStates = []store.TaskState{store.StatePending, store.StateRetrying, store.StateInFlight, store.StateSucceeded}
 
+// liveLabels name the live states on their tabs.
+var liveLabels = map[store.TaskState]string{
+	store.StatePending:   "Pending",
+	store.StateRetrying:  "Retrying",
+	store.StateInFlight:  "In flight",
+	store.StateSucceeded: "Succeeded",
+}
+
 type liveData struct {
 	State  store.TaskState
 	States []store.TaskState
+	Labels map[store.TaskState]string
 	Filter tasks.Filter
 	Values url.Values
-	Tasks  []*rdq.Task
+	Tasks  []liveRow
 	Next   string
 	Done   string
+}
+
+// liveRow is one listed task and why it waits, for the waiting states.
+type liveRow struct {
+	*rdq.Task
+	// Held: the task's handler is paused, so it waits whatever its due
+	// time.
+	Held bool
+	// Scheduled: not held, never tried in its current life and due later
+	// (submitted with a delay or redriven with a spread).
+	Scheduled bool
+}
+
+// liveRows marks the waiting tasks of paused handlers held and the ones
+// not tried yet and due after now scheduled.
+func liveRows(ts []*rdq.Task, state store.TaskState, paused []store.HandlerPause, now time.Time) []liveRow {
+	held := map[[2]string]bool{}
+	for _, p := range paused {
+		held[[2]string{p.Queue, p.Handler}] = true
+	}
+	waiting := state == store.StatePending || state == store.StateRetrying
+	rows := make([]liveRow, len(ts))
+	for i, t := range ts {
+		rows[i].Task = t
+		if !waiting {
+			continue
+		}
+		rows[i].Held = held[[2]string{t.Queue, t.Handler}]
+		rows[i].Scheduled = !rows[i].Held && t.Attempts == 0 && t.NextAttemptAt.After(now)
+	}
+	return rows
 }
 
 // liveFilter reads the live-task filter from the query string; it shares
@@ -54,6 +95,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	f.Handler = c.canonicalHandler(r, f.Handler)
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return
@@ -63,8 +105,15 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	var paused []store.HandlerPause
+	if state == store.StatePending || state == store.StateRetrying {
+		if paused, _, err = c.pausedHandlers(r, true); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+	}
 	v := url.Values{qQueue: {f.Queue}, qHandler: {f.Handler}, qErrorType: {f.ErrorType}, qFingerprint: {f.Fingerprint}, qMessage: {f.MessageContains}}
-	d := liveData{State: state, States: liveStates, Filter: f, Values: v, Tasks: page.Tasks, Done: doneMessage(r)}
+	d := liveData{State: state, States: liveStates, Labels: liveLabels, Filter: f, Values: v, Tasks: liveRows(page.Tasks, state, paused, c.now()), Done: doneMessage(r)}
 	if page.NextPageToken != "" {
 		d.Next = withQuery(c.url("/live"), merge(v, "state", string(state), "page", page.NextPageToken))
 	}

@@ -36,7 +36,11 @@ type queueRow struct {
 	store.QueueStats
 	Due, NotDue int64
 	KnowsNotDue bool
-	Paused      bool
+	// Waiting splits the tasks not due and counts the held ones
+	// (KnowsWaiting: stores with a store.WaitingCounter).
+	Waiting      store.WaitingCounts
+	KnowsWaiting bool
+	Paused       bool
 	// NoLiveWorker: tasks wait and no live registered worker runs the
 	// queue (stores with a worker registry).
 	NoLiveWorker bool
@@ -49,8 +53,11 @@ type queueRow struct {
 }
 
 type overviewData struct {
-	Queues     []queueRow
-	CanPause   bool // the store can pause queues
+	Queues   []queueRow
+	CanPause bool // the store can pause queues
+	// Waiting: the store splits waiting tasks (store.WaitingCounter);
+	// otherwise the rows count the tasks not due (KnowsNotDue).
+	Waiting    bool
 	Chart      []int64
 	ChartStart time.Time
 	ChartAt    time.Time // when the chart was counted
@@ -98,7 +105,23 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			byQueue[q].Paused = true
 		}
 	}
-	if nd, ok := store.NotDueCounterOf(c.st); ok {
+	if wc, ok := store.WaitingCounterOf(c.st); ok {
+		d.Waiting = true
+		counts, err := wc.WaitingCounts(ctx, nil)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		for q, n := range counts {
+			if byQueue[q] == nil {
+				byQueue[q] = &queueRow{QueueStats: store.QueueStats{Queue: q}}
+			}
+			byQueue[q].Waiting = n
+		}
+		for _, row := range byQueue {
+			row.KnowsWaiting = true
+		}
+	} else if nd, ok := store.NotDueCounterOf(c.st); ok {
 		counts, err := nd.NotDueCounts(ctx, nil)
 		if err != nil {
 			c.failErr(w, r, err)
@@ -145,7 +168,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		if !all && !c.can(r, ActionRead, q) {
 			continue
 		}
-		row.Due = max(row.Pending-row.NotDue, 0)
+		if row.KnowsWaiting {
+			row.Due = max(row.Pending-row.Waiting.Retrying-row.Waiting.Scheduled-row.Waiting.Held, 0)
+		} else {
+			row.Due = max(row.Pending-row.NotDue, 0)
+		}
 		d.Queues = append(d.Queues, *row)
 	}
 	if !all && len(d.Queues) == 0 {
@@ -271,6 +298,7 @@ func (c *Console) deadList(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	f.Handler = c.canonicalHandler(r, f.Handler)
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return
@@ -318,6 +346,10 @@ const (
 
 type groupRow struct {
 	store.Group
+	// Origin is when the group's failure first happened, if the store
+	// tells (store.GroupOriginReader) and it is before FirstSeen (after a
+	// redrive, FirstSeen is when the redriven tasks died again).
+	Origin    time.Time
 	Keys      [][2]string
 	Chart     []int64
 	ListURL   string
@@ -371,6 +403,7 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	f.Handler = c.canonicalHandler(r, f.Handler)
 	if err := c.allow(r, ActionRead, f.Queue); err != nil {
 		c.failErr(w, r, err)
 		return
@@ -431,6 +464,15 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A group's origin is read from its tasks of every queue: like the
+	// charts, only when the page selects no narrower set.
+	var origins map[string]time.Time
+	if o, ok := store.GroupOriginReaderOf(c.st); ok && len(fps) > 0 && !d.ChartsOff {
+		if origins, err = o.GroupOrigins(ctx, fps); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+	}
 	for _, g := range gs {
 		gf := f
 		gf.Fingerprint = g.Fingerprint
@@ -445,6 +487,9 @@ func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 			row.Keys = row.Keys[:6]
 		}
 		row.Chart, row.ShowChart = hist[g.Fingerprint]
+		if at, ok := origins[g.Fingerprint]; ok && at.Before(g.FirstSeen) {
+			row.Origin = at
+		}
 		d.Groups = append(d.Groups, row)
 	}
 	c.render(w, r, http.StatusOK, "groups", &view{Title: "Failure groups", Nav: "groups", Live: true, Data: d})
@@ -518,7 +563,12 @@ func (c *Console) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Done = doneMessage(r)
-	c.render(w, r, http.StatusOK, "task", &view{Title: "Task " + det.Task.ID.String(), Nav: "dead", Data: d})
+	// A task that is not dead is a live one: the nav marks its section.
+	nav := "dead"
+	if det.Task.Status != rdq.StatusDead && c.tasks != nil {
+		nav = "live"
+	}
+	c.render(w, r, http.StatusOK, "task", &view{Title: "Task " + det.Task.ID.String(), Nav: nav, Data: d})
 }
 
 func (c *Console) taskData(ctx context.Context, r *http.Request, det dlq.Detail) (taskData, error) {

@@ -33,6 +33,10 @@ func (c *Console) parseTemplates() error {
 		"failSpark": failSparkline,
 		"stack":     viewStack,
 		"clip":      clipText,
+		"afterType": afterType,
+		"etype":     errorTypeHTML,
+		"long":      isLong,
+		"firstLine": firstLine,
 		"add":       func(a, b int) int { return a + b },
 		"dict":      dict,
 		"merge":     merge,
@@ -46,6 +50,53 @@ func (c *Console) parseTemplates() error {
 		c.pages[name] = t
 	}
 	return nil
+}
+
+// afterType is what follows an error's type where the type is shown just
+// before its message: the message less a leading "type:" (a panic's message
+// is "panic: …", which would read "panic panic: …"), else a space and the
+// message.
+func afterType(typ, msg string) string {
+	if typ != "" && strings.HasPrefix(msg, typ+":") {
+		return msg[len(typ):]
+	}
+	return " " + msg
+}
+
+// errorTypeHTML writes an error type, escaped, in a code element that
+// lets it break after a '.', '/' or '_' (between "*json." and
+// "SyntaxError") and inside a word only when a part alone is wider than
+// its place.
+func errorTypeHTML(typ string) template.HTML {
+	var b strings.Builder
+	b.WriteString(`<code class="etype">`)
+	for _, r := range typ {
+		b.WriteString(template.HTMLEscapeString(string(r)))
+		if r == '.' || r == '/' || r == '_' {
+			b.WriteString("<wbr>")
+		}
+	}
+	b.WriteString("</code>")
+	return template.HTML(b.String())
+}
+
+// A message longer than longLines lines or longChars characters is shown
+// collapsed to its first line, opened on demand.
+const (
+	longLines = 4
+	longChars = 400
+)
+
+// isLong reports whether s is shown collapsed.
+func isLong(s string) bool {
+	return strings.Count(s, "\n") >= longLines || utf8.RuneCountInString(s) > longChars
+}
+
+// firstLine is the start of s shown while it is collapsed: its first line,
+// clipped.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return clipText(160, line)
 }
 
 // url joins the prefix and a console path.

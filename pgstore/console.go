@@ -10,7 +10,8 @@ import (
 )
 
 // The methods in this file serve operator consoles (store.NotDueCounter,
-// store.DeadHistogrammer and store.DeadGroupKeyer, which package console
+// store.WaitingCounter, store.GroupOriginReader, store.DeadHistogrammer
+// and store.DeadGroupKeyer, which package console
 // finds with their accessors). They read only; each query is served by an
 // index named in sql.go.
 
@@ -34,6 +35,57 @@ func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]in
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: counting tasks not due: %w", err)
+	}
+	return out, nil
+}
+
+// WaitingCounts returns, per queue, the PENDING tasks not due yet at now
+// (nil: the database's clock) split into retrying and scheduled, and the
+// held ones (see store.WaitingCounts). Queues with none are absent.
+func (s *Store) WaitingCounts(ctx context.Context, now *time.Time) (map[string]store.WaitingCounts, error) {
+	rows, err := s.pool.Query(ctx, s.q.waitingCounts, now)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: counting waiting tasks: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]store.WaitingCounts{}
+	for rows.Next() {
+		var q string
+		var c store.WaitingCounts
+		if err := rows.Scan(&q, &c.Retrying, &c.Scheduled, &c.Held); err != nil {
+			return nil, fmt.Errorf("pgstore: counting waiting tasks: %w", err)
+		}
+		out[q] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: counting waiting tasks: %w", err)
+	}
+	return out, nil
+}
+
+// GroupOrigins returns, per given fingerprint, when the failure first
+// happened to the group's earliest dead task (see
+// store.GroupOriginReader). Fingerprints without a dead task are absent.
+func (s *Store) GroupOrigins(ctx context.Context, fingerprints []string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if len(fingerprints) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.groupOrigins, fingerprints)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading the origins of failure groups: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var f string
+		var at time.Time
+		if err := rows.Scan(&f, &at); err != nil {
+			return nil, fmt.Errorf("pgstore: reading the origins of failure groups: %w", err)
+		}
+		out[f] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: reading the origins of failure groups: %w", err)
 	}
 	return out, nil
 }
@@ -111,7 +163,9 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 }
 
 var (
-	_ store.NotDueCounter    = (*Store)(nil)
-	_ store.DeadHistogrammer = (*Store)(nil)
-	_ store.DeadGroupKeyer   = (*Store)(nil)
+	_ store.NotDueCounter     = (*Store)(nil)
+	_ store.WaitingCounter    = (*Store)(nil)
+	_ store.GroupOriginReader = (*Store)(nil)
+	_ store.DeadHistogrammer  = (*Store)(nil)
+	_ store.DeadGroupKeyer    = (*Store)(nil)
 )

@@ -1280,6 +1280,9 @@ LIMIT {limit}`
 //
 // Indexes: tasks_claim_idx (queue, next_attempt_at, id) and tasks_held_idx
 // (queue, handler, attempts, next_attempt_at), as for sqlListTasksHeld.
+// The planner cannot know how many queues the recursive scans find (it
+// takes a hundred each), so its estimate is far above the cost; the
+// statement runs after sqlJITOff, in a read-only transaction of its own.
 const sqlListTasksWaiting = `
 WITH RECURSIVE ready(queue) AS (
     (SELECT t.queue FROM {schema}.tasks AS t
@@ -1325,6 +1328,11 @@ CROSS JOIN LATERAL (
 ) AS t
 ORDER BY {order}
 LIMIT {limit}`
+
+// sqlJITOff turns JIT compilation off for the rest of the transaction,
+// for a statement whose estimate is far above its cost (see
+// sqlListTasksWaiting): compiling it costs more than running it.
+const sqlJITOff = `SET LOCAL jit = off`
 
 // sqlTaskByKey reads the task holding an idempotency key. $1 queue, $2 key.
 // Index: tasks_idempotency_key_idx.
@@ -1862,6 +1870,8 @@ type queries struct {
 	deadLetterUnserved string
 
 	notDueCounts               string
+	waitingCounts              string
+	groupOrigins               string
 	deadHistogram              string
 	deadHistogramByFingerprint string
 	deadGroupKeys              string
@@ -1952,6 +1962,8 @@ func buildQueries(quotedSchema, quotedChannel string) queries {
 		deadLetterUnserved: r.Replace(sqlDeadLetterUnserved),
 
 		notDueCounts:               r.Replace(sqlNotDueCounts),
+		waitingCounts:              r.Replace(sqlWaitingCounts),
+		groupOrigins:               r.Replace(sqlGroupOrigins),
 		deadHistogram:              r.Replace(sqlDeadHistogram),
 		deadHistogramByFingerprint: r.Replace(sqlDeadHistogramByFingerprint),
 		deadGroupKeys:              r.Replace(sqlDeadGroupKeys),
@@ -2119,6 +2131,45 @@ FROM (SELECT t.queue FROM {schema}.tasks AS t
       SELECT t.queue FROM {schema}.tasks AS t
       WHERE t.status = 'PENDING' AND t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())) AS x
 GROUP BY x.queue`
+
+// sqlWaitingCounts splits, per queue, the PENDING tasks not due yet and
+// not held by whether they were tried in their current life (retrying) or
+// not (scheduled), and counts the held ones. Indexes: tasks_claim_idx
+// (queue, next_attempt_at, id) WHERE status = 'PENDING' AND NOT held, the
+// not-due range (each row's attempts read from the table), and
+// tasks_held_idx (queue, handler, attempts, next_attempt_at) WHERE status =
+// 'PENDING' AND held, index-only. $1 Now override.
+const sqlWaitingCounts = `
+SELECT x.queue,
+       count(*) FILTER (WHERE NOT x.held AND x.attempts > 0),
+       count(*) FILTER (WHERE NOT x.held AND x.attempts = 0),
+       count(*) FILTER (WHERE x.held)
+FROM (SELECT t.queue, false AS held, t.attempts FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND NOT t.held AND t.next_attempt_at > coalesce($1::timestamptz, now())
+      UNION ALL
+      SELECT t.queue, true, t.attempts FROM {schema}.tasks AS t
+      WHERE t.status = 'PENDING' AND t.held) AS x
+GROUP BY x.queue`
+
+// sqlGroupOrigins finds, per fingerprint of $1, the group's earliest dead
+// task and the end of its earliest failed attempt with its last error
+// type (its dead time if none). Indexes: tasks_dead_fingerprint_idx
+// (last_error_fingerprint, finished_at DESC, id DESC), one LIMIT 1 probe
+// per fingerprint, read backward; attempts_pkey (task_id, number), that
+// task's attempts.
+const sqlGroupOrigins = `
+SELECT f.fingerprint,
+       coalesce((SELECT min(a.finished_at) FROM {schema}.attempts AS a
+                 WHERE a.task_id = o.id AND a.outcome <> 'SUCCESS' AND a.error_type = o.last_error_type),
+                o.finished_at)
+FROM unnest($1::text[]) AS f(fingerprint)
+CROSS JOIN LATERAL (
+    SELECT t.id, t.last_error_type, t.finished_at
+    FROM {schema}.tasks AS t
+    WHERE t.status = 'DEAD' AND t.last_error_fingerprint = f.fingerprint
+    ORDER BY t.finished_at, t.id
+    LIMIT 1
+) AS o`
 
 // sqlDeadHistogram counts the tasks that went dead in [$1, $2) per bucket
 // of $3 seconds from $1. Index: tasks_dead_idx (finished_at DESC, id DESC)

@@ -13,7 +13,8 @@ import (
 )
 
 // The methods in this file serve operator consoles (store.NotDueCounter,
-// store.DeadHistogrammer and store.DeadGroupKeyer, which package console
+// store.WaitingCounter, store.GroupOriginReader, store.DeadHistogrammer
+// and store.DeadGroupKeyer, which package console
 // finds with their accessors). They read only; each query is served by an
 // index named in sql.go.
 
@@ -41,6 +42,69 @@ func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]in
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: counting tasks not due: %w", err)
+	}
+	return out, nil
+}
+
+// WaitingCounts returns, per queue, the PENDING tasks not due yet at now
+// (nil: the current time) split into retrying and scheduled, and the held
+// ones (see store.WaitingCounts). Queues with none are absent.
+func (s *Store) WaitingCounts(ctx context.Context, now *time.Time) (map[string]store.WaitingCounts, error) {
+	out := map[string]store.WaitingCounts{}
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		clear(out)
+		rows, err := tx.QueryContext(ctx, sqlWaitingCounts, clock(now))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var q string
+			var c store.WaitingCounts
+			if err := rows.Scan(&q, &c.Retrying, &c.Scheduled, &c.Held); err != nil {
+				return err
+			}
+			out[q] = c
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: counting waiting tasks: %w", err)
+	}
+	return out, nil
+}
+
+// GroupOrigins returns, per given fingerprint, when the failure first
+// happened to the group's earliest dead task (see
+// store.GroupOriginReader). Fingerprints without a dead task are absent.
+func (s *Store) GroupOrigins(ctx context.Context, fingerprints []string) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if len(fingerprints) == 0 {
+		return out, nil
+	}
+	arg, err := json.Marshal(fingerprints)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: reading the origins of failure groups: %w", err)
+	}
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		clear(out)
+		rows, err := tx.QueryContext(ctx, sqlGroupOrigins, string(arg))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var f string
+			var at int64
+			if err := rows.Scan(&f, &at); err != nil {
+				return err
+			}
+			out[f] = fromMicros(at)
+		}
+		return errors.Join(rows.Err(), rows.Close())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: reading the origins of failure groups: %w", err)
 	}
 	return out, nil
 }
@@ -136,7 +200,9 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 }
 
 var (
-	_ store.NotDueCounter    = (*Store)(nil)
-	_ store.DeadHistogrammer = (*Store)(nil)
-	_ store.DeadGroupKeyer   = (*Store)(nil)
+	_ store.NotDueCounter     = (*Store)(nil)
+	_ store.WaitingCounter    = (*Store)(nil)
+	_ store.GroupOriginReader = (*Store)(nil)
+	_ store.DeadHistogrammer  = (*Store)(nil)
+	_ store.DeadGroupKeyer    = (*Store)(nil)
 )

@@ -47,7 +47,7 @@ func harness() storetest.Harness {
 		// SQLite cannot push a change to another process: no Notifier.
 		Capabilities: storetest.Capabilities{
 			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true, RetryInPlace: true,
-			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Series: true,
+			NotDueCounts: true, WaitingCounts: true, GroupOrigins: true, DeadHistogram: true, DeadGroupKeys: true, Series: true,
 		},
 	}
 }

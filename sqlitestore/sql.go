@@ -396,6 +396,29 @@ const (
 	sqlNotDueCounts = `SELECT queue, count(*) FROM rdq_tasks
 WHERE status = 'PENDING' AND next_attempt_at > ?1 GROUP BY queue`
 
+	// Indexes rdq_tasks_claim (queue, next_attempt_at, id) WHERE status =
+	// 'PENDING' AND held = 0, the not-due range (attempts read from the
+	// table), and rdq_tasks_held (queue, handler, attempts,
+	// next_attempt_at, id) WHERE status = 'PENDING' AND held = 1,
+	// index-only. ?1 now.
+	sqlWaitingCounts = `SELECT queue, sum(held = 0 AND attempts > 0), sum(held = 0 AND attempts = 0), sum(held = 1)
+FROM (SELECT queue, 0 AS held, attempts FROM rdq_tasks WHERE status = 'PENDING' AND held = 0 AND next_attempt_at > ?1
+      UNION ALL
+      SELECT queue, 1, attempts FROM rdq_tasks WHERE status = 'PENDING' AND held = 1)
+GROUP BY queue`
+
+	// Per fingerprint of ?1 (a JSON array), the group's earliest dead task
+	// and the end of its earliest failed attempt with its last error type
+	// (its dead time if none). Indexes rdq_tasks_dead_fingerprint
+	// (last_error_fingerprint, finished_at, id) WHERE status = 'DEAD', one
+	// LIMIT 1 probe per fingerprint; the attempts' primary key (task_id,
+	// number), that task's attempts.
+	sqlGroupOrigins = `SELECT f.value, coalesce((SELECT min(a.finished_at) FROM rdq_attempts AS a
+    WHERE a.task_id = o.id AND a.outcome <> 'SUCCESS' AND a.error_type = o.last_error_type), o.finished_at)
+FROM json_each(?1) AS f
+JOIN rdq_tasks AS o ON o.id = (SELECT t.id FROM rdq_tasks AS t
+    WHERE t.status = 'DEAD' AND t.last_error_fingerprint = f.value ORDER BY t.finished_at, t.id LIMIT 1)`
+
 	// Index rdq_tasks_dead (finished_at, id) WHERE status = 'DEAD': one
 	// range. ?1 since, ?2 until, ?3 bucket width (all microseconds).
 	sqlDeadHistogram = `SELECT '', (finished_at - ?1) / ?3, count(*) FROM rdq_tasks

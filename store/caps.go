@@ -80,6 +80,14 @@ func InPlaceRetrierOf(s Store) (InPlaceRetrier, bool) { return capability[InPlac
 // wraps) implements NotDueCounter.
 func NotDueCounterOf(s Store) (NotDueCounter, bool) { return capability[NotDueCounter](s) }
 
+// WaitingCounterOf returns s's split of waiting tasks, if s (or a store
+// it wraps) implements WaitingCounter.
+func WaitingCounterOf(s Store) (WaitingCounter, bool) { return capability[WaitingCounter](s) }
+
+// GroupOriginReaderOf returns s's origins of failure groups, if s (or a
+// store it wraps) implements GroupOriginReader.
+func GroupOriginReaderOf(s Store) (GroupOriginReader, bool) { return capability[GroupOriginReader](s) }
+
 // DeadHistogrammerOf returns s's dead-task histogram, if s (or a store it
 // wraps) implements DeadHistogrammer.
 func DeadHistogrammerOf(s Store) (DeadHistogrammer, bool) { return capability[DeadHistogrammer](s) }

@@ -12,7 +12,8 @@ import (
 )
 
 // The read capabilities of an operator's console: store.NotDueCounter,
-// store.DeadHistogrammer and store.DeadGroupKeyer. Each test compares the
+// store.WaitingCounter, store.GroupOriginReader, store.DeadHistogrammer and
+// store.DeadGroupKeyer. Each test compares the
 // store's answer with what the test made.
 
 // testNotDueCounts checks store.NotDueCounter: per queue, the PENDING tasks
@@ -300,6 +301,133 @@ func testDeadGroupKeys(t *testing.T, h Harness) {
 		}
 		if got, want := keys(fa.Fingerprint), map[string][][2]string{fa.Fingerprint: wantA}; !equal(got, want) {
 			t.Errorf("DeadGroupKeys of an untouched fingerprint = %v, want %v", got, want)
+		}
+	}
+}
+
+// testWaitingCounts checks store.WaitingCounter: per queue, the tasks not
+// due yet split by whether they failed in their current life (retrying)
+// or were never tried (scheduled), and every task of a paused handler
+// (held) whatever its due time; due, running and finished tasks are not
+// counted.
+func testWaitingCounts(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	wc, ok := store.WaitingCounterOf(e.s)
+	if !ok {
+		t.Fatalf("store %T does not implement store.WaitingCounter", e.s)
+	}
+	want := func(when string, now *time.Time, want map[string]store.WaitingCounts) {
+		t.Helper()
+		got, err := wc.WaitingCounts(e.ctx, now)
+		if err != nil {
+			t.Fatalf("WaitingCounts %s: %v", when, err)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("WaitingCounts %s = %+v, want %+v", when, got, want)
+		}
+	}
+	want("of an empty store", e.at(), map[string]store.WaitingCounts{})
+
+	// Queue a: two tasks delayed by 10 and 20 minutes, one retrying in 30
+	// minutes, one due, one running, one succeeded and one dead. Queue b:
+	// one task delayed by an hour and one due.
+	delayed := func(queue string, d time.Duration) store.NewTask {
+		nt := task(queue)
+		nt.Delay = d
+		return nt
+	}
+	e.enqueue(delayed("a", 10*time.Minute), delayed("a", 20*time.Minute), delayed("b", time.Hour))
+	e.makeSucceeded(task("a"))
+	e.makeDead(func(int) rdq.Failure { return failure("gone") }, task("a"))
+	e.enqueue(task("a"))
+	e.claimOne("a", time.Hour, "w") // running
+	e.enqueue(task("a"))
+	retrying := e.claimOne("a", time.Hour, "w")
+	e.mustFinish(retry(retrying, 30*time.Minute, failure("later"), "w", time.Millisecond))
+	e.enqueue(task("a"), task("b"))
+	e.advance(time.Minute)
+	start := e.now
+
+	want("a minute after the enqueue", e.at(), map[string]store.WaitingCounts{
+		"a": {Retrying: 1, Scheduled: 2}, "b": {Scheduled: 1}})
+	want("by the store's clock", nil, map[string]store.WaitingCounts{
+		"a": {Retrying: 1, Scheduled: 2}, "b": {Scheduled: 1}})
+	e.now = start.Add(25 * time.Minute)
+	want("after the second delay", e.at(), map[string]store.WaitingCounts{
+		"a": {Retrying: 1}, "b": {Scheduled: 1}})
+	e.now = start.Add(40 * time.Minute)
+	want("after the retry's backoff", e.at(), map[string]store.WaitingCounts{"b": {Scheduled: 1}})
+
+	// Pausing queue b's handler holds both its tasks, the due one and the
+	// delayed one, and counts them as neither retrying nor scheduled.
+	if hp, ok := store.HandlerPauserOf(e.s); ok {
+		if _, err := hp.PauseHandler(e.ctx, store.PauseHandlerParams{Queue: "b", Handler: "handler-b", Actor: "ops", Now: e.at()}); err != nil {
+			t.Fatalf("PauseHandler: %v", err)
+		}
+		want("with queue b's handler paused", e.at(), map[string]store.WaitingCounts{"b": {Held: 2}})
+		e.now = start.Add(2 * time.Hour)
+		want("held past every delay", e.at(), map[string]store.WaitingCounts{"b": {Held: 2}})
+		return
+	}
+	e.now = start.Add(2 * time.Hour)
+	want("after every delay", e.at(), map[string]store.WaitingCounts{})
+}
+
+// testGroupOrigins checks store.GroupOriginReader: a group's origin is the
+// first failed attempt of its earliest dead task, in any life, not the
+// time that task went dead again after a redrive.
+func testGroupOrigins(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	gr, ok := store.GroupOriginReaderOf(e.s)
+	if !ok {
+		t.Fatalf("store %T does not implement store.GroupOriginReader", e.s)
+	}
+	origins := func(fps ...string) map[string]time.Time {
+		t.Helper()
+		got, err := gr.GroupOrigins(e.ctx, fps)
+		if err != nil {
+			t.Fatalf("GroupOrigins: %v", err)
+		}
+		return got
+	}
+	outage, other := failure("outage"), failure("other")
+	if got := origins(outage.Fingerprint); len(got) != 0 {
+		t.Fatalf("GroupOrigins of an empty store = %v, want none", got)
+	}
+	// Task a fails, retries and dies ten minutes later; task b dies at
+	// once five minutes in. Both are redriven and die again, a first.
+	a := task("q")
+	e.enqueue(a)
+	e.mustFinish(retry(e.claimOne("q", time.Minute, "w"), time.Minute, outage, "w", time.Millisecond))
+	e.advance(5 * time.Minute)
+	b := e.makeDead(func(int) rdq.Failure { return outage }, task("p"))[0]
+	e.advance(5 * time.Minute)
+	e.killAgain(func(int) rdq.Failure { return outage }, a.ID)
+	e.advance(10 * time.Minute)
+	wantErrs(t, "redrive", e.redrive(store.RedriveParams{IDs: []rdq.ID{a.ID, b}, Actor: "ops"}), nil, nil)
+	e.advance(10 * time.Minute)
+	e.killAgain(func(int) rdq.Failure { return outage }, a.ID)
+	e.advance(time.Minute)
+	e.killAgain(func(int) rdq.Failure { return outage }, b)
+	e.advance(time.Minute)
+	c := e.makeDead(func(int) rdq.Failure { return other }, task("r"))[0]
+
+	_, attsA := e.get(a.ID)
+	tc, _ := e.get(c)
+	got := origins(outage.Fingerprint, other.Fingerprint, failure("never seen").Fingerprint)
+	if len(got) != 2 {
+		t.Fatalf("GroupOrigins = %v, want the two groups with dead tasks", got)
+	}
+	eqTime(t, "origin of a group redriven and dead again", got[outage.Fingerprint], attsA[0].FinishedAt)
+	eqTime(t, "origin of a group dead at its first failure", got[other.Fingerprint], tc.FinishedAt)
+	// The admin's groups still date the redriven group by its deaths.
+	if ad, ok := store.AdminOf(e.s); ok {
+		groups, err := ad.DeadGroups(e.ctx, store.DeadFilter{Fingerprint: outage.Fingerprint})
+		if err != nil {
+			t.Fatalf("DeadGroups: %v", err)
+		}
+		if len(groups) != 1 || !groups[0].FirstSeen.After(got[outage.Fingerprint]) {
+			t.Errorf("DeadGroups = %+v: want its first dead time after the origin %s", groups, fmtTime(got[outage.Fingerprint]))
 		}
 	}
 }

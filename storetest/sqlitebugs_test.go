@@ -45,7 +45,13 @@ const (
 	bugSeriesRetryPermanent sqliteBug = "series-retry-permanent"
 	// Snooze is a retry: it spends an attempt and records it.
 	bugSnoozeSpendsAttempt sqliteBug = "snooze-spends-attempt"
+	// WaitingCounts counts held tasks as scheduled.
+	bugWaitingHeldScheduled sqliteBug = "waiting-held-scheduled"
+	// GroupOrigins reports a group's first dead time.
+	bugOriginIsDeath sqliteBug = "origin-is-death"
 	// A correct store whose harness leaves out one of its capabilities.
+	bugUndeclaredWaiting   sqliteBug = "undeclared-waiting-counts"
+	bugUndeclaredOrigins   sqliteBug = "undeclared-group-origins"
 	bugUndeclaredNotDue    sqliteBug = "undeclared-not-due-counts"
 	bugUndeclaredHistogram sqliteBug = "undeclared-dead-histogram"
 	bugUndeclaredGroupKeys sqliteBug = "undeclared-dead-group-keys"
@@ -63,8 +69,13 @@ var sqliteBugParts = map[sqliteBug]string{
 	bugGroupKeysFirstOnly:  "DeadGroupKeys",
 	bugSnoozeSpendsAttempt: "Snooze",
 	bugUndeclaredNotDue:    "Capabilities",
-	bugUndeclaredHistogram: "Capabilities",
-	bugUndeclaredGroupKeys: "Capabilities",
+
+	bugWaitingHeldScheduled: "WaitingCounts",
+	bugOriginIsDeath:        "GroupOrigins",
+	bugUndeclaredWaiting:    "Capabilities",
+	bugUndeclaredOrigins:    "Capabilities",
+	bugUndeclaredHistogram:  "Capabilities",
+	bugUndeclaredGroupKeys:  "Capabilities",
 
 	bugSeriesRealClock:      "Series",
 	bugSeriesNoFilter:       "Series",
@@ -167,6 +178,34 @@ func (b *buggyStore) NotDueCounts(ctx context.Context, now *time.Time) (map[stri
 	return b.Store.NotDueCounts(ctx, now)
 }
 
+func (b *buggyStore) WaitingCounts(ctx context.Context, now *time.Time) (map[string]store.WaitingCounts, error) {
+	got, err := b.Store.WaitingCounts(ctx, now)
+	if b.bug == bugWaitingHeldScheduled {
+		for q, c := range got {
+			c.Scheduled, c.Held = c.Scheduled+c.Held, 0
+			got[q] = c
+		}
+	}
+	return got, err
+}
+
+func (b *buggyStore) GroupOrigins(ctx context.Context, fingerprints []string) (map[string]time.Time, error) {
+	if b.bug != bugOriginIsDeath {
+		return b.Store.GroupOrigins(ctx, fingerprints)
+	}
+	out := map[string]time.Time{}
+	for _, f := range fingerprints {
+		groups, err := b.Store.DeadGroups(ctx, store.DeadFilter{Fingerprint: f})
+		if err != nil {
+			return nil, err
+		}
+		if len(groups) == 1 {
+			out[f] = groups[0].FirstSeen
+		}
+	}
+	return out, nil
+}
+
 func (b *buggyStore) DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error) {
 	if b.bug == bugHistogramEarly {
 		since = since.Add(-width)
@@ -235,10 +274,14 @@ func sqliteHarness(bug sqliteBug) Harness {
 		},
 		Capabilities: Capabilities{
 			Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true, RetryInPlace: true,
-			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Series: true,
+			NotDueCounts: true, WaitingCounts: true, GroupOrigins: true, DeadHistogram: true, DeadGroupKeys: true, Series: true,
 		},
 	}
 	switch bug {
+	case bugUndeclaredWaiting:
+		h.Capabilities.WaitingCounts = false
+	case bugUndeclaredOrigins:
+		h.Capabilities.GroupOrigins = false
 	case bugUndeclaredNotDue:
 		h.Capabilities.NotDueCounts = false
 	case bugUndeclaredHistogram:
@@ -274,6 +317,10 @@ func runSQLitePart(t *testing.T, h Harness, part string) {
 		t.Run(part, func(t *testing.T) { runChaos(t, h) })
 	case "NotDueCounts":
 		t.Run(part, func(t *testing.T) { testNotDueCounts(t, h) })
+	case "WaitingCounts":
+		t.Run(part, func(t *testing.T) { testWaitingCounts(t, h) })
+	case "GroupOrigins":
+		t.Run(part, func(t *testing.T) { testGroupOrigins(t, h) })
 	case "DeadHistogram":
 		t.Run(part, func(t *testing.T) { testDeadHistogram(t, h) })
 	case "DeadGroupKeys":

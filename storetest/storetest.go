@@ -32,8 +32,9 @@
 //     leases with their LEASE_EXPIRED attempts, redrive, purge. Time travels
 //     through the Now field every method takes, so nothing sleeps.
 //   - Admin, Notifications, Pause, Live, PauseHandlers, Registry, Snooze,
-//     RetryInPlace, NotDueCounts, DeadHistogram, DeadGroupKeys and Series, when the
-//     Capabilities say the backend has them: every dead-letter filter
+//     RetryInPlace, NotDueCounts, WaitingCounts, GroupOrigins,
+//     DeadHistogram, DeadGroupKeys and Series, when the Capabilities say the backend has
+//     them: every dead-letter filter
 //     against a brute-force scan, keyset paging, groups, bulk redrive and
 //     purge, the audit log and statistics; push notifications; pausing and
 //     resuming queues; listing, retrying now and cancelling live tasks;
@@ -41,7 +42,9 @@
 //     registry of running workers and the tasks none of them serves;
 //     snoozing a leased task without counting an attempt; recording a
 //     failed attempt and leasing its task again in one step; the console's
-//     reads: the tasks not due per queue, dead tasks counted by time
+//     reads: the tasks not due per queue, the waiting tasks split into
+//     retrying, scheduled and held, when a failure group first failed,
+//     dead tasks counted by time
 //     bucket, and the queues and handlers of each failure group; attempts
 //     and their outcomes counted per minute or hour, queue and handler.
 //   - Property: a rapid state machine drives random sequences of enqueue,
@@ -118,6 +121,12 @@ type Capabilities struct {
 	// NotDueCounts: the store implements store.NotDueCounter (counting,
 	// per queue, the waiting tasks not due yet).
 	NotDueCounts bool
+	// WaitingCounts: the store implements store.WaitingCounter (splitting,
+	// per queue, the waiting tasks into retrying, scheduled and held).
+	WaitingCounts bool
+	// GroupOrigins: the store implements store.GroupOriginReader (when a
+	// failure group's failure first happened).
+	GroupOrigins bool
 	// DeadHistogram: the store implements store.DeadHistogrammer
 	// (counting dead tasks by when they went dead).
 	DeadHistogram bool
@@ -263,6 +272,18 @@ func Run(t *testing.T, h Harness) {
 			testNotDueCounts(t, h)
 		})
 	}
+	if h.Capabilities.WaitingCounts {
+		t.Run("WaitingCounts", func(t *testing.T) {
+			t.Parallel()
+			testWaitingCounts(t, h)
+		})
+	}
+	if h.Capabilities.GroupOrigins {
+		t.Run("GroupOrigins", func(t *testing.T) {
+			t.Parallel()
+			testGroupOrigins(t, h)
+		})
+	}
 	if h.Capabilities.DeadHistogram {
 		t.Run("DeadHistogram", func(t *testing.T) {
 			t.Parallel()
@@ -318,6 +339,8 @@ func checkCapabilities(t *testing.T, h Harness) {
 		{"PauseHandlers", h.Capabilities.PauseHandlers, "store.HandlerPauser", has(store.HandlerPauserOf(s))},
 		{"Registry", h.Capabilities.Registry, "store.WorkerRegistry", has(store.RegistryOf(s))},
 		{"NotDueCounts", h.Capabilities.NotDueCounts, "store.NotDueCounter", has(store.NotDueCounterOf(s))},
+		{"WaitingCounts", h.Capabilities.WaitingCounts, "store.WaitingCounter", has(store.WaitingCounterOf(s))},
+		{"GroupOrigins", h.Capabilities.GroupOrigins, "store.GroupOriginReader", has(store.GroupOriginReaderOf(s))},
 		{"DeadHistogram", h.Capabilities.DeadHistogram, "store.DeadHistogrammer", has(store.DeadHistogrammerOf(s))},
 		{"DeadGroupKeys", h.Capabilities.DeadGroupKeys, "store.DeadGroupKeyer", has(store.DeadGroupKeyerOf(s))},
 		{"Series", h.Capabilities.Series, "store.SeriesReader", has(store.SeriesReaderOf(s))},

@@ -1,7 +1,8 @@
 // rdq console: live refresh at the interval the person picks (paused while
 // the tab is hidden or while they are typing in the live region), and the
-// local time on hover of every UTC time, and each cell of a list labelled
-// with its column's heading for narrow screens, where lists are cards.
+// local time on hover of every UTC time, each cell of a list labelled
+// with its column's heading for narrow screens, where lists are cards, and
+// copy buttons for task ids.
 // Everything works without it.
 (function () {
   'use strict';
@@ -75,6 +76,20 @@
     localTimes(document);
     labelCells(document);
     schedule();
+  });
+  // A Copy button puts its data-copy text (a task id) on the clipboard
+  // and says so for a moment; delegated, so rows a refresh brings work too.
+  document.addEventListener('click', function (ev) {
+    var b = ev.target.closest ? ev.target.closest('button[data-copy]') : null;
+    if (!b || !navigator.clipboard) return;
+    var label = b.textContent;
+    navigator.clipboard.writeText(b.getAttribute('data-copy')).then(function () {
+      b.textContent = 'Copied';
+    }, function () {
+      b.textContent = 'Copy failed';
+    }).then(function () {
+      setTimeout(function () { b.textContent = label; }, 1500);
+    });
   });
   document.addEventListener('visibilitychange', function () {
     if (document.visibilityState === 'visible' && timer) tick();

@@ -34,7 +34,7 @@ func harness() storetest.Harness {
 		FailAudit: failAudit,
 		Capabilities: storetest.Capabilities{
 			Notifications: true, Admin: true, Pause: true, Live: true, PauseHandlers: true, Registry: true, Snooze: true, RetryInPlace: true,
-			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Series: true,
+			NotDueCounts: true, WaitingCounts: true, GroupOrigins: true, DeadHistogram: true, DeadGroupKeys: true, Series: true,
 		},
 	}
 }
