@@ -333,3 +333,11 @@ describe("nodeHandler", () => {
     }
   });
 });
+
+describe("RetryAfterError", () => {
+  it("needs a finite delay and keeps it within int64 milliseconds", () => {
+    assert.throws(() => new RetryAfterError(Infinity, "never"), RangeError);
+    const huge = new RetryAfterError(1e300, "later");
+    assert.ok(BigInt(Math.ceil(huge.delayMs)) <= 2n ** 63n - 1n, String(huge.delayMs));
+  });
+});
