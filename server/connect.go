@@ -1,17 +1,21 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/srjn45/rdq/proto/rdqv1"
 	"github.com/srjn45/rdq/proto/rdqv1/rdqv1connect"
 )
 
@@ -23,6 +27,9 @@ import (
 // request timeout, trace context, panic recovery, metrics and errors (the
 // stable code in a google.rpc.ErrorInfo detail) as the gRPC server of
 // NewGRPCServer, with request messages of at most Config.MaxBodyBytes.
+// A call is authenticated from its headers before its body is read, and
+// its body is read as a REST request's is: in one of the principal's
+// places (Config.MaxConcurrentBodies), within Config.BodyReadTimeout.
 const RPCPath = "/" + rdqv1connect.RdqServiceName + "/"
 
 // newRPCHandler returns the handler of RPCPath.
@@ -34,7 +41,77 @@ func (s *Service) newRPCHandler() (http.Handler, error) {
 	if path != RPCPath {
 		return nil, fmt.Errorf("server: the Connect handler serves %s, not %s", path, RPCPath)
 	}
-	return h, nil
+	methods := map[string]bool{}
+	for _, m := range rdqv1.RdqService_ServiceDesc.Methods {
+		methods[m.MethodName] = true
+	}
+	return s.guardRPC(h, methods), nil
+}
+
+// guardRPC serves a call of RPCPath before next, connect-go's handler,
+// reads its body: it authenticates the call from its headers, holds one of
+// the principal's body places while the call is served, and reads the
+// body within the size limit and the body read deadline. A call refused
+// here is answered in its protocol's form, with the stable code, and
+// counted in the request metrics when it names a method of the service.
+func (s *Service) guardRPC(next http.Handler, methods map[string]bool) http.Handler {
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, RPCPath)
+		refuse := func(ctx context.Context, err error) {
+			e := classify(err)
+			if e.Code == CodeInternal {
+				s.log.ErrorContext(ctx, "rdq api: a Connect call refused before it was read", "method", name, "error", err)
+			}
+			if methods[name] {
+				s.m.request(name, e.Code)
+			}
+			if r.ProtoMajor == 1 {
+				// The rest of the body, if any, is not read: without
+				// this, net/http would read on to reuse the connection.
+				w.Header().Set("Connection", "close")
+			}
+			if werr := ew.Write(w, r, s.connectError(ctx, e.GRPCStatus().Err())); werr != nil {
+				s.log.DebugContext(ctx, "rdq api: writing a Connect error", "error", werr)
+			}
+		}
+		ctx, err := s.authenticate(r.Context(), r.Header.Get("Authorization"))
+		if err != nil {
+			refuse(r.Context(), err)
+			return
+		}
+		if r.Method == http.MethodPost {
+			p, _ := PrincipalFrom(ctx)
+			actx, cancel := context.WithTimeout(ctx, s.timeout)
+			release, aerr := s.bodies.acquire(actx, p.Name)
+			cancel()
+			if aerr != nil {
+				refuse(ctx, errorf(CodeUnavailable, "the server is handling as many request bodies of yours as it may; retry later"))
+				return
+			}
+			defer release()
+			if derr := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyRead)); derr != nil && !errors.Is(derr, http.ErrNotSupported) {
+				s.log.DebugContext(ctx, "rdq api: setting the body's read deadline", "error", derr)
+			}
+			// A gRPC or gRPC-Web message comes after a 5-byte prefix;
+			// a Connect unary message is the whole body.
+			limit := s.maxBody
+			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				limit += 5
+			}
+			if r.ContentLength > limit {
+				refuse(ctx, errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody)))
+				return
+			}
+			body, rerr := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+			if rerr != nil {
+				refuse(ctx, s.readError(rerr))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // connectUnary runs a Connect call through UnaryInterceptor, as the gRPC

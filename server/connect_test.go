@@ -99,14 +99,17 @@ func TestConnectAndGRPCWeb(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || out["code"] != "unauthenticated" {
 		t.Errorf("no token: %d %v, want 401 unauthenticated", resp.StatusCode, out)
 	}
-	// A body past MaxBodyBytes (64 KiB here) is refused and submits
-	// nothing.
+	// A body past MaxBodyBytes (64 KiB here) is refused with the stable
+	// code payload_too_large, and submits nothing.
 	big := `{"task": {"queue": "flaky", "handler": "call", "idempotency_key": "too-big", "payload": "` + strings.Repeat("A", 128<<10) + `"}}`
 	if resp, out = post(tokSubmitter, big); resp.StatusCode != http.StatusTooManyRequests || out["code"] != "resource_exhausted" {
 		t.Errorf("a 128 KiB body: %d %v, want 429 resource_exhausted", resp.StatusCode, out)
 	}
+	submitBig := rpcClient[rdqv1.SubmitRequest, rdqv1.SubmitResponse](e, "Submit", tokSubmitter)
+	_, err := submitBig(&rdqv1.SubmitRequest{Task: &rdqv1.TaskSpec{Queue: "flaky", Handler: "call", IdempotencyKey: "too-big", Payload: make([]byte, 128<<10)}})
+	wantConnectCode(t, err, connect.CodeResourceExhausted, server.CodePayloadTooLarge)
 	byKey := rpcClient[rdqv1.TaskByKeyRequest, rdqv1.TaskByKeyResponse](e, "TaskByKey", tokOperator)
-	_, err := byKey(&rdqv1.TaskByKeyRequest{Queue: "flaky", Key: "too-big"})
+	_, err = byKey(&rdqv1.TaskByKeyRequest{Queue: "flaky", Key: "too-big"})
 	wantConnectCode(t, err, connect.CodeNotFound, server.CodeNotFound)
 
 	// Connect with binary protobuf: an operator reads the task's history.

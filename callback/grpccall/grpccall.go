@@ -297,6 +297,10 @@ func (c *Caller) endpoint(t Target) (*endpoint, error) {
 	cc, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent(c.userAgent),
+		// An answer holds at most a failure's type, message and stack at
+		// their caps: anything larger is refused before it is read.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes)),
+		grpc.WithMaxHeaderListSize(64<<10),
 		// The name is resolved when it is dialled, here, so that the
 		// address check sees the address connected to.
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
@@ -548,8 +552,19 @@ func (c *Caller) failure(ctx, callCtx context.Context, ep *endpoint, err error) 
 
 // remote is the failure a handler answered with.
 func remote(f *rdqv1.Failure) *rdq.RemoteError {
-	return &rdq.RemoteError{Type: f.GetErrorType(), Message: f.GetMessage(), Stack: f.GetStack()}
+	return &rdq.RemoteError{
+		Type:    clip(f.GetErrorType(), rdq.MaxErrorTypeLength),
+		Message: clip(f.GetMessage(), rdq.MaxMessageBytes),
+		Stack:   clip(f.GetStack(), rdq.MaxStackBytes),
+	}
 }
+
+// MaxAnswerBytes is the largest answer of a handler's Execute a Caller
+// reads, in bytes: a failure's type, message and stack at their caps
+// (rdq.MaxErrorTypeLength, rdq.MaxMessageBytes, rdq.MaxStackBytes), and
+// room for the encoding. A larger answer fails the attempt as
+// grpc_resource_exhausted.
+const MaxAnswerBytes = rdq.MaxErrorTypeLength + rdq.MaxMessageBytes + rdq.MaxStackBytes + 16<<10
 
 // clip keeps the start of s as valid UTF-8, at most limit bytes, marking a
 // truncation.

@@ -234,7 +234,7 @@ func TestFailureTextIsCleanedAndCapped(t *testing.T) {
 	call := mustHandler(t, c, Target{URL: "grpc://" + addr})
 
 	h.answer = answer(&rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Retryable{Retryable: &rdqv1.Failure{
-		ErrorType: "Boom", Message: "\x1b[31mred\x00" + strings.Repeat("m", 2*rdq.MaxMessageBytes), Stack: strings.Repeat("s", 2*rdq.MaxStackBytes),
+		ErrorType: "Boom", Message: "\x1b[31mred\x00" + strings.Repeat("m", 2*rdq.MaxMessageBytes), Stack: strings.Repeat("s", rdq.MaxStackBytes+1<<10),
 	}}})
 	f := rdq.Describe(call(context.Background(), testTask()))
 	if len(f.Message) > rdq.MaxMessageBytes || !strings.Contains(f.Message, "truncated") || strings.ContainsRune(f.Message, 0) {
@@ -608,5 +608,26 @@ func TestClip(t *testing.T) {
 		if got := clip(tc.in, tc.limit); got != tc.want {
 			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
 		}
+	}
+}
+
+// An answer larger than MaxAnswerBytes is refused, not read: the attempt
+// fails as grpc_resource_exhausted with a short message.
+func TestHugeAnswerIsRefused(t *testing.T) {
+	h := &handler{}
+	addr := serveHandler(t, h)
+	c := newCaller(t, Config{})
+	call := mustHandler(t, c, Target{URL: "grpc://" + addr})
+	h.answer = answer(&rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Retryable{Retryable: &rdqv1.Failure{
+		ErrorType: "Boom", Message: "big", Stack: strings.Repeat("s", 3<<20), // under grpc-go's default limit of 4 MiB
+	}}})
+	err := call(context.Background(), testTask())
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != codes.ResourceExhausted {
+		t.Fatalf("a 3 MiB answer: %v, want a resource_exhausted status", err)
+	}
+	f := rdq.Describe(err)
+	if f.Type != "grpc_resource_exhausted" || len(f.Message)+len(f.Stack) > rdq.MaxMessageBytes+rdq.MaxStackBytes {
+		t.Errorf("a 3 MiB answer recorded as %s, %d bytes of message, %d of stack", f.Type, len(f.Message), len(f.Stack))
 	}
 }

@@ -122,8 +122,24 @@ func TestGRPCMistakes(t *testing.T) {
 			q.Metadata = map[string]string{"authorization": "x"}
 			f.Queues["emails"] = q
 		}, "queues.emails.metadata: only gRPC handlers (grpcs:// or grpc:// urls) take metadata"},
-		"not allowed": {inPayments(func(q *serverconfig.Queue) { q.URL = "grpc://payments.internal:8443" }),
+		"not allowed": {inPayments(func(q *serverconfig.Queue) {
+			q.URL, q.Metadata, q.MetadataEnv = "grpc://payments.internal:8443", nil, nil
+		}),
 			"queues.payments.url: rdq: invalid input: callback: target is not on the allowlist: grpc://payments.internal:8443: list it (or a prefix of it) in callback.allow"},
+		"metadata in plaintext": {func(f *serverconfig.File) {
+			f.Callback.Allow = append(f.Callback.Allow, "grpc://payments.internal:8443")
+			q := f.Queues["payments"]
+			q.URL = "grpc://payments.internal:8443"
+			q.Metadata = map[string]string{"authorization": "Bearer x"}
+			f.Queues["payments"] = q
+		}, "queues.payments.metadata: a grpc:// handler's calls are not encrypted, and its metadata would cross the network readable: use grpcs://, or set allow_plaintext_metadata: true"},
+		"metadata_env in plaintext": {func(f *serverconfig.File) {
+			f.Callback.Allow = append(f.Callback.Allow, "grpc://payments.internal:8443")
+			q := f.Queues["payments"]
+			q.URL = "grpc://payments.internal:8443"
+			q.Metadata, q.MetadataEnv = nil, map[string]string{"authorization": "PAYMENTS_TOKEN"}
+			f.Queues["payments"] = q
+		}, "queues.payments.metadata: a grpc:// handler's calls are not encrypted"},
 		"path": {inPayments(func(q *serverconfig.Queue) { q.URL = "grpcs://payments.internal:8443/rdq" }),
 			"queues.payments.url: rdq: invalid input: grpccall: grpcs://payments.internal:8443/rdq: a gRPC handler is addressed as grpcs://host:port"},
 		"half of tls": {func(f *serverconfig.File) { f.Callback.TLSCertFile = notPEM },
@@ -206,4 +222,36 @@ func writePKI(t *testing.T, dir string) (ca, cert, key string) {
 		return p
 	}
 	return write("ca.pem", "CERTIFICATE", caDER), write("client.pem", "CERTIFICATE", clientDER), write("client.key", "EC PRIVATE KEY", keyDER)
+}
+
+// Metadata goes to a grpc:// handler only on this machine or with
+// allow_plaintext_metadata.
+func TestGRPCPlaintextMetadata(t *testing.T) {
+	conf := func(url, extra string) string {
+		return `{
+  "callback": {"secret": "callbacks-are-signed-with-this", "allow": ["` + url + `"]},
+  "queues": {"payments": {"url": "` + url + `", "handlers": ["charge"], "metadata": {"authorization": "Bearer literal"}` + extra + `}},
+  "principals": [{"name": "shop", "token": "Vb9k2QpZ7xLm4TnR8sWc1YdF6hJg3KaE", "grants": [{"queue": "*", "role": "submitter"}]}]
+}`
+	}
+	for _, c := range []struct {
+		conf string
+		ok   bool
+	}{
+		{conf("grpc://127.0.0.1:9090", ""), true},
+		{conf("grpc://[::1]:9090", ""), true},
+		{conf("grpc://localhost:9090", ""), true},
+		{conf("grpcs://payments.internal:8443", ""), true},
+		{conf("grpc://payments.internal:8443", ""), false},
+		{conf("grpc://10.0.0.7:8443", ""), false},
+		{conf("grpc://payments.internal:8443", `, "allow_plaintext_metadata": true`), true},
+	} {
+		f, err := serverconfig.Parse([]byte(c.conf))
+		if err == nil {
+			err = f.Validate()
+		}
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "allow_plaintext_metadata: true")) {
+			t.Errorf("%s: %v, want ok %t", c.conf, err, c.ok)
+		}
+	}
 }

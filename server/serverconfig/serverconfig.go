@@ -162,6 +162,11 @@ type Queue struct {
 	// variable holding its value, which wins when set and not empty.
 	Metadata    map[string]string `json:"metadata"`
 	MetadataEnv map[string]string `json:"metadata_env"`
+	// AllowPlaintextMetadata lets Metadata go to a grpc:// (plaintext)
+	// handler on a host other than localhost or a loopback address,
+	// where anyone on the path can read it; without it, such a queue is
+	// refused.
+	AllowPlaintextMetadata bool `json:"allow_plaintext_metadata"`
 	// Handlers are the handler names tasks of the queue may name; at
 	// least one.
 	Handlers []string `json:"handlers"`

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/srjn45/rdq"
@@ -183,6 +186,9 @@ func (f *File) validateQueues(v *validation) {
 			v.addf("%s: no secret signs its callbacks: set callback.secret or callback.secret_env for every queue, or this queue's secret or secret_env%s",
 				at, unsetNote(f.Callback.SecretEnv, q.SecretEnv))
 		}
+		if grpc && (len(q.Metadata) > 0 || len(q.MetadataEnv) > 0) && !q.AllowPlaintextMetadata && !tlsOrLoopback(q.URL) {
+			v.addf("%s.metadata: a grpc:// handler's calls are not encrypted, and its metadata would cross the network readable: use grpcs://, or set allow_plaintext_metadata: true if the network is trusted", at)
+		}
 		if grpc {
 			if err := grpccall.ValidateMetadata(q.Metadata); err != nil {
 				v.addf("%s.metadata: %w", at, err)
@@ -279,4 +285,20 @@ func (f *File) validatePrincipals(v *validation) {
 			tokens[p.Token] = cmp.Or(p.Name, at)
 		}
 	}
+}
+
+// tlsOrLoopback reports whether calls to the gRPC handler at raw are
+// encrypted (grpcs://) or stay on this machine (localhost or a loopback
+// address).
+func tlsOrLoopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.EqualFold(u.Scheme, grpccall.SchemePlaintext) {
+		return true // grpcs://, or a URL refused on its own
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }

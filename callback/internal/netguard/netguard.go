@@ -224,14 +224,21 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 
 // Ranges refused besides those netip.Addr classifies.
 var internalPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (carrier-grade NAT)
-	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),   // reserved, broadcast
-	netip.MustParsePrefix("64:ff9b::/96"),  // NAT64, which can embed any IPv4 address
-	netip.MustParsePrefix("2001:db8::/32"), // documentation
+	netip.MustParsePrefix("0.0.0.0/8"),      // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),  // shared address space (carrier-grade NAT)
+	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, broadcast
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, which can embed any IPv4 address
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64 (RFC 8215), the same
+	netip.MustParsePrefix("::/96"),          // IPv4-compatible (deprecated), the same
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated)
+	netip.MustParsePrefix("2001:db8::/32"),  // documentation
 }
+
+// sixToFour is the 6to4 prefix (RFC 3056): its next 32 bits are an IPv4
+// address, the relay's way to reach it.
+var sixToFour = netip.MustParsePrefix("2002::/16")
 
 // internal reports whether a is an address a callback must not reach
 // unless it is allowed explicitly.
@@ -244,6 +251,10 @@ func internal(a netip.Addr) bool {
 		if p.Contains(a) {
 			return true
 		}
+	}
+	if sixToFour.Contains(a) {
+		b := a.As16()
+		return internal(netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}))
 	}
 	return false
 }

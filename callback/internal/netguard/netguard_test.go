@@ -2,6 +2,7 @@ package netguard
 
 import (
 	"errors"
+	"net/netip"
 	"net/url"
 	"testing"
 
@@ -65,6 +66,35 @@ func TestSchemes(t *testing.T) {
 	for _, bad := range []string{"ftp://x/", "grpc://", "grpcs://u:p@h/"} {
 		if _, err := NewAllowlist([]string{bad}); !errors.Is(err, rdq.ErrInvalid) {
 			t.Errorf("entry %q: err = %v, want rdq.ErrInvalid", bad, err)
+		}
+	}
+}
+
+// The guard refuses the IPv6 forms that carry an internal IPv4 address or
+// are deprecated local scopes, and passes public ones.
+func TestDialGuardIPv6Forms(t *testing.T) {
+	g, err := NewDialGuard(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		addr    string
+		refused bool
+	}{
+		{"64:ff9b:1::a00:1", true},        // local-use NAT64 of 10.0.0.1
+		{"64:ff9b:1:ffff::808:808", true}, // local-use NAT64, whatever it embeds
+		{"2002:a00:1::1", true},           // 6to4 of 10.0.0.1
+		{"2002:7f00:1::1", true},          // 6to4 of 127.0.0.1
+		{"2002:a9fe:a9fe::1", true},       // 6to4 of 169.254.169.254
+		{"2002:808:808::1", false},        // 6to4 of 8.8.8.8
+		{"::a00:1", true},                 // IPv4-compatible 10.0.0.1
+		{"::808:808", true},               // IPv4-compatible, deprecated whatever it embeds
+		{"fec0::1", true},                 // site-local
+		{"2606:4700::1111", false},        // public
+	} {
+		err := g.Check(netip.MustParseAddr(c.addr))
+		if c.refused != errors.Is(err, ErrNotAllowed) {
+			t.Errorf("Check(%s) = %v, want refused %t", c.addr, err, c.refused)
 		}
 	}
 }

@@ -284,3 +284,66 @@ async def test_logs_task_id_queue_attempt_never_payload(caplog: pytest.LogCaptur
     ]
     payload = base64.b64decode(v["payload"]).decode()
     assert all(payload[:12] not in r.getMessage() and payload[:12] not in str(r.__dict__) for r in caplog.records)
+
+
+async def _answer(receive: Any, headers: list[tuple[bytes, bytes]] | None = None) -> int:
+    sent: list[dict[str, Any]] = []
+
+    async def send(m: dict[str, Any]) -> None:
+        sent.append(m)
+
+    app = CallbackReceiver(VECTORS[0]["secret"], lambda t: None)
+    await app({"type": "http", "method": "POST", "headers": headers or []}, receive, send)
+    status: int = sent[0]["status"]
+    return status
+
+
+async def test_content_length_of_non_ascii_digits() -> None:
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    assert await _answer(receive, [(b"content-length", b"\xb2")]) == 400  # a superscript two in latin-1
+
+
+async def test_body_cap_applies_before_the_whole_body_is_read() -> None:
+    chunk = b"x" * (64 << 10)
+    pulled = 0
+
+    async def endless() -> dict[str, Any]:
+        nonlocal pulled
+        pulled += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": True}
+
+    assert await _answer(endless) == 413
+    assert MAX_BODY_BYTES < pulled <= MAX_BODY_BYTES + len(chunk)
+
+
+async def test_client_disconnect_is_no_413() -> None:
+    async def gone() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    assert await _answer(gone) == 400
+
+
+async def test_future_timestamp_outside_the_window_refused() -> None:
+    v = VECTORS[0]
+    later = v["timestamp"] + 3600
+    key = v["secret"].encode()
+    sig = swh.Webhook(key).sign(v["id"], datetime.fromtimestamp(later, tz=UTC), v["body"])
+    seen: list[Execution] = []
+    res = await post(CallbackReceiver(v["secret"], seen.append), v, timestamp=str(later), signature=sig)
+    assert res.status_code == 401
+    assert seen == []
+
+
+async def test_handler_timeout_error_is_the_handlers_failure() -> None:
+    res = await post(CallbackReceiver(VECTORS[0]["secret"], _raise(TimeoutError("ledger timed out"))), VECTORS[0])
+    assert res.status_code == 500
+    assert res.json()["error_type"] == "TimeoutError"
+    assert res.json()["message"] == "ledger timed out"
+
+
+def test_retry_after_needs_a_finite_delay_and_caps_it() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        RetryAfterError(float("inf"), "never")
+    assert RetryAfterError(1e300, "later").delay * 1000 <= 2**63 - 1

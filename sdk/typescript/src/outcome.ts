@@ -24,7 +24,7 @@ export class RetryAfterError extends Error {
     if (!Number.isFinite(delayMs) || delayMs < 0) {
       throw new RangeError(`rdq: RetryAfterError needs a delay of zero or more milliseconds, not ${delayMs}`);
     }
-    this.delayMs = delayMs;
+    this.delayMs = Math.min(delayMs, Number.MAX_SAFE_INTEGER); // within int64 milliseconds
   }
 }
 

@@ -304,43 +304,60 @@ export function createReceiver(opts: ReceiverOptions): FetchHandler {
  */
 export function nodeHandler(handler: FetchHandler): (req: IncomingMessage & { body?: unknown }, res: ServerResponse) => void {
   return (req, res) => {
-    const ac = new AbortController();
-    res.on("close", () => {
-      if (!res.writableFinished) {
-        ac.abort(new Error("the caller went away"));
+    try {
+      serveNode(handler, req, res);
+    } catch (e) {
+      // A request Node accepted but a Request cannot be made of (a
+      // header value fetch refuses, say): the caller's fault, answered
+      // without reaching the handler.
+      if (!res.headersSent) {
+        res.writeHead(400, { "content-type": "text/plain; charset=utf-8" });
       }
-    });
-    const headers = new Headers();
-    for (const [k, v] of Object.entries(req.headers)) {
-      if (typeof v === "string") {
-        headers.set(k, v);
-      } else if (Array.isArray(v)) {
-        headers.set(k, v.join(", "));
-      }
+      res.end(`bad request: ${e instanceof Error ? e.message : String(e)}`);
     }
-    const method = req.method ?? "GET";
-    const hasBody = method !== "GET" && method !== "HEAD";
-    const body: Uint8Array | ReadableStream<Uint8Array> | null = !hasBody
-      ? null
-      : req.body instanceof Uint8Array
-        ? req.body
-        : (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>);
-    const init: RequestInit & { duplex?: "half" } = { method, headers, body, signal: ac.signal };
-    if (body && !(body instanceof Uint8Array)) {
-      init.duplex = "half";
-    }
-    handler(new Request(`http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`, init))
-      .then(async (response) => {
-        const out: Record<string, string> = {};
-        response.headers.forEach((v, k) => (out[k] = v));
-        res.writeHead(response.status, out);
-        res.end(Buffer.from(await response.arrayBuffer()));
-      })
-      .catch((e: unknown) => {
-        if (!res.headersSent) {
-          res.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
-        }
-        res.end(`receiver failed: ${e instanceof Error ? e.message : String(e)}`);
-      });
   };
+}
+
+/** serveNode serves one request of nodeHandler; it throws on a request no Request can be made of. */
+function serveNode(handler: FetchHandler, req: IncomingMessage & { body?: unknown }, res: ServerResponse): void {
+  const ac = new AbortController();
+  res.on("close", () => {
+    if (!res.writableFinished) {
+      ac.abort(new Error("the caller went away"));
+    }
+  });
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (typeof v === "string") {
+      headers.set(k, v);
+    } else if (Array.isArray(v)) {
+      headers.set(k, v.join(", "));
+    }
+  }
+  const method = req.method ?? "GET";
+  const hasBody = method !== "GET" && method !== "HEAD";
+  const body: Uint8Array | ReadableStream<Uint8Array> | null = !hasBody
+    ? null
+    : req.body instanceof Uint8Array
+      ? req.body
+      : (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>);
+  const init: RequestInit & { duplex?: "half" } = { method, headers, body, signal: ac.signal };
+  if (body && !(body instanceof Uint8Array)) {
+    init.duplex = "half";
+  }
+  // The URL is made from a fixed origin: the Host header and the
+  // request target are the caller's, and a bad one must not throw.
+  handler(new Request(new URL(req.url ?? "/", "http://receiver.invalid"), init))
+    .then(async (response) => {
+      const out: Record<string, string> = {};
+      response.headers.forEach((v, k) => (out[k] = v));
+      res.writeHead(response.status, out);
+      res.end(Buffer.from(await response.arrayBuffer()));
+    })
+    .catch((e: unknown) => {
+      if (!res.headersSent) {
+        res.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
+      }
+      res.end(`receiver failed: ${e instanceof Error ? e.message : String(e)}`);
+    });
 }

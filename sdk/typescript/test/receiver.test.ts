@@ -3,6 +3,8 @@
 // testdata/conformance/callback_failures.json.
 import { strict as assert } from "node:assert";
 import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { connect, type AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
 
@@ -19,6 +21,7 @@ import {
   RetryAfterError,
   createReceiver,
   failureBody,
+  nodeHandler,
   type Execution,
   type FailureBody,
   type Handler,
@@ -251,5 +254,90 @@ describe("callback receiver", () => {
     assert.equal(rawMember('{"data":{"a":"\\"payload\\":1","payload" : [1, "]}"] ,"z":0}}', "payload"), '[1, "]}"]');
     assert.equal(rawMember('{"data":{"payload":{"payload":2}}}', "payload"), '{"payload":2}');
     assert.equal(rawMember('{"data":{"headers":{"payload":"x"}}}', "payload"), undefined);
+  });
+
+  it("refuses a timestamp in the future outside the window", async () => {
+    const v = vectors[0]!;
+    const wh = new Webhook(new TextEncoder().encode(v.secret), { format: "raw" });
+    const seen: Execution[] = [];
+    const receive = createReceiver({ secret: v.secret, handler: (t) => void seen.push(t) });
+    const later = v.timestamp + 3600;
+    const res = await receive(post(v, { timestamp: String(later), signature: wh.sign(v.id, new Date(later * 1000), v.body) }));
+    assert.equal(res.status, 401, await res.text());
+    assert.equal(seen.length, 0);
+  });
+
+  it("stops reading a body past MAX_BODY_BYTES and cancels it", async () => {
+    const v = vectors[0]!;
+    const chunk = new Uint8Array(64 << 10);
+    let pulled = 0;
+    let cancelled = false;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(c) {
+        pulled += chunk.byteLength;
+        c.enqueue(chunk);
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const receive = createReceiver({ secret: v.secret, handler: () => {} });
+    const init: RequestInit & { duplex: "half" } = { method: "POST", body: endless, duplex: "half" };
+    const res = await receive(new Request("http://receiver.test/hooks", init));
+    assert.equal(res.status, 413);
+    assert.ok(pulled > MAX_BODY_BYTES, `${pulled} bytes pulled`);
+    assert.ok(pulled <= MAX_BODY_BYTES + 4 * chunk.byteLength, `${pulled} bytes pulled, want the reading to stop near ${MAX_BODY_BYTES}`);
+    assert.ok(cancelled, "the body stream is cancelled");
+  });
+});
+
+describe("nodeHandler", () => {
+  // rawExchange sends request as it is on a new connection to server and
+  // returns what comes back until the server closes it.
+  async function rawExchange(server: Server, request: string): Promise<string> {
+    const { port } = server.address() as AddressInfo;
+    const sock = connect(port, "127.0.0.1");
+    sock.end(request);
+    const parts: Buffer[] = [];
+    for await (const part of sock) {
+      parts.push(part as Buffer);
+    }
+    return Buffer.concat(parts).toString("latin1");
+  }
+
+  it("answers a bad Host header or an absolute-form target with 400, and goes on serving", async () => {
+    const v = vectors[0]!;
+    const seen: Execution[] = [];
+    const server = createServer(nodeHandler(createReceiver({ secret: v.secret, handler: (t) => void seen.push(t) })));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const cases: [string, number, string][] = [
+        ["Host [", 401, "POST /hooks HTTP/1.1\r\nHost: [\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"],
+        ["target //[", 400, "POST //[/hooks HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"],
+        ["absolute-form", 400, "POST http://[/hooks HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"],
+      ];
+      for (const [what, status, request] of cases) {
+        const answer = await rawExchange(server, request);
+        assert.ok(answer.startsWith(`HTTP/1.1 ${status} `), `${what}: ${answer}`);
+      }
+      assert.equal(seen.length, 0);
+      const { port } = server.address() as AddressInfo;
+      const ok = await fetch(`http://127.0.0.1:${port}/hooks`, {
+        method: "POST",
+        headers: { "webhook-id": v.id, "webhook-timestamp": String(v.timestamp), "webhook-signature": v.signature },
+        body: v.body,
+      });
+      assert.equal(ok.status, 401, "the server still answers (the signature is stale on the real clock)");
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
+
+describe("RetryAfterError", () => {
+  it("needs a finite delay and keeps it within int64 milliseconds", () => {
+    assert.throws(() => new RetryAfterError(Infinity, "never"), RangeError);
+    const huge = new RetryAfterError(1e300, "later");
+    assert.ok(BigInt(Math.ceil(huge.delayMs)) <= 2n ** 63n - 1n, String(huge.delayMs));
   });
 });

@@ -79,13 +79,18 @@ async def run(handler: Handler, task: Execution, traceparent: str | None, deadli
         started = time.perf_counter()
 
         async def call() -> None:
-            result = handler(task)
-            if inspect.isawaitable(result):
-                await result
+            try:
+                result = handler(task)
+                if inspect.isawaitable(result):
+                    await result
+            except TimeoutError as exc:  # the handler's own, not the deadline's
+                raise _HandlerRaisedError(exc) from exc
 
         try:
             await asyncio.wait_for(call(), timeout=deadline)
             outcome = SUCCESS
+        except _HandlerRaisedError as raised:
+            outcome = outcome_of(raised.exc)
         except TimeoutError:
             outcome = Outcome("retryable", "timeout", f"the handler did not finish within {deadline:g} s")
         except Exception as exc:  # every failure is an outcome
@@ -108,3 +113,11 @@ async def run(handler: Handler, task: Execution, traceparent: str | None, deadli
                 extra={**fields, "outcome": outcome.kind},
             )
         return outcome
+
+
+class _HandlerRaisedError(Exception):
+    """Carries a TimeoutError the handler raised past the deadline's own."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.exc = exc

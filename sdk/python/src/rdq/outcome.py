@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import traceback
 from dataclasses import dataclass
 from typing import Literal
@@ -11,14 +12,21 @@ class PermanentError(Exception):
     """A failure retrying cannot fix: the task goes to the dead-letter queue at once."""
 
 
+MAX_RETRY_AFTER = 2**53 / 1000
+"""The longest delay a RetryAfterError carries, in seconds; longer ones are cut to it (rdq-server caps it further)."""
+
+
 class RetryAfterError(Exception):
-    """A failed attempt whose next attempt is due no sooner than ``delay`` seconds."""
+    """A failed attempt whose next attempt is due no sooner than ``delay`` seconds.
+
+    The delay must be finite; one past MAX_RETRY_AFTER is cut to it.
+    """
 
     def __init__(self, delay: float, message: str) -> None:
-        if not delay >= 0:
-            raise ValueError(f"rdq: RetryAfterError needs a delay of zero or more seconds, not {delay!r}")
+        if not (delay >= 0 and math.isfinite(delay)):
+            raise ValueError(f"rdq: RetryAfterError needs a finite delay of zero or more seconds, not {delay!r}")
         super().__init__(message)
-        self.delay = delay
+        self.delay = min(delay, MAX_RETRY_AFTER)
 
 
 @dataclass(frozen=True)

@@ -183,12 +183,14 @@ class CallbackReceiver:
         await send({"type": "http.response.body", "body": b"" if status == 204 else body.encode()})
 
     async def _read(self, receive: Receive) -> bytes | None:
+        """Returns the body, or None once it is larger than MAX_BODY_BYTES;
+        raises _DisconnectedError if the caller goes away first."""
         chunks: list[bytes] = []
         size = 0
         while True:
             msg = await receive()
             if msg["type"] == "http.disconnect":
-                return None
+                raise _DisconnectedError
             chunk = msg.get("body", b"")
             size += len(chunk)
             if size > MAX_BODY_BYTES:
@@ -202,11 +204,14 @@ class CallbackReceiver:
             return 405, "rdq callbacks are POST requests", [(b"allow", b"POST")]
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         declared = headers.get("content-length", "0") or "0"
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):
             return 400, "content-length is not a number", []
         if int(declared) > MAX_BODY_BYTES:
             return 413, f"callback body is larger than {MAX_BODY_BYTES} bytes", []
-        raw = await self._read(receive)
+        try:
+            raw = await self._read(receive)
+        except _DisconnectedError:
+            return 400, "the caller went away before sending the whole body", []
         if raw is None:
             return 413, f"callback body is larger than {MAX_BODY_BYTES} bytes", []
         signed = {h: headers.get(h, "") for h in ("webhook-id", "webhook-timestamp", "webhook-signature")}
@@ -250,3 +255,7 @@ class CallbackReceiver:
         if outcome.kind == "retry_after":
             return 503, failure, [*extra, (b"retry-after", str(math.ceil(outcome.delay)).encode())]
         return 500, failure, extra
+
+
+class _DisconnectedError(Exception):
+    """The caller went away before sending the whole body."""
