@@ -202,10 +202,17 @@ func (s *Service) api(rt restRoute) http.Handler {
 				}
 			}
 		}
+		refusedUnread := err != nil && r.Method == http.MethodPost
 		if err == nil {
 			out, err = rt.serve(s, ctx, r)
 		}
 		if e := s.outcome(ctx, span, name, err); e != nil {
+			if refusedUnread {
+				// A body refused unread is not drained before the
+				// answer (net/http would wait for a body that never
+				// ends): the connection closes after it instead.
+				w.Header().Set("Connection", "close")
+			}
 			writeProblem(w, r, e)
 			return
 		}
