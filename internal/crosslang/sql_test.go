@@ -56,6 +56,14 @@ var javaStatements = []string{
 	"sqlPauseQueue",
 	"sqlResumeQueue",
 	"sqlPausedQueues",
+	"sqlListDead",
+	"sqlListDeadAfter",
+	"sqlCountDead",
+	"sqlRedriveDead",
+	"sqlRedriveDeadLifeLimit",
+	"sqlRedriveDeadAtLimit",
+	"sqlPurgeDead",
+	"sqlPurgeDeadDropKeys",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

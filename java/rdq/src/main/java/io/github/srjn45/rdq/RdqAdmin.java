@@ -5,9 +5,14 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalInt;
+import java.util.OptionalLong;
+import java.util.UUID;
 import javax.sql.DataSource;
 
 /**
@@ -26,12 +31,23 @@ import javax.sql.DataSource;
 public final class RdqAdmin {
     private static final ObjectMapper JSON = new ObjectMapper();
 
+    /** How many tasks one statement of a bulk redrive or purge touches, as Go's {@code dlq.DefaultChunkSize}. */
+    public static final int CHUNK_SIZE = 5000;
+    /** Bounds {@link RedriveOptions.Builder#delay} and {@link RedriveOptions.Builder#spread}, as Go's {@code dlq.MaxSpread}. */
+    public static final Duration MAX_SPREAD = Duration.ofDays(30);
+    /** Bounds the actor of an audited operation, in bytes, as Go's {@code dlq.MaxActorLength}. */
+    public static final int MAX_ACTOR_LENGTH = 128;
+    /** Bounds the reason of an audited operation, in bytes, as Go's {@code dlq.MaxReasonLength}. */
+    public static final int MAX_REASON_LENGTH = 1024;
+
     private final DataSource dataSource;
     private final PgStore store;
+    private final DeadSql dead;
 
     private RdqAdmin(Builder b) {
         this.dataSource = b.dataSource;
         this.store = new PgStore(b.schema);
+        this.dead = new DeadSql("\"" + store.schema + "\"", store.channel);
     }
 
     /**
@@ -187,6 +203,538 @@ public final class RdqAdmin {
             return store.pausedQueues(conn);
         } catch (SQLException e) {
             throw new StoreException("rdq: admin: paused queues: " + e.getMessage(), e);
+        }
+    }
+
+    // --- Dead-letter queue -------------------------------------------------
+
+    /**
+     * A position in the newest-dead-first listing of dead tasks: just past the
+     * task that went dead at finishedAt with the given id.
+     *
+     * @param finishedAt when the task went dead
+     * @param id         the task
+     */
+    public record Cursor(Instant finishedAt, UUID id) {
+        /**
+         * @throws NullPointerException naming the null component
+         */
+        public Cursor {
+            Objects.requireNonNull(finishedAt, "RdqAdmin.Cursor: finishedAt is null");
+            Objects.requireNonNull(id, "RdqAdmin.Cursor: id is null");
+        }
+
+        /**
+         * The cursor just past t in a listing.
+         *
+         * @throws InvalidInputException when t is not finished (it has no place in the listing)
+         */
+        public static Cursor after(Task t) {
+            Objects.requireNonNull(t, "RdqAdmin.Cursor.after: task is null");
+            if (t.finishedAt() == null) {
+                throw new InvalidInputException("rdq: invalid input: RdqAdmin.Cursor.after: task " + t.id()
+                        + " is not finished; list dead tasks to page through them");
+            }
+            return new Cursor(t.finishedAt(), t.id());
+        }
+    }
+
+    /**
+     * One page of dead tasks, newest dead first (by when they went dead, then
+     * by id, descending).
+     *
+     * @param tasks the tasks of the page, at most the limit asked for
+     * @param next  where the next page starts; empty when this page was the last
+     */
+    public record DeadPage(List<Task> tasks, Optional<Cursor> next) {
+        /** Copies tasks. */
+        public DeadPage {
+            tasks = List.copyOf(tasks);
+            Objects.requireNonNull(next, "RdqAdmin.DeadPage: next is null");
+        }
+    }
+
+    /**
+     * The first page of dead tasks matching filter, as Go's {@code dlq.List}:
+     * one index range scan of at most limit entries.
+     *
+     * @throws InvalidInputException when limit is not positive
+     * @throws StoreException when the database fails
+     */
+    public DeadPage listDead(DeadFilter filter, int limit) {
+        return listDead(filter, Optional.empty(), limit);
+    }
+
+    /**
+     * The page of dead tasks matching filter that starts just past after (from
+     * {@link DeadPage#next()}), or the first page when after is empty. Pages
+     * are keyset pages: tasks that go dead while a listing is paged through
+     * come before its cursor and are not listed; none is listed twice.
+     *
+     * @throws InvalidInputException when limit is not positive
+     * @throws StoreException when the database fails
+     */
+    public DeadPage listDead(DeadFilter filter, Optional<Cursor> after, int limit) {
+        Objects.requireNonNull(filter, "RdqAdmin.listDead: filter is null; use DeadFilter.all() for every dead task");
+        Objects.requireNonNull(after, "RdqAdmin.listDead: after is null; use Optional.empty() for the first page");
+        if (limit < 1) {
+            throw new InvalidInputException("rdq: invalid input: RdqAdmin.listDead: limit " + limit
+                    + " is not positive; ask for a page of at least one task");
+        }
+        try (Connection conn = dataSource.getConnection()) {
+            Cursor c = after.orElse(null);
+            List<Task> tasks = dead.listDead(conn, filter, c == null ? null : c.finishedAt(), c == null ? null : c.id(),
+                    limit);
+            Optional<Cursor> next = tasks.size() == limit ? Optional.of(Cursor.after(tasks.get(tasks.size() - 1)))
+                    : Optional.empty();
+            return new DeadPage(tasks, next);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: list dead " + filter + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * How many dead tasks match filter.
+     *
+     * @throws StoreException when the database fails
+     */
+    public long countDead(DeadFilter filter) {
+        Objects.requireNonNull(filter, "RdqAdmin.countDead: filter is null; use DeadFilter.all() for every dead task");
+        try (Connection conn = dataSource.getConnection()) {
+            return dead.countDead(conn, filter);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: count dead " + filter + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * How a redrive by filter is done, as Go's {@code dlq.RedriveOptions}.
+     * Immutable; build one with {@link #builder(String, String)}, or
+     * {@link #dryRun()} to only count.
+     */
+    public static final class RedriveOptions {
+        private final String actor;
+        private final String reason;
+        private final boolean dryRun;
+        private final boolean all;
+        private final long max;
+        private final Duration delay;
+        private final Duration spread;
+        private final int maxLife;
+
+        private RedriveOptions(Builder b) {
+            this.actor = b.actor;
+            this.reason = b.reason;
+            this.dryRun = b.dryRun;
+            this.all = b.all;
+            this.max = b.max;
+            this.delay = b.delay;
+            this.spread = b.spread;
+            this.maxLife = b.maxLife;
+        }
+
+        /**
+         * A redrive by actor (a user or service) for reason (a ticket, an
+         * incident, the fix deployed), both written to the audit log.
+         *
+         * @throws InvalidInputException when the actor or the reason is empty, too long or holds control characters
+         */
+        public static Builder builder(String actor, String reason) {
+            return new Builder(false, requireAudit("RedriveOptions.builder", actor, reason), reason);
+        }
+
+        /** A dry run: counts what a redrive would move and changes nothing; it needs no actor or reason. */
+        public static Builder dryRun() {
+            return new Builder(true, null, null);
+        }
+
+        /** Who redrives; empty for a dry run. */
+        public Optional<String> actor() {
+            return Optional.ofNullable(actor);
+        }
+
+        /** Why; empty for a dry run. */
+        public Optional<String> reason() {
+            return Optional.ofNullable(reason);
+        }
+
+        /** True when nothing is changed. */
+        public boolean isDryRun() {
+            return dryRun;
+        }
+
+        /** True when an empty filter may mean the whole dead-letter queue. */
+        public boolean isAll() {
+            return all;
+        }
+
+        /** At most this many tasks are redriven; empty for no limit. */
+        public OptionalLong max() {
+            return max == 0 ? OptionalLong.empty() : OptionalLong.of(max);
+        }
+
+        /** The wait before the first attempt of the new life; zero unless set. */
+        public Duration delay() {
+            return delay;
+        }
+
+        /** The random extra wait, in [0, spread), added to each task; zero unless set. */
+        public Duration spread() {
+            return spread;
+        }
+
+        /** Tasks redriven this many times or more stay dead; empty for no cap. */
+        public OptionalInt maxLife() {
+            return maxLife == 0 ? OptionalInt.empty() : OptionalInt.of(maxLife);
+        }
+
+        /** Builds {@link RedriveOptions}; each setter checks its value at once. */
+        public static final class Builder {
+            private final boolean dryRun;
+            private final String actor;
+            private final String reason;
+            private boolean all;
+            private long max;
+            private Duration delay = Duration.ZERO;
+            private Duration spread = Duration.ZERO;
+            private int maxLife;
+
+            private Builder(boolean dryRun, String actor, String reason) {
+                this.dryRun = dryRun;
+                this.actor = actor;
+                this.reason = reason;
+            }
+
+            /** Lets an empty filter mean the whole dead-letter queue (refused otherwise). */
+            public Builder all() {
+                this.all = true;
+                return this;
+            }
+
+            /**
+             * Redrives at most n tasks (which ones is up to the database).
+             *
+             * @throws InvalidInputException when n is not positive (leave it unset for no limit)
+             */
+            public Builder max(long n) {
+                if (n < 1) {
+                    throw new InvalidInputException("rdq: invalid input: RedriveOptions.Builder.max: " + n
+                            + " is not positive; leave it unset for no limit");
+                }
+                this.max = n;
+                return this;
+            }
+
+            /**
+             * Postpones the first attempt of the new life by d.
+             *
+             * @throws InvalidInputException when d is negative or over {@link RdqAdmin#MAX_SPREAD}
+             */
+            public Builder delay(Duration d) {
+                this.delay = pacing("delay", d);
+                return this;
+            }
+
+            /**
+             * Adds a random extra wait in [0, d) to each task, so a bulk redrive is
+             * not a thundering herd.
+             *
+             * @throws InvalidInputException when d is negative or over {@link RdqAdmin#MAX_SPREAD}
+             */
+            public Builder spread(Duration d) {
+                this.spread = pacing("spread", d);
+                return this;
+            }
+
+            /**
+             * Leaves dead the tasks already redriven n times or more; they are
+             * counted in {@link RedriveResult#atLimit()}.
+             *
+             * @throws InvalidInputException when n is not positive (leave it unset for no cap)
+             */
+            public Builder maxLife(int n) {
+                if (n < 1) {
+                    throw new InvalidInputException("rdq: invalid input: RedriveOptions.Builder.maxLife: " + n
+                            + " is not positive; leave it unset for no cap");
+                }
+                this.maxLife = n;
+                return this;
+            }
+
+            /** The options. */
+            public RedriveOptions build() {
+                return new RedriveOptions(this);
+            }
+
+            private static Duration pacing(String setter, Duration d) {
+                Objects.requireNonNull(d, "RedriveOptions.Builder." + setter + ": duration is null");
+                if (d.isNegative() || d.compareTo(MAX_SPREAD) > 0) {
+                    throw new InvalidInputException("rdq: invalid input: RedriveOptions.Builder." + setter + ": "
+                            + GoDurations.format(d) + " is outside 0s to " + GoDurations.format(MAX_SPREAD));
+                }
+                return d;
+            }
+        }
+    }
+
+    /**
+     * What a redrive by filter did, as Go's {@code dlq.RedriveResult}.
+     *
+     * @param dryRun   true when nothing was changed
+     * @param matched  how many dead tasks matched when the redrive started
+     * @param redriven how many went back to PENDING (for a dry run, how many would)
+     * @param atLimit  how many matching tasks stayed dead at the life cap
+     * @param maxLife  the life cap that applied; empty for none
+     */
+    public record RedriveResult(boolean dryRun, long matched, long redriven, long atLimit, OptionalInt maxLife) {
+        /** Checks maxLife. */
+        public RedriveResult {
+            Objects.requireNonNull(maxLife, "RdqAdmin.RedriveResult: maxLife is null");
+        }
+    }
+
+    /**
+     * Redrives the dead tasks matching filter, as Go's {@code dlq.Redrive}:
+     * each goes back to PENDING in a new life (attempts reset, history and
+     * last error kept), due after the delay plus its share of the spread.
+     * It works in chunks of {@link #CHUNK_SIZE}, each one statement and one
+     * transaction that writes its own "redrive" audit entry (actor, the filter
+     * as JSON, the count, the reason, and details delay, spread and max_life)
+     * exactly as Go writes it, until every task that matched at the start is
+     * done, the max is reached or only tasks at the life cap are left. Tasks
+     * locked by a concurrent operation are skipped. A dry run counts, and with
+     * a life cap counts the tasks at the cap too, and writes nothing.
+     *
+     * @throws EmptyFilterException when filter is empty and the options are not {@code all()}
+     * @throws StoreException when the database fails; chunks done before stay done and audited
+     */
+    public RedriveResult redriveDead(DeadFilter filter, RedriveOptions opts) {
+        Objects.requireNonNull(filter, "RdqAdmin.redriveDead: filter is null; use DeadFilter.all() with RedriveOptions all()");
+        Objects.requireNonNull(opts, "RdqAdmin.redriveDead: opts is null; use RedriveOptions.builder(actor, reason)");
+        if (filter.isEmpty() && !opts.all) {
+            throw new EmptyFilterException("RdqAdmin.redriveDead", "RedriveOptions.Builder.all()");
+        }
+        OptionalInt cap = opts.maxLife();
+        long redriven = 0;
+        long atLimit = 0;
+        try (Connection conn = dataSource.getConnection()) {
+            long matched = dead.countDead(conn, filter);
+            if (opts.dryRun) {
+                if (opts.maxLife > 0 && matched > 0) {
+                    DeadFilter capped = filter.withLifeAtLeast(opts.maxLife);
+                    atLimit = capped == null ? 0 : dead.countDead(conn, capped);
+                }
+                return new RedriveResult(true, matched, capMax(matched - atLimit, opts.max), atLimit, cap);
+            }
+            String details = "{\"delay\":\"" + GoDurations.format(opts.delay) + "\",\"max_life\":\""
+                    + opts.maxLife + "\",\"spread\":\"" + GoDurations.format(opts.spread) + "\"}";
+            long remaining = capMax(matched, opts.max);
+            while (remaining > 0) {
+                int limit = (int) Math.min(CHUNK_SIZE, remaining);
+                DeadSql.Chunk c;
+                try {
+                    c = dead.redriveDead(conn, filter, limit, micros(opts.delay), micros(opts.spread), opts.maxLife,
+                            opts.actor, opts.reason, details);
+                } catch (SQLException e) {
+                    throw new StoreException("rdq: admin: redrive of " + filter + " stopped after " + redriven
+                            + " tasks: " + e.getMessage(), e);
+                }
+                redriven += c.redriven();
+                atLimit = c.atLimit();
+                remaining -= c.redriven();
+                if (c.redriven() < limit) {
+                    break;
+                }
+            }
+            return new RedriveResult(false, matched, redriven, atLimit, cap);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: redrive of " + filter + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * How a purge by filter is done, as Go's {@code dlq.PurgeOptions}.
+     * Immutable; build one with {@link #builder(String, String)}, or
+     * {@link #dryRun()} to only count.
+     */
+    public static final class PurgeOptions {
+        private final String actor;
+        private final String reason;
+        private final boolean dryRun;
+        private final boolean all;
+        private final long max;
+
+        private PurgeOptions(Builder b) {
+            this.actor = b.actor;
+            this.reason = b.reason;
+            this.dryRun = b.dryRun;
+            this.all = b.all;
+            this.max = b.max;
+        }
+
+        /**
+         * A purge by actor for reason, both written to the audit log.
+         *
+         * @throws InvalidInputException when the actor or the reason is empty, too long or holds control characters
+         */
+        public static Builder builder(String actor, String reason) {
+            return new Builder(false, requireAudit("PurgeOptions.builder", actor, reason), reason);
+        }
+
+        /** A dry run: counts what a purge would delete and deletes nothing. */
+        public static Builder dryRun() {
+            return new Builder(true, null, null);
+        }
+
+        /** Who purges; empty for a dry run. */
+        public Optional<String> actor() {
+            return Optional.ofNullable(actor);
+        }
+
+        /** Why; empty for a dry run. */
+        public Optional<String> reason() {
+            return Optional.ofNullable(reason);
+        }
+
+        /** True when nothing is deleted. */
+        public boolean isDryRun() {
+            return dryRun;
+        }
+
+        /** True when an empty filter may mean the whole dead-letter queue. */
+        public boolean isAll() {
+            return all;
+        }
+
+        /** At most this many tasks are deleted; empty for no limit. */
+        public OptionalLong max() {
+            return max == 0 ? OptionalLong.empty() : OptionalLong.of(max);
+        }
+
+        /** Builds {@link PurgeOptions}. */
+        public static final class Builder {
+            private final boolean dryRun;
+            private final String actor;
+            private final String reason;
+            private boolean all;
+            private long max;
+
+            private Builder(boolean dryRun, String actor, String reason) {
+                this.dryRun = dryRun;
+                this.actor = actor;
+                this.reason = reason;
+            }
+
+            /** Lets an empty filter mean the whole dead-letter queue (refused otherwise). */
+            public Builder all() {
+                this.all = true;
+                return this;
+            }
+
+            /**
+             * Deletes at most n tasks.
+             *
+             * @throws InvalidInputException when n is not positive (leave it unset for no limit)
+             */
+            public Builder max(long n) {
+                if (n < 1) {
+                    throw new InvalidInputException("rdq: invalid input: PurgeOptions.Builder.max: " + n
+                            + " is not positive; leave it unset for no limit");
+                }
+                this.max = n;
+                return this;
+            }
+
+            /** The options. */
+            public PurgeOptions build() {
+                return new PurgeOptions(this);
+            }
+        }
+    }
+
+    /**
+     * What a purge by filter did, as Go's {@code dlq.PurgeResult}.
+     *
+     * @param dryRun  true when nothing was deleted
+     * @param matched how many dead tasks matched when the purge started
+     * @param purged  how many were deleted (for a dry run, how many would be)
+     */
+    public record PurgeResult(boolean dryRun, long matched, long purged) {}
+
+    /**
+     * Deletes the dead tasks matching filter with their history, as Go's
+     * {@code dlq.Purge}: in chunks of {@link #CHUNK_SIZE}, each one statement
+     * and one transaction writing its own "purge" audit entry exactly as Go
+     * writes it. Their idempotency keys are freed: the same work may be
+     * submitted again at once. A dry run counts and deletes nothing.
+     *
+     * @throws EmptyFilterException when filter is empty and the options are not {@code all()}
+     * @throws StoreException when the database fails; chunks done before stay done and audited
+     */
+    public PurgeResult purgeDead(DeadFilter filter, PurgeOptions opts) {
+        Objects.requireNonNull(filter, "RdqAdmin.purgeDead: filter is null; use DeadFilter.all() with PurgeOptions all()");
+        Objects.requireNonNull(opts, "RdqAdmin.purgeDead: opts is null; use PurgeOptions.builder(actor, reason)");
+        if (filter.isEmpty() && !opts.all) {
+            throw new EmptyFilterException("RdqAdmin.purgeDead", "PurgeOptions.Builder.all()");
+        }
+        long purged = 0;
+        try (Connection conn = dataSource.getConnection()) {
+            long matched = dead.countDead(conn, filter);
+            long total = capMax(matched, opts.max);
+            if (opts.dryRun) {
+                return new PurgeResult(true, matched, total);
+            }
+            long remaining = total;
+            while (remaining > 0) {
+                int limit = (int) Math.min(CHUNK_SIZE, remaining);
+                long n;
+                try {
+                    n = dead.purgeDead(conn, filter, limit, opts.actor, opts.reason);
+                } catch (SQLException e) {
+                    throw new StoreException("rdq: admin: purge of " + filter + " stopped after " + purged + " tasks: "
+                            + e.getMessage(), e);
+                }
+                purged += n;
+                remaining -= n;
+                if (n < limit) {
+                    break;
+                }
+            }
+            return new PurgeResult(false, matched, purged);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: purge of " + filter + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static long capMax(long n, long limit) {
+        return limit > 0 && n > limit ? limit : Math.max(n, 0);
+    }
+
+    private static long micros(Duration d) {
+        return d.toNanos() / 1000;
+    }
+
+    /** Go's dlq.validateAudit: returns actor once actor and reason are fit for the audit log. */
+    private static String requireAudit(String method, String actor, String reason) {
+        requireText(method, "actor", actor, "say who is acting");
+        requireText(method, "reason", reason, "say why (a ticket, an incident, the fix that was deployed)");
+        auditText(method, "actor", actor, MAX_ACTOR_LENGTH);
+        auditText(method, "reason", reason, MAX_REASON_LENGTH);
+        return actor;
+    }
+
+    private static void auditText(String method, String what, String s, int limit) {
+        int n = s.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+        if (n > limit) {
+            throw new InvalidInputException("rdq: invalid input: " + method + ": the " + what + " is " + n
+                    + " bytes; the limit is " + limit);
+        }
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (Character.isISOControl(c) && c != '\t') {
+                throw new InvalidInputException("rdq: invalid input: " + method + ": the " + what
+                        + " contains the control character U+" + String.format("%04X", (int) c));
+            }
         }
     }
 

@@ -1,0 +1,236 @@
+package io.github.srjn45.rdq;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * pgstore's dead-letter statements, which are templates rendered per call:
+ * pgstore/sql.go's sqlListDead, sqlCountDead, sqlRedriveDead and sqlPurgeDead
+ * with their fragments, taken from pgstore-sql.json, and rendered here as
+ * pgstore's stmt type and its deadFilter method render them in
+ * pgstore/admin.go and pgstore/sql.go: each set filter field one condition
+ * with one parameter, in the same order with the same casts, so every
+ * combination of fields is the statement Go runs and is served by the index
+ * pgstore's comments name. Every method runs on a connection the caller
+ * owns; each statement is one transaction in autocommit mode.
+ */
+final class DeadSql {
+    private static final Pattern NAME = Pattern.compile("\\{[a-z_]+\\}");
+
+    private final String listDead;
+    private final String listDeadAfter;
+    private final String countDead;
+    private final String redriveDead;
+    private final String redriveDeadLifeLimit;
+    private final String redriveDeadAtLimit;
+    private final String purgeDead;
+    private final String purgeDeadDropKeys;
+    private final String channel;
+
+    DeadSql(String quotedSchema, String channel) {
+        this.listDead = schema("sqlListDead", quotedSchema);
+        this.listDeadAfter = schema("sqlListDeadAfter", quotedSchema);
+        this.countDead = schema("sqlCountDead", quotedSchema);
+        this.redriveDead = schema("sqlRedriveDead", quotedSchema);
+        this.redriveDeadLifeLimit = schema("sqlRedriveDeadLifeLimit", quotedSchema);
+        this.redriveDeadAtLimit = schema("sqlRedriveDeadAtLimit", quotedSchema);
+        this.purgeDead = schema("sqlPurgeDead", quotedSchema);
+        this.purgeDeadDropKeys = schema("sqlPurgeDeadDropKeys", quotedSchema);
+        this.channel = channel;
+    }
+
+    private static String schema(String name, String quotedSchema) {
+        return Sql.raw(name).replace("{schema}", quotedSchema);
+    }
+
+    /** pgstore's stmt: collects parameters ($n) and fills named placeholders. */
+    static final class Template {
+        final List<Object> args = new ArrayList<>();
+        private final Map<String, String> vars = new HashMap<>();
+
+        /** Adds a parameter and returns its placeholder. */
+        String param(Object v) {
+            args.add(v);
+            return "$" + args.size();
+        }
+
+        /** Names a placeholder's replacement text. */
+        void set(String name, String text) {
+            vars.put("{" + name + "}", text);
+        }
+
+        /**
+         * Fills every set name of template, twice (a replacement may itself hold
+         * set names, one level deep), as stmt.render does with a
+         * strings.Replacer: names not set are left as they are.
+         */
+        String render(String template) {
+            return replace(replace(template));
+        }
+
+        private String replace(String s) {
+            Matcher m = NAME.matcher(s);
+            StringBuilder sb = new StringBuilder();
+            while (m.find()) {
+                String v = vars.get(m.group());
+                m.appendReplacement(sb, Matcher.quoteReplacement(v == null ? m.group() : v));
+            }
+            m.appendTail(sb);
+            return sb.toString();
+        }
+
+        /** Prepares the rendered template on c with the collected parameters. */
+        PreparedStatement prepare(Connection c, String name, String template) throws SQLException {
+            Object[] bound = args.toArray();
+            for (int i = 0; i < bound.length; i++) {
+                if (bound[i] instanceof UUID[] ids) {
+                    bound[i] = c.createArrayOf("uuid", ids);
+                }
+            }
+            return new Sql.Stmt(name, render(template)).prepare(c, bound);
+        }
+
+        /**
+         * pgstore's deadFilter: f as AND-ed conditions on tasks t, one parameter
+         * per set field; "" when f selects every dead task.
+         */
+        String deadFilter(DeadFilter f) {
+            StringBuilder b = new StringBuilder();
+            if (!f.ids().isEmpty()) {
+                b.append("\n      AND t.id = ANY(").append(param(f.ids().toArray(new UUID[0]))).append("::uuid[])");
+            }
+            f.queue().ifPresent(v -> b.append("\n      AND t.queue = ").append(param(PgStore.clean(v))));
+            f.handler().ifPresent(v -> b.append("\n      AND t.handler = ").append(param(PgStore.clean(v))));
+            f.errorType().ifPresent(v -> b.append("\n      AND t.last_error_type = ").append(param(PgStore.clean(v))));
+            f.fingerprint().ifPresent(
+                    v -> b.append("\n      AND t.last_error_fingerprint = ").append(param(PgStore.clean(v))));
+            f.deadAfter().ifPresent(
+                    v -> b.append("\n      AND t.finished_at >= ").append(param(time(v))).append("::timestamptz"));
+            f.deadBefore().ifPresent(
+                    v -> b.append("\n      AND t.finished_at < ").append(param(time(v))).append("::timestamptz"));
+            f.messageContains().ifPresent(v -> b.append("\n      AND t.last_error_message ILIKE ")
+                    .append(param("%" + likeEscape(PgStore.clean(v)) + "%")));
+            f.lifeMin().ifPresent(v -> b.append("\n      AND t.life >= ").append(param(v)).append("::integer"));
+            f.lifeBelow().ifPresent(v -> b.append("\n      AND t.life < ").append(param(v)).append("::integer"));
+            return b.toString();
+        }
+    }
+
+    /** pgstore's likeEscaper: the LIKE wildcards and the escape character taken literally. */
+    static String likeEscape(String s) {
+        StringBuilder sb = new StringBuilder(s.length());
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c == '\\' || c == '%' || c == '_') {
+                sb.append('\\');
+            }
+            sb.append(c);
+        }
+        return sb.toString();
+    }
+
+    private static OffsetDateTime time(Instant t) {
+        return OffsetDateTime.ofInstant(t, ZoneOffset.UTC);
+    }
+
+    /** pgstore's ListDead: up to limit dead tasks matching f, newest dead first, strictly after the cursor when given. */
+    List<Task> listDead(Connection c, DeadFilter f, Instant afterFinishedAt, UUID afterId, int limit)
+            throws SQLException {
+        Template st = new Template();
+        st.set("filter", st.deadFilter(f));
+        st.set("after", "");
+        if (afterId != null) {
+            st.set("after", listDeadAfter);
+            st.set("cursor_at", st.param(time(afterFinishedAt)));
+            st.set("cursor_id", st.param(afterId));
+        }
+        st.set("limit", st.param(limit));
+        List<Task> out = new ArrayList<>();
+        try (PreparedStatement ps = st.prepare(c, "sqlListDead", listDead); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                out.add(PgStore.scanTask(rs));
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Counts the dead tasks matching f with sqlCountDead. (pgstore answers the
+     * filters of queue, handler, error type and fingerprint alone from its
+     * dead_counts summary instead, with the same result.)
+     */
+    long countDead(Connection c, DeadFilter f) throws SQLException {
+        Template st = new Template();
+        st.set("filter", st.deadFilter(f));
+        try (PreparedStatement ps = st.prepare(c, "sqlCountDead", countDead); ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+
+    /** The result of one chunk of a redrive: how many moved, how many matching tasks the life cap keeps dead. */
+    record Chunk(long redriven, long atLimit) {}
+
+    /**
+     * pgstore's RedriveDead: redrives up to limit dead tasks matching f in one
+     * statement that writes the "redrive" audit entry when any moved.
+     */
+    Chunk redriveDead(Connection c, DeadFilter f, int limit, long delayMicros, long spreadMicros, int maxLife,
+            String actor, String reason, String detailsJson) throws SQLException {
+        Template st = new Template();
+        st.set("filter", st.deadFilter(f));
+        st.set("limit", st.param(limit));
+        st.set("now", st.param(null));
+        st.set("details", st.param(detailsJson));
+        st.set("delay", st.param(delayMicros));
+        st.set("spread", st.param(spreadMicros));
+        st.set("actor", st.param(PgStore.clean(actor)));
+        st.set("filter_json", st.param(f.toJson()));
+        st.set("reason", st.param(PgStore.clean(reason)));
+        st.set("channel", st.param(channel));
+        if (maxLife > 0) {
+            st.set("max_life", st.param(maxLife));
+            st.set("life_limit", redriveDeadLifeLimit);
+            st.set("at_limit", redriveDeadAtLimit);
+        } else {
+            st.set("life_limit", "");
+            st.set("at_limit", "0::bigint");
+        }
+        try (PreparedStatement ps = st.prepare(c, "sqlRedriveDead", redriveDead); ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            return new Chunk(rs.getLong(1), rs.getLong(2));
+        }
+    }
+
+    /**
+     * pgstore's PurgeDead with the action "purge": deletes up to limit dead
+     * tasks matching f with their history, frees their idempotency keys, and
+     * writes the audit entry in the same statement when any were deleted.
+     */
+    long purgeDead(Connection c, DeadFilter f, int limit, String actor, String reason) throws SQLException {
+        Template st = new Template();
+        st.set("filter", st.deadFilter(f));
+        st.set("limit", st.param(limit));
+        st.set("actor", st.param(PgStore.clean(actor)));
+        st.set("action", st.param("purge"));
+        st.set("filter_json", st.param(f.toJson()));
+        st.set("reason", st.param(PgStore.clean(reason)));
+        st.set("keys", purgeDeadDropKeys);
+        try (PreparedStatement ps = st.prepare(c, "sqlPurgeDead", purgeDead); ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+}
