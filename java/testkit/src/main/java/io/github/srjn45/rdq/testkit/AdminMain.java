@@ -1,12 +1,23 @@
 package io.github.srjn45.rdq.testkit;
 
+import io.github.srjn45.rdq.DeadFilter;
 import io.github.srjn45.rdq.RdqAdmin;
+import io.github.srjn45.rdq.Task;
+import java.time.Duration;
+import java.util.Optional;
 
 /**
  * Runs one {@link RdqAdmin} operation on RDQ_SCHEMA for the cross-language
- * tests: {@code pause|resume <queue> <actor> <reason>} prints whether the
- * queue changed; {@code stats} prints one line per queue,
- * "queue pending in_flight dead succeeded".
+ * tests:
+ * <ul>
+ * <li>{@code pause|resume <queue> <actor> <reason>} prints whether the queue changed;
+ * <li>{@code stats} prints one line per queue, "queue pending in_flight dead succeeded";
+ * <li>{@code list <queue> <page size>} pages through the queue's dead tasks, printing one id a line;
+ * <li>{@code count <queue> <message text>} prints how many dead tasks match;
+ * <li>{@code redrive <queue> <message text> dry|<actor> <reason> <max> <delay ms> <spread ms>} redrives
+ *     by filter (a dry run when the actor is "dry") and prints "dry_run matched redriven at_limit";
+ * <li>{@code purge <queue> dry|<actor> <reason>} purges by filter and prints "dry_run matched purged".
+ * </ul>
  */
 public final class AdminMain {
     private AdminMain() {}
@@ -23,8 +34,37 @@ public final class AdminMain {
                             + s.succeeded());
                 }
             }
+            case "list" -> {
+                DeadFilter f = DeadFilter.builder().queue(args[1]).build();
+                Optional<RdqAdmin.Cursor> after = Optional.empty();
+                do {
+                    RdqAdmin.DeadPage p = admin.listDead(f, after, Integer.parseInt(args[2]));
+                    for (Task t : p.tasks()) {
+                        System.out.println(t.id());
+                    }
+                    after = p.next();
+                } while (after.isPresent());
+            }
+            case "count" -> System.out.println(admin.countDead(
+                    DeadFilter.builder().queue(args[1]).messageContains(args[2]).build()));
+            case "redrive" -> {
+                DeadFilter f = DeadFilter.builder().queue(args[1]).messageContains(args[2]).build();
+                RdqAdmin.RedriveOptions.Builder o = args[3].equals("dry") ? RdqAdmin.RedriveOptions.dryRun()
+                        : RdqAdmin.RedriveOptions.builder(args[3], args[4]);
+                o.max(Long.parseLong(args[5])).delay(Duration.ofMillis(Long.parseLong(args[6])))
+                        .spread(Duration.ofMillis(Long.parseLong(args[7])));
+                RdqAdmin.RedriveResult r = admin.redriveDead(f, o.build());
+                System.out.println(r.dryRun() + " " + r.matched() + " " + r.redriven() + " " + r.atLimit());
+            }
+            case "purge" -> {
+                DeadFilter f = DeadFilter.builder().queue(args[1]).build();
+                RdqAdmin.PurgeOptions.Builder o = args[2].equals("dry") ? RdqAdmin.PurgeOptions.dryRun()
+                        : RdqAdmin.PurgeOptions.builder(args[2], args[3]);
+                RdqAdmin.PurgeResult r = admin.purgeDead(f, o.build());
+                System.out.println(r.dryRun() + " " + r.matched() + " " + r.purged());
+            }
             default -> throw new IllegalArgumentException("AdminMain: unknown operation " + args[0]
-                    + "; want pause, resume or stats");
+                    + "; want pause, resume, stats, list, count, redrive or purge");
         }
     }
 }

@@ -1,0 +1,172 @@
+package crosslang
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/srjn45/rdq"
+	"github.com/srjn45/rdq/client"
+	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/internal/pgtest"
+	"github.com/srjn45/rdq/pgstore"
+	"github.com/srjn45/rdq/store"
+)
+
+// TestJavaDeadLetterOperationsAreGos: Go dead-letters two identical sets of
+// tasks, one in queue "java" and one in queue "go". The Java SDK's RdqAdmin
+// lists, counts, redrives (a dry run, then for real) and purges the first;
+// Go's dlq package does the same to the second. The results are equal, the
+// audit entries are equal but for the queue the filter names, and Go reads
+// the tasks Java changed in the state its own operations left its own.
+func TestJavaDeadLetterOperationsAreGos(t *testing.T) {
+	requireJava(t)
+	st, schema := pgtest.NewStore(t)
+	ctx := t.Context()
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string][]rdq.ID{}
+	for _, q := range []string{"java", "go"} {
+		for i := range 7 {
+			msg := fmt.Sprintf("relay <down> & 503, try %d", i)
+			if i == 6 {
+				msg = "card declined"
+			}
+			r, err := c.Submit(ctx, client.Task{Queue: q, Handler: "send",
+				FirstFailure: rdq.Permanent(errors.New(msg))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[q] = append(ids[q], r.Task.ID)
+		}
+	}
+	d, err := dlq.New(st, dlq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := []string{"RDQ_DATABASE_URL=" + pgtest.URL(), "RDQ_SCHEMA=" + schema}
+
+	// Java pages through queue "java" three at a time: Go's listing, in order.
+	var want []string
+	for p := (dlq.Page{}); ; {
+		p, err = d.List(ctx, dlq.Filter{Queue: "java"}, dlq.ListOptions{PageSize: 2, PageToken: p.NextPageToken})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range p.Tasks {
+			want = append(want, task.ID.String())
+		}
+		if p.NextPageToken == "" {
+			break
+		}
+	}
+	if got := strings.Fields(runJava(t, "AdminMain", dir, env, "", "list", "java", "3")); !slices.Equal(got, want) {
+		t.Fatalf("Java lists\n%v\nGo lists\n%v", got, want)
+	}
+	text := "<DOWN> & 503"
+	if got := strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "count", "java", text)); got != "6" {
+		t.Fatalf("Java counts %s dead tasks matching %q, want 6", got, text)
+	}
+
+	// A dry run, then a redrive of at most four with a delay and a spread.
+	opts := dlq.RedriveOptions{DryRun: true, Max: 4, Delay: time.Minute, Spread: 90 * time.Second}
+	goRes, err := d.Redrive(ctx, dlq.Filter{Queue: "go", MessageContains: text}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(r dlq.RedriveResult) string {
+		return fmt.Sprintf("%t %d %d %d", r.DryRun, r.Matched, r.Redriven, r.AtLimit)
+	}
+	got := strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "redrive", "java", text, "dry", "-", "4", "60000", "90000"))
+	if got != line(goRes) || got != "true 6 4 0" {
+		t.Fatalf("Java's dry run: %q, Go's: %q, want \"true 6 4 0\"", got, line(goRes))
+	}
+	if entries, err := st.ListAudit(ctx, store.ListAuditParams{Limit: 10}); err != nil || len(entries) != 0 {
+		t.Fatalf("after dry runs, audit %+v (%v), want none", entries, err)
+	}
+	opts.DryRun, opts.Actor, opts.Reason = false, "alice", "INC-42 relay fixed"
+	if goRes, err = d.Redrive(ctx, dlq.Filter{Queue: "go", MessageContains: text}, opts); err != nil {
+		t.Fatal(err)
+	}
+	got = strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "redrive", "java", text, "alice", "INC-42 relay fixed",
+		"4", "60000", "90000"))
+	if got != line(goRes) || got != "false 6 4 0" {
+		t.Fatalf("Java's redrive: %q, Go's: %q, want \"false 6 4 0\"", got, line(goRes))
+	}
+	for _, q := range []string{"java", "go"} {
+		var pending int
+		for _, id := range ids[q] {
+			task, _, err := st.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch task.Status {
+			case rdq.StatusPending:
+				pending++
+				if task.Life != 1 || task.Attempts != 0 || time.Until(task.NextAttemptAt) < 50*time.Second {
+					t.Errorf("queue %s: redriven task %+v, want life 1, no attempts, due after the delay", q, task)
+				}
+			case rdq.StatusDead:
+			default:
+				t.Errorf("queue %s: task %s is %s", q, id, task.Status)
+			}
+		}
+		if pending != 4 {
+			t.Errorf("queue %s: %d tasks redriven, want 4", q, pending)
+		}
+	}
+
+	// Purge what is left dead of each queue: a dry run, then for real.
+	goPurge, err := d.Purge(ctx, dlq.Filter{Queue: "go"}, dlq.PurgeOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "purge", "java", "dry")); got != fmt.Sprintf("true %d %d", goPurge.Matched, goPurge.Purged) || got != "true 3 3" {
+		t.Fatalf("Java's dry purge: %q, Go's %+v, want \"true 3 3\"", got, goPurge)
+	}
+	if goPurge, err = d.Purge(ctx, dlq.Filter{Queue: "go"}, dlq.PurgeOptions{Actor: "bob", Reason: "GDPR-7"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "purge", "java", "bob", "GDPR-7")); got != fmt.Sprintf("false %d %d", goPurge.Matched, goPurge.Purged) || got != "false 3 3" {
+		t.Fatalf("Java's purge: %q, Go's %+v, want \"false 3 3\"", got, goPurge)
+	}
+	for _, q := range []string{"java", "go"} {
+		if n, err := d.Count(ctx, dlq.Filter{Queue: q}); err != nil || n != 0 {
+			t.Fatalf("queue %s: %d dead after the purge (%v), want 0", q, n, err)
+		}
+	}
+
+	// The audit, oldest first: Go's redrive, Java's, Go's purge, Java's.
+	entries, err := st.ListAudit(ctx, store.ListAuditParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 4 {
+		t.Fatalf("%d audit entries, want 4: %+v", len(entries), entries)
+	}
+	slices.Reverse(entries)
+	for i := 0; i < len(entries); i += 2 {
+		goes, java := entries[i], entries[i+1]
+		goes.ID, goes.At, java.ID, java.At = 0, time.Time{}, 0, time.Time{}
+		goes.Filter = strings.Replace(goes.Filter, `"queue":"go"`, `"queue":"java"`, 1)
+		if !reflect.DeepEqual(java, goes) {
+			t.Errorf("Java wrote %+v\nGo wrote   %+v", java, goes)
+		}
+	}
+	if want := `{"queue":"java","message_contains":"\u003cDOWN\u003e \u0026 503"}`; entries[1].Filter != want {
+		t.Errorf("Java's redrive filter %s, want %s", entries[1].Filter, want)
+	}
+	if want := map[string]string{"delay": "1m0s", "spread": "1m30s", "max_life": "0"}; !reflect.DeepEqual(entries[1].Details, want) {
+		t.Errorf("Java's redrive details %v, want %v", entries[1].Details, want)
+	}
+	if entries[1].Count != 4 || entries[3].Count != 3 || entries[3].Action != pgstore.ActionPurge {
+		t.Errorf("Java's entries %+v and %+v, want a redrive of 4 and a purge of 3", entries[1], entries[3])
+	}
+}
