@@ -64,6 +64,8 @@ var javaStatements = []string{
 	"sqlRedriveDeadAtLimit",
 	"sqlPurgeDead",
 	"sqlPurgeDeadDropKeys",
+	"sqlDeadGroups",
+	"sqlListAudit",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

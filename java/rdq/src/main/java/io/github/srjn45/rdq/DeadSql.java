@@ -37,6 +37,8 @@ final class DeadSql {
     private final String redriveDeadAtLimit;
     private final String purgeDead;
     private final String purgeDeadDropKeys;
+    private final String deadGroups;
+    private final String listAudit;
     private final String channel;
 
     DeadSql(String quotedSchema, String channel) {
@@ -48,6 +50,8 @@ final class DeadSql {
         this.redriveDeadAtLimit = schema("sqlRedriveDeadAtLimit", quotedSchema);
         this.purgeDead = schema("sqlPurgeDead", quotedSchema);
         this.purgeDeadDropKeys = schema("sqlPurgeDeadDropKeys", quotedSchema);
+        this.deadGroups = schema("sqlDeadGroups", quotedSchema);
+        this.listAudit = schema("sqlListAudit", quotedSchema);
         this.channel = channel;
     }
 
@@ -233,4 +237,62 @@ final class DeadSql {
             return rs.getLong(1);
         }
     }
+
+    /**
+     * Groups the dead tasks matching f by fingerprint with sqlDeadGroups,
+     * largest first. (pgstore answers the filters of queue, handler, error
+     * type and fingerprint alone from its dead_counts summary instead, with
+     * the same groups.)
+     */
+    List<RdqAdmin.DeadGroup> deadGroups(Connection c, DeadFilter f) throws SQLException {
+        Template st = new Template();
+        st.set("filter", st.deadFilter(f));
+        List<RdqAdmin.DeadGroup> out = new ArrayList<>();
+        try (PreparedStatement ps = st.prepare(c, "sqlDeadGroups", deadGroups); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                out.add(new RdqAdmin.DeadGroup(rs.getString(1), rs.getString(6), rs.getString(7), rs.getLong(2),
+                        rs.getObject(3, OffsetDateTime.class).toInstant(), rs.getObject(4, OffsetDateTime.class).toInstant(),
+                        rs.getObject(5, UUID.class)));
+            }
+        }
+        return out;
+    }
+
+    /** pgstore's ListAudit: up to q's limit entries matching q, newest first; auditFilter rendered as pgstore renders it. */
+    List<RdqAdmin.AuditEntry> listAudit(Connection c, RdqAdmin.AuditQuery q) throws SQLException {
+        Template st = new Template();
+        StringBuilder b = new StringBuilder();
+        q.actor().ifPresent(v -> b.append("\n  AND a.actor = ").append(st.param(PgStore.clean(v))));
+        q.action().ifPresent(v -> b.append("\n  AND a.action = ").append(st.param(PgStore.clean(v))));
+        q.since().ifPresent(v -> b.append("\n  AND a.at >= ").append(st.param(time(v))).append("::timestamptz"));
+        q.until().ifPresent(v -> b.append("\n  AND a.at < ").append(st.param(time(v))).append("::timestamptz"));
+        q.beforeId().ifPresent(v -> b.append("\n  AND a.id < ").append(st.param(v)).append("::bigint"));
+        st.set("filter", b.toString());
+        st.set("limit", st.param(q.limit()));
+        List<RdqAdmin.AuditEntry> out = new ArrayList<>();
+        try (PreparedStatement ps = st.prepare(c, "sqlListAudit", listAudit); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                List<UUID> ids = List.of();
+                java.sql.Array arr = rs.getArray(6);
+                if (arr != null) {
+                    ids = List.of((UUID[]) arr.getArray());
+                }
+                Map<String, String> details = Map.of();
+                String text = rs.getString(9);
+                if (text != null && !text.equals("{}")) {
+                    try {
+                        details = java.util.Collections.unmodifiableMap(JSON.readValue(text,
+                                new com.fasterxml.jackson.core.type.TypeReference<java.util.TreeMap<String, String>>() {}));
+                    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+                        throw new StoreException("rdq: audit entry " + rs.getLong(1) + ": details are not a JSON object of strings", e);
+                    }
+                }
+                out.add(new RdqAdmin.AuditEntry(rs.getLong(1), rs.getObject(2, OffsetDateTime.class).toInstant(),
+                        rs.getString(3), rs.getString(4), rs.getString(5), ids, rs.getLong(7), rs.getString(8), details));
+            }
+        }
+        return out;
+    }
+
+    private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();
 }

@@ -308,6 +308,203 @@ public final class RdqAdmin {
     }
 
     /**
+     * One failure group among dead tasks: those whose last errors share a
+     * fingerprint.
+     *
+     * @param fingerprint the group's fingerprint, for {@link DeadFilter.Builder#fingerprint}
+     * @param errorType   the last error type of the example
+     * @param message     the last error message of the example
+     * @param count       how many dead tasks are in the group
+     * @param firstSeen   when the group's earliest task went dead
+     * @param lastSeen    when its latest went dead
+     * @param exampleId   the group's most recently dead task
+     */
+    public record DeadGroup(String fingerprint, String errorType, String message, long count, Instant firstSeen,
+            Instant lastSeen, UUID exampleId) {}
+
+    /**
+     * The dead tasks matching filter grouped by failure fingerprint, largest
+     * group first (ties by fingerprint), as Go's {@code dlq.Groups}.
+     *
+     * @throws StoreException when the database fails
+     */
+    public List<DeadGroup> deadGroups(DeadFilter filter) {
+        Objects.requireNonNull(filter, "RdqAdmin.deadGroups: filter is null; use DeadFilter.all() for every dead task");
+        try (Connection conn = dataSource.getConnection()) {
+            return dead.deadGroups(conn, filter);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: dead groups " + filter + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * One audited mutation, as Go's {@code store.AuditEntry}.
+     *
+     * @param id      increases with every entry
+     * @param at      when, on the database's clock
+     * @param actor   who, as the caller named them
+     * @param action  "redrive", "edit_payload", "purge", "retention", "pause", "resume",
+     *                "pause_handler" or "resume_handler"
+     * @param filter  the selection as JSON when the mutation was by filter, else empty
+     * @param ids     the tasks affected when the mutation was by id
+     * @param count   how many tasks were affected
+     * @param reason  the caller's explanation
+     * @param details action-specific facts, e.g. a redrive's delay and spread
+     */
+    public record AuditEntry(long id, Instant at, String actor, String action, String filter, List<UUID> ids,
+            long count, String reason, Map<String, String> details) {
+        /** Copies ids and details. */
+        public AuditEntry {
+            ids = List.copyOf(ids);
+            details = Map.copyOf(details);
+        }
+    }
+
+    /**
+     * Which audit entries to list, newest first, as Go's
+     * {@code store.ListAuditParams}. Immutable; build one with {@link #builder(int)}.
+     */
+    public static final class AuditQuery {
+        private final String actor;
+        private final String action;
+        private final Instant since;
+        private final Instant until;
+        private final long beforeId;
+        private final int limit;
+
+        private AuditQuery(Builder b) {
+            this.actor = b.actor;
+            this.action = b.action;
+            this.since = b.since;
+            this.until = b.until;
+            this.beforeId = b.beforeId;
+            this.limit = b.limit;
+        }
+
+        /**
+         * A query of at most limit entries.
+         *
+         * @throws InvalidInputException when limit is not positive
+         */
+        public static Builder builder(int limit) {
+            if (limit < 1) {
+                throw new InvalidInputException("rdq: invalid input: AuditQuery.builder: limit " + limit
+                        + " is not positive; ask for at least one entry");
+            }
+            return new Builder(limit);
+        }
+
+        /** Only the entries of this actor. */
+        public Optional<String> actor() {
+            return Optional.ofNullable(actor);
+        }
+
+        /** Only the entries of this action. */
+        public Optional<String> action() {
+            return Optional.ofNullable(action);
+        }
+
+        /** Only the entries written at or after this time. */
+        public Optional<Instant> since() {
+            return Optional.ofNullable(since);
+        }
+
+        /** Only the entries written strictly before this time. */
+        public Optional<Instant> until() {
+            return Optional.ofNullable(until);
+        }
+
+        /** Only the entries with a smaller id: the page after the entry with this id. */
+        public OptionalLong beforeId() {
+            return beforeId == 0 ? OptionalLong.empty() : OptionalLong.of(beforeId);
+        }
+
+        /** At most this many entries. */
+        public int limit() {
+            return limit;
+        }
+
+        /** Builds an {@link AuditQuery}; a null value throws {@link NullPointerException} naming the setter. */
+        public static final class Builder {
+            private final int limit;
+            private String actor;
+            private String action;
+            private Instant since;
+            private Instant until;
+            private long beforeId;
+
+            private Builder(int limit) {
+                this.limit = limit;
+            }
+
+            /** Only the entries of this actor. */
+            public Builder actor(String a) {
+                this.actor = Objects.requireNonNull(a, "AuditQuery.Builder.actor: actor is null");
+                return this;
+            }
+
+            /** Only the entries of this action, e.g. "redrive". */
+            public Builder action(String a) {
+                this.action = Objects.requireNonNull(a, "AuditQuery.Builder.action: action is null");
+                return this;
+            }
+
+            /** Only the entries written at or after t. */
+            public Builder since(Instant t) {
+                this.since = Objects.requireNonNull(t, "AuditQuery.Builder.since: t is null");
+                return this;
+            }
+
+            /** Only the entries written strictly before t. */
+            public Builder until(Instant t) {
+                this.until = Objects.requireNonNull(t, "AuditQuery.Builder.until: t is null");
+                return this;
+            }
+
+            /**
+             * Only the entries with an id below id: the next page after the entry with this id.
+             *
+             * @throws InvalidInputException when id is not positive
+             */
+            public Builder beforeId(long id) {
+                if (id < 1) {
+                    throw new InvalidInputException("rdq: invalid input: AuditQuery.Builder.beforeId: " + id
+                            + " is not positive; pass the id of the last entry of the previous page");
+                }
+                this.beforeId = id;
+                return this;
+            }
+
+            /**
+             * The query.
+             *
+             * @throws InvalidInputException when since is not before until
+             */
+            public AuditQuery build() {
+                if (since != null && until != null && !since.isBefore(until)) {
+                    throw new InvalidInputException("rdq: invalid input: AuditQuery: since " + since
+                            + " is not before until " + until + ": the range is empty");
+                }
+                return new AuditQuery(this);
+            }
+        }
+    }
+
+    /**
+     * The audit entries matching query, newest first, as Go's {@code dlq.Audit}.
+     *
+     * @throws StoreException when the database fails
+     */
+    public List<AuditEntry> audit(AuditQuery query) {
+        Objects.requireNonNull(query, "RdqAdmin.audit: query is null; use AuditQuery.builder(limit).build()");
+        try (Connection conn = dataSource.getConnection()) {
+            return dead.listAudit(conn, query);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: audit: " + e.getMessage(), e);
+        }
+    }
+
+    /**
      * How a redrive by filter is done, as Go's {@code dlq.RedriveOptions}.
      * Immutable; build one with {@link #builder(String, String)}, or
      * {@link #dryRun()} to only count.

@@ -105,6 +105,19 @@ class DeadLettersTest extends DbTestBase {
         assertEquals(0, admin.countDead(DeadFilter.builder().deadBefore(Instant.now().minusSeconds(3600)).build()));
         assertEquals(0, admin.countDead(DeadFilter.builder().lifeMin(1).build()), "none redriven yet");
         assertEquals(8, admin.countDead(DeadFilter.builder().lifeBelow(1).build()));
+
+        List<RdqAdmin.DeadGroup> groups = admin.deadGroups(DeadFilter.all());
+        assertEquals(2, groups.size(), groups.toString());
+        RdqAdmin.DeadGroup big = groups.get(0);
+        assertEquals(fp, big.fingerprint());
+        assertEquals(7, big.count(), "largest first");
+        assertEquals(seen.get(0).id(), big.exampleId(), "the example is the most recently dead");
+        assertEquals("java.lang.IllegalStateException", big.errorType());
+        assertEquals(seen.get(0).lastErrorMessage(), big.message());
+        assertEquals(seen.get(seen.size() - 1).finishedAt(), big.firstSeen());
+        assertEquals(seen.get(0).finishedAt(), big.lastSeen());
+        assertEquals(1, groups.get(1).count());
+        assertEquals(List.of(big), admin.deadGroups(DeadFilter.builder().queue("emails").messageContains("relay").build()));
     }
 
     @Test
@@ -142,6 +155,26 @@ class DeadLettersTest extends DbTestBase {
                 "{\"delay\": \"1m0s\", \"spread\": \"1m30s\", \"max_life\": \"0\"}")), audit());
         assertEquals(2, scalar("SELECT coalesce(sum(n), 0) FROM {schema}.dead_counts WHERE queue = 'emails'"),
                 "the redriven tasks are counted out of the summary");
+
+        admin.purgeDead(DeadFilter.builder().queue("emails").build(), RdqAdmin.PurgeOptions.builder("bob", "spam").build());
+        List<RdqAdmin.AuditEntry> all = admin.audit(RdqAdmin.AuditQuery.builder(10).build());
+        assertEquals(List.of("purge", "redrive"), all.stream().map(RdqAdmin.AuditEntry::action).toList(), "newest first");
+        RdqAdmin.AuditEntry redrive = all.get(1);
+        assertEquals(java.util.Map.of("delay", "1m0s", "spread", "1m30s", "max_life", "0"), redrive.details());
+        assertEquals(3, redrive.count());
+        assertEquals(List.of(), redrive.ids());
+        assertEquals(List.of(redrive), admin.audit(RdqAdmin.AuditQuery.builder(10).actor("alice").build()));
+        assertEquals(List.of(redrive), admin.audit(RdqAdmin.AuditQuery.builder(10).action("redrive").build()));
+        assertEquals(List.of(redrive), admin.audit(RdqAdmin.AuditQuery.builder(10).beforeId(all.get(0).id()).build()));
+        assertEquals(List.of(all.get(0)), admin.audit(RdqAdmin.AuditQuery.builder(1).build()), "the limit");
+        assertEquals(all, admin.audit(RdqAdmin.AuditQuery.builder(10).since(redrive.at())
+                .until(all.get(0).at().plusNanos(1000)).build()));
+        assertEquals(List.of(), admin.audit(RdqAdmin.AuditQuery.builder(10).until(redrive.at()).build()));
+
+        client().redrive(List.of(other), "carol", "by id");
+        RdqAdmin.AuditEntry byId = admin.audit(RdqAdmin.AuditQuery.builder(1).build()).get(0);
+        assertEquals(new RdqAdmin.AuditEntry(byId.id(), byId.at(), "carol", "redrive", "", List.of(other), 1, "by id",
+                java.util.Map.of()), byId, "a redrive by id names the ids, no filter");
     }
 
     @Test
