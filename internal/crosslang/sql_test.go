@@ -66,6 +66,10 @@ var javaStatements = []string{
 	"sqlPurgeDeadDropKeys",
 	"sqlDeadGroups",
 	"sqlListAudit",
+	"sqlTaskByKey",
+	"sqlLiveLock",
+	"sqlRetryNow",
+	"sqlCancel",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

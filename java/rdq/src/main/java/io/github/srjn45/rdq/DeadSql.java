@@ -16,7 +16,9 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * pgstore's dead-letter statements, which are templates rendered per call:
+ * pgstore's operations statements: those on live tasks (by idempotency key,
+ * retry now, cancel), which are static, and the dead-letter and audit ones,
+ * which are templates rendered per call:
  * pgstore/sql.go's sqlListDead, sqlCountDead, sqlRedriveDead and sqlPurgeDead
  * with their fragments, taken from pgstore-sql.json, and rendered here as
  * pgstore's stmt type and its deadFilter method render them in
@@ -39,6 +41,11 @@ final class DeadSql {
     private final String purgeDeadDropKeys;
     private final String deadGroups;
     private final String listAudit;
+    private final Sql.Stmt taskByKey;
+    private final Sql.Stmt liveLock;
+    private final Sql.Stmt retryNow;
+    private final Sql.Stmt cancel;
+    private final Sql.Stmt insertAudit;
     private final String channel;
 
     DeadSql(String quotedSchema, String channel) {
@@ -52,6 +59,11 @@ final class DeadSql {
         this.purgeDeadDropKeys = schema("sqlPurgeDeadDropKeys", quotedSchema);
         this.deadGroups = schema("sqlDeadGroups", quotedSchema);
         this.listAudit = schema("sqlListAudit", quotedSchema);
+        this.taskByKey = Sql.get("sqlTaskByKey", quotedSchema);
+        this.liveLock = Sql.get("sqlLiveLock", quotedSchema);
+        this.retryNow = Sql.get("sqlRetryNow", quotedSchema);
+        this.cancel = Sql.get("sqlCancel", quotedSchema);
+        this.insertAudit = Sql.get("sqlInsertAudit", quotedSchema);
         this.channel = channel;
     }
 
@@ -292,6 +304,66 @@ final class DeadSql {
             }
         }
         return out;
+    }
+
+    /** pgstore's TaskByKey: the task holding key in queue, or null. */
+    Task taskByKey(Connection c, String queue, String key) throws SQLException {
+        try (PreparedStatement ps = taskByKey.prepare(c, PgStore.clean(queue), PgStore.clean(key));
+                ResultSet rs = ps.executeQuery()) {
+            return rs.next() ? PgStore.scanTask(rs) : null;
+        }
+    }
+
+    /**
+     * pgstore's liveAction with RetryNow's or Cancel's change, on c in the
+     * caller's transaction: locks ids in id order, applies the change to the
+     * PENDING ones (each once) and writes one audit entry naming them.
+     * Returns each id's status before (absent when there is no such task).
+     */
+    Map<UUID, Status> live(Connection c, List<UUID> ids, boolean cancelThem, String actor, String reason)
+            throws SQLException {
+        Map<UUID, Status> found = new HashMap<>();
+        try (PreparedStatement ps = liveLock.prepare(c, c.createArrayOf("uuid", ids.toArray()));
+                ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                found.put(rs.getObject(1, UUID.class), Status.parse(rs.getString(2)));
+            }
+        }
+        List<UUID> eligible = new ArrayList<>();
+        for (UUID id : ids) {
+            if (found.get(id) == Status.PENDING && !eligible.contains(id)) {
+                eligible.add(id);
+            }
+        }
+        if (eligible.isEmpty()) {
+            return found;
+        }
+        java.sql.Array arr = c.createArrayOf("uuid", eligible.toArray());
+        long moved;
+        String who = PgStore.clean(actor);
+        if (cancelThem) {
+            String msg = Failures.cleanText(reason);
+            String type = "cancelled";
+            try (PreparedStatement ps = cancel.prepare(c, arr, null, type, PgStore.clean(msg),
+                    PgStore.clean(Failures.fingerprint(type, "")), who); ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                moved = rs.getLong(1);
+            }
+        } else {
+            try (PreparedStatement ps = retryNow.prepare(c, arr, null, channel); ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                moved = rs.getLong(1);
+            }
+        }
+        if (moved != eligible.size()) {
+            throw new StoreException("rdq: " + (cancelThem ? "cancel" : "retry now") + ": changed " + moved + " of "
+                    + eligible.size() + " locked pending tasks", null);
+        }
+        try (PreparedStatement ps = insertAudit.prepare(c, null, who, cancelThem ? "cancel" : "retry_now", "", arr, moved,
+                PgStore.clean(reason), "{}")) {
+            ps.executeUpdate();
+        }
+        return found;
     }
 
     private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();

@@ -206,6 +206,109 @@ public final class RdqAdmin {
         }
     }
 
+    // --- Live tasks --------------------------------------------------------
+
+    /** Bounds the ids of {@link #retryNow} and {@link #cancel}, as Go's {@code tasks.MaxIDs}. */
+    public static final int MAX_LIVE_IDS = 1000;
+
+    /**
+     * The task holding an idempotency key in a queue, as Go's
+     * {@code tasks.ByKey}; empty when no task holds it (never submitted, or
+     * its task was purged).
+     *
+     * @throws InvalidInputException when the queue name is invalid or the key is empty
+     * @throws StoreException when the database fails
+     */
+    public Optional<Task> taskByKey(String queue, String key) {
+        Limits.validateName("queue", Objects.requireNonNull(queue, "RdqAdmin.taskByKey: queue is null"));
+        Objects.requireNonNull(key, "RdqAdmin.taskByKey: key is null");
+        if (key.isEmpty()) {
+            throw new InvalidInputException("rdq: invalid input: RdqAdmin.taskByKey: the key is empty; name the "
+                    + "idempotency key the task was submitted with");
+        }
+        try (Connection conn = dataSource.getConnection()) {
+            return Optional.ofNullable(dead.taskByKey(conn, queue, key));
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: task by key in queue " + queue + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** What {@link #retryNow} or {@link #cancel} did with each task named. */
+    public enum LiveOutcome {
+        /** The task was PENDING and is changed (named twice: changed once, reported twice). */
+        CHANGED,
+        /** There is no such task. */
+        NOT_FOUND,
+        /** The task is not PENDING (running, finished or dead); nothing changed. */
+        NOT_PENDING
+    }
+
+    /**
+     * Makes the named PENDING tasks (waiting for their first attempt or for a
+     * retry) due now, keeping their attempts and history, as Go's
+     * {@code tasks.RetryNow}: in one transaction that locks them, changes them,
+     * wakes their queues' workers and writes one "retry_now" audit entry
+     * naming the tasks changed, when any changed.
+     *
+     * @return each id's outcome, in the order named
+     * @throws InvalidInputException when ids is empty or over {@link #MAX_LIVE_IDS}, or the actor or reason is unfit
+     * @throws StoreException when the database fails; nothing changed
+     */
+    public Map<UUID, LiveOutcome> retryNow(List<UUID> ids, String actor, String reason) {
+        return live("RdqAdmin.retryNow", false, ids, actor, reason);
+    }
+
+    /**
+     * Moves the named PENDING tasks to the dead-letter queue, each with a
+     * CANCELLED attempt naming the actor and the reason (error type
+     * "cancelled", one fingerprint for every cancellation), as Go's
+     * {@code tasks.Cancel}: in one transaction that writes one "cancel" audit
+     * entry naming the tasks cancelled, when any were. Nothing is deleted: a
+     * cancelled task can be redriven.
+     *
+     * @return each id's outcome, in the order named
+     * @throws InvalidInputException when ids is empty or over {@link #MAX_LIVE_IDS}, or the actor or reason is unfit
+     * @throws StoreException when the database fails; nothing changed
+     */
+    public Map<UUID, LiveOutcome> cancel(List<UUID> ids, String actor, String reason) {
+        return live("RdqAdmin.cancel", true, ids, actor, reason);
+    }
+
+    private Map<UUID, LiveOutcome> live(String method, boolean cancel, List<UUID> ids, String actor, String reason) {
+        Objects.requireNonNull(ids, method + ": ids is null");
+        if (ids.isEmpty() || ids.size() > MAX_LIVE_IDS) {
+            throw new InvalidInputException("rdq: invalid input: " + method + ": " + ids.size() + " task ids; name 1 to "
+                    + MAX_LIVE_IDS + " (split a longer list)");
+        }
+        for (UUID id : ids) {
+            Objects.requireNonNull(id, method + ": an id is null");
+        }
+        requireAudit(method, actor, reason);
+        try (Connection conn = dataSource.getConnection()) {
+            boolean auto = conn.getAutoCommit();
+            conn.setAutoCommit(false);
+            try {
+                Map<UUID, Status> before = dead.live(conn, ids, cancel, actor, reason);
+                conn.commit();
+                Map<UUID, LiveOutcome> out = new java.util.LinkedHashMap<>();
+                for (UUID id : ids) {
+                    Status st = before.get(id);
+                    out.put(id, st == null ? LiveOutcome.NOT_FOUND
+                            : st == Status.PENDING ? LiveOutcome.CHANGED : LiveOutcome.NOT_PENDING);
+                }
+                return java.util.Collections.unmodifiableMap(out);
+            } catch (SQLException | RuntimeException e) {
+                conn.rollback();
+                throw e;
+            } finally {
+                conn.setAutoCommit(auto);
+            }
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: " + (cancel ? "cancel " : "retry now ") + ids.size() + " tasks: "
+                    + e.getMessage(), e);
+        }
+    }
+
     // --- Dead-letter queue -------------------------------------------------
 
     /**

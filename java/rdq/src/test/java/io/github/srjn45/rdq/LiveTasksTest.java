@@ -1,0 +1,77 @@
+package io.github.srjn45.rdq;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.UUID;
+import org.junit.jupiter.api.Test;
+
+class LiveTasksTest extends DbTestBase {
+    RdqAdmin admin() {
+        return RdqAdmin.builder(ds).schema(schema).build();
+    }
+
+    @Test
+    void retryNowMakesPendingTasksDueAndAuditsThem() throws Exception {
+        RdqAdmin admin = admin();
+        UUID later = client().submit(NewTask.builder("emails", "send").delay(Duration.ofHours(1)).build()).task().id();
+        UUID dead = client().submit(NewTask.builder("emails", "send")
+                .firstFailure(new PermanentException(new IllegalStateException("no"))).build()).task().id();
+        UUID missing = UUID.randomUUID();
+
+        Map<UUID, RdqAdmin.LiveOutcome> r = admin.retryNow(List.of(later, dead, missing, later), "alice", "INC-9");
+        assertEquals(Map.of(later, RdqAdmin.LiveOutcome.CHANGED, dead, RdqAdmin.LiveOutcome.NOT_PENDING,
+                missing, RdqAdmin.LiveOutcome.NOT_FOUND), r);
+        assertTrue(task(later).nextAttemptAt().isBefore(Instant.now().plusSeconds(60)), "due now: " + task(later));
+        RdqAdmin.AuditEntry e = admin.audit(RdqAdmin.AuditQuery.builder(10).build()).get(0);
+        assertEquals(new RdqAdmin.AuditEntry(e.id(), e.at(), "alice", "retry_now", "", List.of(later), 1, "INC-9",
+                Map.of()), e);
+
+        assertEquals(Map.of(dead, RdqAdmin.LiveOutcome.NOT_PENDING), admin.retryNow(List.of(dead), "alice", "again"));
+        assertEquals(1, admin.audit(RdqAdmin.AuditQuery.builder(10).build()).size(), "no change, no entry");
+    }
+
+    @Test
+    void cancelDeadLettersPendingTasksWithACancelledAttempt() throws Exception {
+        RdqAdmin admin = admin();
+        UUID a = client().submit(NewTask.builder("orders", "charge").idempotencyKey("o-1").build()).task().id();
+        UUID b = client().submit(NewTask.builder("orders", "charge").build()).task().id();
+
+        assertEquals(Optional.of(a), admin.taskByKey("orders", "o-1").map(Task::id));
+        assertEquals(Optional.empty(), admin.taskByKey("orders", "o-2"));
+
+        Map<UUID, RdqAdmin.LiveOutcome> r = admin.cancel(List.of(a, b), "bob", "order withdrawn");
+        assertEquals(Map.of(a, RdqAdmin.LiveOutcome.CHANGED, b, RdqAdmin.LiveOutcome.CHANGED), r);
+        Task t = task(a);
+        assertEquals(Status.DEAD, t.status());
+        assertEquals("cancelled", t.lastErrorType());
+        assertEquals("order withdrawn", t.lastErrorMessage());
+        assertEquals(Failures.fingerprint("cancelled", ""), t.lastErrorFingerprint());
+        Attempt last = history(a).get(history(a).size() - 1);
+        assertEquals(Outcome.CANCELLED, last.outcome());
+        assertEquals("bob", last.workerId());
+        assertEquals(2, admin.countDead(DeadFilter.builder().errorType("cancelled").build()), "in the DLQ");
+        assertEquals(1, admin.deadGroups(DeadFilter.builder().queue("orders").build()).size(), "one group");
+        RdqAdmin.AuditEntry e = admin.audit(RdqAdmin.AuditQuery.builder(1).action("cancel").build()).get(0);
+        assertEquals("bob", e.actor());
+        assertEquals(2, e.count());
+        assertEquals(java.util.Set.of(a, b), java.util.Set.copyOf(e.ids()));
+    }
+
+    @Test
+    void misuseIsRefused() {
+        RdqAdmin admin = admin();
+        DeadLettersTest.assertMessage("RdqAdmin.cancel: 0 task ids; name 1 to 1000",
+                () -> admin.cancel(List.of(), "a", "r"));
+        DeadLettersTest.assertMessage("RdqAdmin.retryNow: the reason is null",
+                () -> admin.retryNow(List.of(UUID.randomUUID()), "a", null));
+        DeadLettersTest.assertMessage("RdqAdmin.taskByKey: the key is empty", () -> admin.taskByKey("q", ""));
+        assertThrows(NullPointerException.class, () -> admin.taskByKey(null, "k"));
+    }
+}
