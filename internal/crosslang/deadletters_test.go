@@ -15,6 +15,7 @@ import (
 	"github.com/srjn45/rdq/internal/pgtest"
 	"github.com/srjn45/rdq/pgstore"
 	"github.com/srjn45/rdq/store"
+	"github.com/srjn45/rdq/tasks"
 )
 
 // TestJavaDeadLetterOperationsAreGos: Go dead-letters two identical sets of
@@ -168,5 +169,100 @@ func TestJavaDeadLetterOperationsAreGos(t *testing.T) {
 	}
 	if entries[1].Count != 4 || entries[3].Count != 3 || entries[3].Action != pgstore.ActionPurge {
 		t.Errorf("Java's entries %+v and %+v, want a redrive of 4 and a purge of 3", entries[1], entries[3])
+	}
+}
+
+// TestJavaLiveTaskOperationsAreGos: the Java SDK's RdqAdmin finds a task
+// Go submitted by its idempotency key, makes one due now and cancels
+// another, writing the audit entries and the CANCELLED attempt Go's tasks
+// package writes for the same operations on twin tasks.
+func TestJavaLiveTaskOperationsAreGos(t *testing.T) {
+	requireJava(t)
+	st, schema := pgtest.NewStore(t)
+	ctx := t.Context()
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func(q, key string) rdq.ID {
+		r, err := c.Submit(ctx, client.Task{Queue: q, Handler: "charge", IdempotencyKey: key, Delay: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Task.ID
+	}
+	javaLater, javaCancel := submit("java", "o-1"), submit("java", "o-2")
+	goLater, goCancel := submit("go", "o-1"), submit("go", "o-2")
+	tk, err := tasks.New(st, tasks.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	env := []string{"RDQ_DATABASE_URL=" + pgtest.URL(), "RDQ_SCHEMA=" + schema}
+
+	if got := strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "by-key", "java", "o-2")); got != javaCancel.String() {
+		t.Fatalf("Java finds key o-2 at %s, want %s", got, javaCancel)
+	}
+	missing := rdq.NewID()
+	if _, err := tk.RetryNow(ctx, []rdq.ID{goLater}, tasks.Change{Actor: "alice", Reason: "INC-9"}); err != nil {
+		t.Fatal(err)
+	}
+	got := runJava(t, "AdminMain", dir, env, "", "retry-now", "alice", "INC-9", javaLater.String(), missing.String())
+	if want := javaLater.String() + " CHANGED\n" + missing.String() + " NOT_FOUND\n"; got != want {
+		t.Fatalf("Java's retry now:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := tk.Cancel(ctx, []rdq.ID{goCancel}, tasks.Change{Actor: "bob", Reason: "order withdrawn"}); err != nil {
+		t.Fatal(err)
+	}
+	got = runJava(t, "AdminMain", dir, env, "", "cancel", "bob", "order withdrawn", javaCancel.String(), javaLater.String())
+	if want := javaCancel.String() + " CHANGED\n" + javaLater.String() + " CHANGED\n"; got != want {
+		t.Fatalf("Java's cancel:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := tk.Cancel(ctx, []rdq.ID{goLater}, tasks.Change{Actor: "bob", Reason: "order withdrawn"}); err != nil {
+		t.Fatal(err)
+	}
+
+	entries, err := st.ListAudit(ctx, store.ListAuditParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 5 {
+		t.Fatalf("%d audit entries, want 5: %+v", len(entries), entries)
+	}
+	slices.Reverse(entries)
+	// Go's retry now, Java's; Go's cancel, Java's cancel of two; Go's second cancel.
+	for _, pair := range [][2]int{{0, 1}, {2, 3}} {
+		goes, java := entries[pair[0]], entries[pair[1]]
+		goes.ID, goes.At, java.ID, java.At = 0, time.Time{}, 0, time.Time{}
+		goes.IDs, goes.Count = nil, 0
+		wantIDs := []rdq.ID{javaLater}
+		if pair[0] == 2 {
+			wantIDs = []rdq.ID{javaCancel, javaLater}
+		}
+		if !slices.Equal(java.IDs, wantIDs) || java.Count != int64(len(wantIDs)) {
+			t.Errorf("Java's %s entry names %v (count %d), want %v", java.Action, java.IDs, java.Count, wantIDs)
+		}
+		java.IDs, java.Count = nil, 0
+		if !reflect.DeepEqual(java, goes) {
+			t.Errorf("Java wrote %+v\nGo wrote   %+v", java, goes)
+		}
+	}
+	for _, pair := range [][2]rdq.ID{{javaCancel, goCancel}, {javaLater, goLater}} {
+		jt, ja, err := st.Get(ctx, pair[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		gt, ga, err := st.Get(ctx, pair[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jt.Status != rdq.StatusDead || jt.LastError != gt.LastError || len(ja) != len(ga) {
+			t.Errorf("Java's cancelled task %+v with %d attempts, Go's %+v with %d", jt, len(ja), gt, len(ga))
+			continue
+		}
+		j, g := ja[len(ja)-1], ga[len(ga)-1]
+		if j.Outcome != rdq.OutcomeCancelled || j.Outcome != g.Outcome || j.ErrorType != g.ErrorType || j.Message != g.Message || j.WorkerID != g.WorkerID {
+			t.Errorf("Java's CANCELLED attempt %+v, Go's %+v", j, g)
+		}
 	}
 }

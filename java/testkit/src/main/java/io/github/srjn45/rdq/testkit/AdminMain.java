@@ -4,7 +4,11 @@ import io.github.srjn45.rdq.DeadFilter;
 import io.github.srjn45.rdq.RdqAdmin;
 import io.github.srjn45.rdq.Task;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
 import java.util.Optional;
+import java.util.UUID;
 
 /**
  * Runs one {@link RdqAdmin} operation on RDQ_SCHEMA for the cross-language
@@ -16,7 +20,9 @@ import java.util.Optional;
  * <li>{@code count <queue> <message text>} prints how many dead tasks match;
  * <li>{@code redrive <queue> <message text> dry|<actor> <reason> <max> <delay ms> <spread ms>} redrives
  *     by filter (a dry run when the actor is "dry") and prints "dry_run matched redriven at_limit";
- * <li>{@code purge <queue> dry|<actor> <reason>} purges by filter and prints "dry_run matched purged".
+ * <li>{@code purge <queue> dry|<actor> <reason>} purges by filter and prints "dry_run matched purged";
+ * <li>{@code cancel|retry-now <actor> <reason> <id>...} prints "id outcome" a line, in the order named;
+ * <li>{@code by-key <queue> <key>} prints the id of the task holding the key, or "none".
  * </ul>
  */
 public final class AdminMain {
@@ -63,8 +69,19 @@ public final class AdminMain {
                 RdqAdmin.PurgeResult r = admin.purgeDead(f, o.build());
                 System.out.println(r.dryRun() + " " + r.matched() + " " + r.purged());
             }
+            case "cancel", "retry-now" -> {
+                List<UUID> ids = new ArrayList<>();
+                for (int i = 3; i < args.length; i++) {
+                    ids.add(UUID.fromString(args[i]));
+                }
+                Map<UUID, RdqAdmin.LiveOutcome> r = args[0].equals("cancel") ? admin.cancel(ids, args[1], args[2])
+                        : admin.retryNow(ids, args[1], args[2]);
+                r.forEach((id, o) -> System.out.println(id + " " + o));
+            }
+            case "by-key" -> System.out.println(admin.taskByKey(args[1], args[2]).map(t -> t.id().toString())
+                    .orElse("none"));
             default -> throw new IllegalArgumentException("AdminMain: unknown operation " + args[0]
-                    + "; want pause, resume, stats, list, count, redrive or purge");
+                    + "; want pause, resume, stats, list, count, redrive, purge, cancel, retry-now or by-key");
         }
     }
 }
