@@ -266,3 +266,60 @@ func TestJavaLiveTaskOperationsAreGos(t *testing.T) {
 		}
 	}
 }
+
+// TestJavaEditAndRedriveIsGos: a dead task's payload replaced and redriven
+// by the Java SDK is audited as Go's dlq.EditAndRedrive audits a twin task:
+// the same action, actor, reason and payload hashes.
+func TestJavaEditAndRedriveIsGos(t *testing.T) {
+	requireJava(t)
+	st, schema := pgtest.NewStore(t)
+	ctx := t.Context()
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []rdq.ID
+	for range 2 {
+		r, err := c.Submit(ctx, client.Task{Queue: "orders", Handler: "charge", Payload: []byte(`{"amount":-1}`),
+			FirstFailure: rdq.Permanent(errors.New("negative amount"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.Task.ID)
+	}
+	d, err := dlq.New(st, dlq.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.EditAndRedrive(ctx, ids[0], []byte(`{"amount":1}`), dlq.RedriveOptions{Actor: "alice", Reason: "sign fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"RDQ_DATABASE_URL=" + pgtest.URL(), "RDQ_SCHEMA=" + schema}
+	if got := strings.TrimSpace(runJava(t, "AdminMain", t.TempDir(), env, "", "edit", ids[1].String(), `{"amount":1}`, "alice", "sign fixed")); got != "REDRIVEN" {
+		t.Fatalf("Java's edit and redrive: %q, want REDRIVEN", got)
+	}
+	entries, err := st.ListAudit(ctx, store.ListAuditParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 {
+		t.Fatalf("%d audit entries, want 2: %+v", len(entries), entries)
+	}
+	java, goes := entries[0], entries[1]
+	if !slices.Equal(java.IDs, []rdq.ID{ids[1]}) || !slices.Equal(goes.IDs, []rdq.ID{ids[0]}) {
+		t.Fatalf("entries name %v and %v", java.IDs, goes.IDs)
+	}
+	java.ID, java.At, java.IDs, goes.ID, goes.At, goes.IDs = 0, time.Time{}, nil, 0, time.Time{}, nil
+	if !reflect.DeepEqual(java, goes) || java.Details["new_sha256"] == "" || java.Details["old_sha256"] == java.Details["new_sha256"] {
+		t.Errorf("Java wrote %+v\nGo wrote   %+v", java, goes)
+	}
+	for _, id := range ids {
+		task, _, err := st.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Status != rdq.StatusPending || task.Life != 1 || string(task.Payload) != `{"amount":1}` {
+			t.Errorf("task %s after the edit: %+v", id, task)
+		}
+	}
+}

@@ -70,6 +70,7 @@ var javaStatements = []string{
 	"sqlLiveLock",
 	"sqlRetryNow",
 	"sqlCancel",
+	"sqlRedrivePayload",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

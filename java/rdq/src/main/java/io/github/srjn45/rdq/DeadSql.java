@@ -46,6 +46,9 @@ final class DeadSql {
     private final Sql.Stmt retryNow;
     private final Sql.Stmt cancel;
     private final Sql.Stmt insertAudit;
+    private final Sql.Stmt redriveLock;
+    private final Sql.Stmt redrivePayload;
+    private final Sql.Stmt redriveIds;
     private final String channel;
 
     DeadSql(String quotedSchema, String channel) {
@@ -64,6 +67,9 @@ final class DeadSql {
         this.retryNow = Sql.get("sqlRetryNow", quotedSchema);
         this.cancel = Sql.get("sqlCancel", quotedSchema);
         this.insertAudit = Sql.get("sqlInsertAudit", quotedSchema);
+        this.redriveLock = Sql.get("sqlRedriveLock", quotedSchema);
+        this.redrivePayload = Sql.get("sqlRedrivePayload", quotedSchema);
+        this.redriveIds = Sql.get("sqlRedriveIDs", quotedSchema);
         this.channel = channel;
     }
 
@@ -364,6 +370,55 @@ final class DeadSql {
             ps.executeUpdate();
         }
         return found;
+    }
+
+    /**
+     * pgstore's Redrive of one task with a payload edit, on c in the caller's
+     * transaction: locks the task, and when it is DEAD replaces its payload,
+     * redrives it due now and writes the "edit_payload" audit entry whose
+     * details hold the SHA-256 of the old and the new payload. Returns the
+     * task's status before (null when there is no such task).
+     */
+    Status editAndRedrive(Connection c, UUID id, byte[] payload, String actor, String reason) throws SQLException {
+        java.sql.Array ids = c.createArrayOf("uuid", new Object[] {id});
+        Status before = null;
+        try (PreparedStatement ps = redriveLock.prepare(c, ids); ResultSet rs = ps.executeQuery()) {
+            if (rs.next()) {
+                before = Status.parse(rs.getString(2));
+            }
+        }
+        if (before != Status.DEAD) {
+            return before;
+        }
+        byte[] old;
+        try (PreparedStatement ps = redrivePayload.prepare(c, id); ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            old = rs.getBytes(1);
+        }
+        long moved;
+        try (PreparedStatement ps = redriveIds.prepare(c, ids, 0L, 0L, payload, null, channel);
+                ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            moved = rs.getLong(1);
+        }
+        if (moved != 1) {
+            throw new StoreException("rdq: edit and redrive: redrove " + moved + " of 1 locked dead task", null);
+        }
+        String details = "{\"new_sha256\":\"" + sha256(payload) + "\",\"old_sha256\":\"" + sha256(old == null ? new byte[0] : old)
+                + "\"}";
+        try (PreparedStatement ps = insertAudit.prepare(c, null, PgStore.clean(actor), "edit_payload", "", ids, moved,
+                PgStore.clean(reason), details)) {
+            ps.executeUpdate();
+        }
+        return before;
+    }
+
+    private static String sha256(byte[] b) {
+        try {
+            return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256").digest(b));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     private static final com.fasterxml.jackson.databind.ObjectMapper JSON = new com.fasterxml.jackson.databind.ObjectMapper();

@@ -608,6 +608,45 @@ public final class RdqAdmin {
     }
 
     /**
+     * Replaces a dead task's payload and redrives it, due now, in one
+     * transaction, as Go's {@code dlq.EditAndRedrive}: the "edit_payload" audit
+     * entry names the task and holds the SHA-256 of the old and the new
+     * payload (details old_sha256 and new_sha256), never the payloads.
+     *
+     * @return REDRIVEN, or NOT_FOUND or NOT_DEAD when nothing changed
+     * @throws InvalidInputException when the payload is over {@link Limits#MAX_PAYLOAD_BYTES},
+     *         or the actor or the reason is unfit
+     * @throws StoreException when the database fails; nothing changed
+     */
+    public RdqClient.RedriveOutcome editAndRedrive(UUID id, byte[] payload, String actor, String reason) {
+        Objects.requireNonNull(id, "RdqAdmin.editAndRedrive: id is null");
+        Objects.requireNonNull(payload, "RdqAdmin.editAndRedrive: payload is null; use an empty array for none");
+        if (payload.length > Limits.MAX_PAYLOAD_BYTES) {
+            throw new InvalidInputException("rdq: invalid input: RdqAdmin.editAndRedrive: payload is " + payload.length
+                    + " bytes; the limit is " + Limits.MAX_PAYLOAD_BYTES);
+        }
+        requireAudit("RdqAdmin.editAndRedrive", actor, reason);
+        byte[] copy = payload.clone();
+        try (Connection conn = dataSource.getConnection()) {
+            boolean auto = conn.getAutoCommit();
+            conn.setAutoCommit(false);
+            try {
+                Status before = dead.editAndRedrive(conn, id, copy, actor, reason);
+                conn.commit();
+                return before == null ? RdqClient.RedriveOutcome.NOT_FOUND
+                        : before == Status.DEAD ? RdqClient.RedriveOutcome.REDRIVEN : RdqClient.RedriveOutcome.NOT_DEAD;
+            } catch (SQLException | RuntimeException e) {
+                conn.rollback();
+                throw e;
+            } finally {
+                conn.setAutoCommit(auto);
+            }
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: edit and redrive " + id + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
      * How a redrive by filter is done, as Go's {@code dlq.RedriveOptions}.
      * Immutable; build one with {@link #builder(String, String)}, or
      * {@link #dryRun()} to only count.

@@ -65,6 +65,33 @@ class LiveTasksTest extends DbTestBase {
     }
 
     @Test
+    void editAndRedriveReplacesThePayloadAndAuditsItsHashes() throws Exception {
+        RdqAdmin admin = admin();
+        UUID id = client().submit(NewTask.builder("orders", "charge").payload("{\"amount\":-1}")
+                .firstFailure(new PermanentException(new IllegalStateException("negative"))).build()).task().id();
+        UUID live = client().submit(NewTask.builder("orders", "charge").build()).task().id();
+        byte[] fixed = "{\"amount\":1}".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+
+        assertEquals(RdqClient.RedriveOutcome.REDRIVEN, admin.editAndRedrive(id, fixed, "alice", "sign fixed"));
+        Task t = task(id);
+        assertEquals(Status.PENDING, t.status());
+        assertEquals(1, t.life());
+        assertEquals("{\"amount\":1}", new String(t.payload(), java.nio.charset.StandardCharsets.UTF_8));
+        RdqAdmin.AuditEntry e = admin.audit(RdqAdmin.AuditQuery.builder(1).build()).get(0);
+        java.security.MessageDigest sha = java.security.MessageDigest.getInstance("SHA-256");
+        java.util.HexFormat hex = java.util.HexFormat.of();
+        assertEquals(new RdqAdmin.AuditEntry(e.id(), e.at(), "alice", "edit_payload", "", List.of(id), 1, "sign fixed",
+                Map.of("old_sha256", hex.formatHex(sha.digest("{\"amount\":-1}".getBytes(java.nio.charset.StandardCharsets.UTF_8))),
+                        "new_sha256", hex.formatHex(sha.digest(fixed)))), e);
+
+        assertEquals(RdqClient.RedriveOutcome.NOT_DEAD, admin.editAndRedrive(live, fixed, "alice", "x"));
+        assertEquals(RdqClient.RedriveOutcome.NOT_FOUND, admin.editAndRedrive(UUID.randomUUID(), fixed, "alice", "x"));
+        assertEquals(1, admin.audit(RdqAdmin.AuditQuery.builder(10).build()).size(), "no change, no entry");
+        DeadLettersTest.assertMessage("RdqAdmin.editAndRedrive: payload is 1048577 bytes; the limit is 1048576",
+                () -> admin.editAndRedrive(id, new byte[Limits.MAX_PAYLOAD_BYTES + 1], "a", "r"));
+    }
+
+    @Test
     void misuseIsRefused() {
         RdqAdmin admin = admin();
         DeadLettersTest.assertMessage("RdqAdmin.cancel: 0 task ids; name 1 to 1000",

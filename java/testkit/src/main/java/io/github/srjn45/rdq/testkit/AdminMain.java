@@ -22,7 +22,8 @@ import java.util.UUID;
  *     by filter (a dry run when the actor is "dry") and prints "dry_run matched redriven at_limit";
  * <li>{@code purge <queue> dry|<actor> <reason>} purges by filter and prints "dry_run matched purged";
  * <li>{@code cancel|retry-now <actor> <reason> <id>...} prints "id outcome" a line, in the order named;
- * <li>{@code by-key <queue> <key>} prints the id of the task holding the key, or "none".
+ * <li>{@code by-key <queue> <key>} prints the id of the task holding the key, or "none";
+ * <li>{@code edit <id> <payload> <actor> <reason>} replaces a dead task's payload, redrives it and prints the outcome.
  * </ul>
  */
 public final class AdminMain {
@@ -80,8 +81,10 @@ public final class AdminMain {
             }
             case "by-key" -> System.out.println(admin.taskByKey(args[1], args[2]).map(t -> t.id().toString())
                     .orElse("none"));
+            case "edit" -> System.out.println(admin.editAndRedrive(UUID.fromString(args[1]),
+                    args[2].getBytes(java.nio.charset.StandardCharsets.UTF_8), args[3], args[4]));
             default -> throw new IllegalArgumentException("AdminMain: unknown operation " + args[0]
-                    + "; want pause, resume, stats, list, count, redrive, purge, cancel, retry-now or by-key");
+                    + "; want pause, resume, stats, list, count, redrive, purge, cancel, retry-now, by-key or edit");
         }
     }
 }
