@@ -323,3 +323,65 @@ func TestJavaEditAndRedriveIsGos(t *testing.T) {
 		}
 	}
 }
+
+// TestJavaHandlerPauseIsGos: a handler paused and resumed by hand with the
+// Java SDK holds and releases its tasks and is audited as Go's store pauses
+// and resumes a twin handler for an operator; a Go worker's claim skips the
+// tasks Java held.
+func TestJavaHandlerPauseIsGos(t *testing.T) {
+	requireJava(t)
+	st, schema := pgtest.NewStore(t)
+	ctx := t.Context()
+	c, err := client.New(client.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"java", "go", "java", "go"} {
+		if _, err := c.Submit(ctx, client.Task{Queue: "orders", Handler: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"RDQ_DATABASE_URL=" + pgtest.URL(), "RDQ_SCHEMA=" + schema}
+	dir := t.TempDir()
+	if _, err := st.PauseHandler(ctx, store.PauseHandlerParams{Queue: "orders", Handler: "go", Actor: "alice", Reason: "INC-7"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "pause-handler", "orders", "java", "alice", "INC-7")); got != "true" {
+		t.Fatalf("Java's pause: %q, want true", got)
+	}
+	claimed, err := st.Claim(ctx, store.ClaimParams{Queues: []string{"orders"}, Limit: 10, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(claimed) != 0 {
+		t.Fatalf("Go claimed %d tasks of paused handlers (%v), want none", len(claimed), err)
+	}
+	paused, err := st.PausedHandlers(ctx, "orders")
+	if err != nil || len(paused) != 2 {
+		t.Fatalf("paused handlers %+v (%v), want go and java", paused, err)
+	}
+	if _, err := st.ResumeHandler(ctx, store.ResumeHandlerParams{Queue: "orders", Handler: "go", Actor: "alice", Reason: "fixed"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(runJava(t, "AdminMain", dir, env, "", "resume-handler", "orders", "java", "alice", "fixed")); got != "true" {
+		t.Fatalf("Java's resume: %q, want true", got)
+	}
+	claimed, err = st.Claim(ctx, store.ClaimParams{Queues: []string{"orders"}, Limit: 10, Lease: time.Minute, WorkerID: "w"})
+	if err != nil || len(claimed) != 4 {
+		t.Fatalf("Go claimed %d tasks after the resumes (%v), want 4", len(claimed), err)
+	}
+	entries, err := st.ListAudit(ctx, store.ListAuditParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 4 {
+		t.Fatalf("%d audit entries, want 4: %+v", len(entries), entries)
+	}
+	slices.Reverse(entries)
+	for i := 0; i < 4; i += 2 {
+		goes, java := entries[i], entries[i+1]
+		goes.ID, goes.At, java.ID, java.At = 0, time.Time{}, 0, time.Time{}
+		goes.Filter = strings.Replace(goes.Filter, `"handler":"go"`, `"handler":"java"`, 1)
+		goes.Details["handler"] = "java"
+		if !reflect.DeepEqual(java, goes) || java.Count != 2 {
+			t.Errorf("Java wrote %+v\nGo wrote   %+v", java, goes)
+		}
+	}
+}

@@ -71,6 +71,11 @@ var javaStatements = []string{
 	"sqlRetryNow",
 	"sqlCancel",
 	"sqlRedrivePayload",
+	"sqlPauseHandler",
+	"sqlHoldTasks",
+	"sqlResumeHandler",
+	"sqlUnholdTasks",
+	"sqlPausedHandlers",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

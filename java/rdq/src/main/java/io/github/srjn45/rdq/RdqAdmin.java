@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.OptionalDouble;
 import java.util.OptionalInt;
 import java.util.OptionalLong;
 import java.util.UUID;
@@ -203,6 +204,99 @@ public final class RdqAdmin {
             return store.pausedQueues(conn);
         } catch (SQLException e) {
             throw new StoreException("rdq: admin: paused queues: " + e.getMessage(), e);
+        }
+    }
+
+    // --- Handlers ----------------------------------------------------------
+
+    /**
+     * A paused handler, by hand or by a worker's breaker.
+     *
+     * @param queue       the handler's queue
+     * @param handler     the handler
+     * @param state       "open" (paused) or "half_open" (a probe task is running)
+     * @param since       when the series of pauses began
+     * @param probeAt     when a probe may run; empty for a pause held until resumed
+     * @param trips       the pauses of this series: 1, plus one per failed probe
+     * @param actor       who paused it last (a worker's breaker names its worker)
+     * @param reason      why
+     * @param fingerprint the failure group that tripped the breaker
+     * @param ratio       the failure ratio that tripped the breaker
+     */
+    public record HandlerPause(String queue, String handler, String state, Instant since, Optional<Instant> probeAt,
+            int trips, String actor, String reason, Optional<String> fingerprint, OptionalDouble ratio) {}
+
+    /**
+     * Pauses a handler of a queue until {@link #resumeHandler}, as an operator
+     * pauses it with Go's {@code rdq} command or rdq-server (the breaker's
+     * manual control): no worker, Go's or Java's, claims its tasks, which are
+     * held; the queue's other handlers run on. In one transaction with a
+     * "pause_handler" audit entry (the filter names queue and handler; count
+     * is the tasks held; details hold the handler, the trips and cool_off
+     * "until resumed"), exactly as Go writes it. Pausing a paused handler
+     * changes nothing and writes no entry.
+     *
+     * @return true when the handler ran and is now paused
+     * @throws InvalidInputException when a name is invalid, or the actor or the reason is unfit
+     * @throws StoreException when the database fails
+     */
+    public boolean pauseHandler(String queue, String handler, String actor, String reason) {
+        return handlerPaused(true, queue, handler, actor, reason);
+    }
+
+    /**
+     * Resumes a paused handler, whether paused by hand or by a breaker: its
+     * held tasks are released and the queue's workers woken, in one
+     * transaction with a "resume_handler" audit entry (count is the tasks
+     * released). Resuming a handler that is not paused changes nothing and
+     * writes no entry.
+     *
+     * @return true when the handler was paused and now runs
+     * @throws InvalidInputException when a name is invalid, or the actor or the reason is unfit
+     * @throws StoreException when the database fails
+     */
+    public boolean resumeHandler(String queue, String handler, String actor, String reason) {
+        return handlerPaused(false, queue, handler, actor, reason);
+    }
+
+    private boolean handlerPaused(boolean pause, String queue, String handler, String actor, String reason) {
+        String method = pause ? "RdqAdmin.pauseHandler" : "RdqAdmin.resumeHandler";
+        Limits.validateName("queue", Objects.requireNonNull(queue, method + ": queue is null"));
+        Limits.validateName("handler", Objects.requireNonNull(handler, method + ": handler is null"));
+        requireAudit(method, actor, reason);
+        try (Connection conn = dataSource.getConnection()) {
+            boolean auto = conn.getAutoCommit();
+            conn.setAutoCommit(false);
+            try {
+                boolean changed = pause ? dead.pauseHandler(conn, queue, handler, actor, reason)
+                        : dead.resumeHandler(conn, queue, handler, actor, reason);
+                conn.commit();
+                return changed;
+            } catch (SQLException | RuntimeException e) {
+                conn.rollback();
+                throw e;
+            } finally {
+                conn.setAutoCommit(auto);
+            }
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: " + (pause ? "pause" : "resume") + " handler " + queue + "/" + handler
+                    + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * The paused handlers of queue, or of every queue when queue is empty,
+     * ordered by queue and handler.
+     *
+     * @throws StoreException when the database fails
+     */
+    public List<HandlerPause> pausedHandlers(Optional<String> queue) {
+        Objects.requireNonNull(queue, "RdqAdmin.pausedHandlers: queue is null; use Optional.empty() for every queue");
+        queue.ifPresent(q -> Limits.validateName("queue", q));
+        try (Connection conn = dataSource.getConnection()) {
+            return dead.pausedHandlers(conn, queue.orElse(""));
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: paused handlers: " + e.getMessage(), e);
         }
     }
 

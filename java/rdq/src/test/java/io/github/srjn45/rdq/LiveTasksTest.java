@@ -92,6 +92,50 @@ class LiveTasksTest extends DbTestBase {
     }
 
     @Test
+    void aPausedHandlersTasksAreHeldUntilResumedAndBothAreAudited() throws Exception {
+        RdqAdmin admin = admin();
+        UUID c1 = client().submit(NewTask.builder("orders", "charge").build()).task().id();
+        UUID c2 = client().submit(NewTask.builder("orders", "charge").build()).task().id();
+        UUID refund = client().submit(NewTask.builder("orders", "refund").build()).task().id();
+        String[] both = {"charge", "refund"};
+
+        assertTrue(admin.pauseHandler("orders", "charge", "alice", "INC-7 gateway down"));
+        assertEquals(false, admin.pauseHandler("orders", "charge", "bob", "again"), "paused already: no change");
+        List<RdqAdmin.HandlerPause> paused = admin.pausedHandlers(Optional.empty());
+        assertEquals(1, paused.size());
+        RdqAdmin.HandlerPause p = paused.get(0);
+        assertEquals(List.of("orders", "charge", "open", 1, "alice", "INC-7 gateway down"),
+                List.of(p.queue(), p.handler(), p.state(), p.trips(), p.actor(), p.reason()));
+        assertEquals(Optional.empty(), p.probeAt(), "held until resumed");
+        assertEquals(paused, admin.pausedHandlers(Optional.of("orders")));
+        assertEquals(List.of(), admin.pausedHandlers(Optional.of("emails")));
+        try (java.sql.Connection c = ds.getConnection()) {
+            assertEquals(List.of(refund), store.claim(c, "orders", 10, 60_000_000L, "w", both).stream()
+                    .map(Task::id).toList(), "the paused handler's tasks are not claimed");
+        }
+
+        assertTrue(admin.resumeHandler("orders", "charge", "alice", "INC-7 fixed"));
+        assertEquals(false, admin.resumeHandler("orders", "charge", "alice", "again"));
+        assertEquals(List.of(), admin.pausedHandlers(Optional.empty()));
+        try (java.sql.Connection c = ds.getConnection()) {
+            assertEquals(java.util.Set.of(c1, c2), java.util.Set.copyOf(store.claim(c, "orders", 10, 60_000_000L, "w",
+                    both).stream().map(Task::id).toList()), "resumed: claimed again");
+        }
+        List<RdqAdmin.AuditEntry> entries = admin.audit(RdqAdmin.AuditQuery.builder(10).build());
+        assertEquals(2, entries.size(), entries.toString());
+        RdqAdmin.AuditEntry resume = entries.get(0);
+        RdqAdmin.AuditEntry pause = entries.get(1);
+        assertEquals(new RdqAdmin.AuditEntry(pause.id(), pause.at(), "alice", "pause_handler",
+                "{\"handler\":\"charge\",\"queue\":\"orders\"}", List.of(), 2, "INC-7 gateway down",
+                Map.of("handler", "charge", "trips", "1", "cool_off", "until resumed")), pause);
+        assertEquals(new RdqAdmin.AuditEntry(resume.id(), resume.at(), "alice", "resume_handler",
+                "{\"handler\":\"charge\",\"queue\":\"orders\"}", List.of(), 2, "INC-7 fixed",
+                Map.of("handler", "charge", "trips", "1")), resume);
+        DeadLettersTest.assertMessage("handler name \"a b\" contains ' '",
+                () -> admin.pauseHandler("orders", "a b", "x", "y"));
+    }
+
+    @Test
     void misuseIsRefused() {
         RdqAdmin admin = admin();
         DeadLettersTest.assertMessage("RdqAdmin.cancel: 0 task ids; name 1 to 1000",

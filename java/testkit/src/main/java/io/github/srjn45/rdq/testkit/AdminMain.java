@@ -23,7 +23,8 @@ import java.util.UUID;
  * <li>{@code purge <queue> dry|<actor> <reason>} purges by filter and prints "dry_run matched purged";
  * <li>{@code cancel|retry-now <actor> <reason> <id>...} prints "id outcome" a line, in the order named;
  * <li>{@code by-key <queue> <key>} prints the id of the task holding the key, or "none";
- * <li>{@code edit <id> <payload> <actor> <reason>} replaces a dead task's payload, redrives it and prints the outcome.
+ * <li>{@code edit <id> <payload> <actor> <reason>} replaces a dead task's payload, redrives it and prints the outcome;
+ * <li>{@code pause-handler|resume-handler <queue> <handler> <actor> <reason>} prints whether the handler changed.
  * </ul>
  */
 public final class AdminMain {
@@ -83,8 +84,10 @@ public final class AdminMain {
                     .orElse("none"));
             case "edit" -> System.out.println(admin.editAndRedrive(UUID.fromString(args[1]),
                     args[2].getBytes(java.nio.charset.StandardCharsets.UTF_8), args[3], args[4]));
+            case "pause-handler" -> System.out.println(admin.pauseHandler(args[1], args[2], args[3], args[4]));
+            case "resume-handler" -> System.out.println(admin.resumeHandler(args[1], args[2], args[3], args[4]));
             default -> throw new IllegalArgumentException("AdminMain: unknown operation " + args[0]
-                    + "; want pause, resume, stats, list, count, redrive, purge, cancel, retry-now, by-key or edit");
+                    + "; want pause, resume, stats, list, count, redrive, purge, cancel, retry-now, by-key, edit, pause-handler or resume-handler");
         }
     }
 }
