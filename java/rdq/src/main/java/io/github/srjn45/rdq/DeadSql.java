@@ -26,7 +26,7 @@ import java.util.regex.Pattern;
  * with one parameter, in the same order with the same casts, so every
  * combination of fields is the statement Go runs and is served by the index
  * pgstore's comments name. Every method runs on a connection the caller
- * owns; each statement is one transaction in autocommit mode.
+ * owns, in its transaction mode; nothing here commits or rolls back.
  */
 final class DeadSql {
     private static final Pattern NAME = Pattern.compile("\\{[a-z_]+\\}");
