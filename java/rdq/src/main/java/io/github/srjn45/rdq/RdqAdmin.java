@@ -31,6 +31,7 @@ import javax.sql.DataSource;
  */
 public final class RdqAdmin {
     private static final ObjectMapper JSON = new ObjectMapper();
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(RdqAdmin.class);
 
     /** How many tasks one statement of a bulk redrive or purge touches, as Go's {@code dlq.DefaultChunkSize}. */
     public static final int CHUNK_SIZE = 5000;
@@ -969,6 +970,7 @@ public final class RdqAdmin {
                     c = dead.redriveDead(conn, filter, limit, micros(opts.delay), micros(opts.spread), opts.maxLife,
                             opts.actor, opts.reason, details);
                 } catch (SQLException e) {
+                    logMutation("redrive", opts.actor, filter, redriven, e);
                     throw new StoreException("rdq: admin: redrive of " + filter + " stopped after " + redriven
                             + " tasks: " + e.getMessage(), e);
                 }
@@ -979,6 +981,7 @@ public final class RdqAdmin {
                     break;
                 }
             }
+            logMutation("redrive", opts.actor, filter, redriven, null);
             return new RedriveResult(false, matched, redriven, atLimit, cap);
         } catch (SQLException e) {
             throw new StoreException("rdq: admin: redrive of " + filter + ": " + e.getMessage(), e);
@@ -1124,6 +1127,7 @@ public final class RdqAdmin {
                 try {
                     n = dead.purgeDead(conn, filter, limit, opts.actor, opts.reason);
                 } catch (SQLException e) {
+                    logMutation("purge", opts.actor, filter, purged, e);
                     throw new StoreException("rdq: admin: purge of " + filter + " stopped after " + purged + " tasks: "
                             + e.getMessage(), e);
                 }
@@ -1133,9 +1137,24 @@ public final class RdqAdmin {
                     break;
                 }
             }
+            logMutation("purge", opts.actor, filter, purged, null);
             return new PurgeResult(false, matched, purged);
         } catch (SQLException e) {
             throw new StoreException("rdq: admin: purge of " + filter + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * Logs a bulk mutation as Go's dlq logs it: the action, the actor, the
+     * filter as the audit log records it (JSON, its text escaped) and the
+     * count; never a payload.
+     */
+    private static void logMutation(String action, String actor, DeadFilter filter, long count, Exception failure) {
+        if (failure != null) {
+            LOG.error("rdq: dlq mutation failed action={} actor={} filter={} count={} error={}", action, actor,
+                    filter.toJson(), count, failure.toString());
+        } else {
+            LOG.info("rdq: dlq mutation action={} actor={} filter={} count={}", action, actor, filter.toJson(), count);
         }
     }
 

@@ -135,8 +135,13 @@ class DeadLettersTest extends DbTestBase {
         assertEquals(List.of(), audit(), "a dry run writes nothing");
         assertEquals(5, admin.countDead(f), "a dry run changes nothing");
 
-        RdqAdmin.RedriveResult r = admin.redriveDead(f, RdqAdmin.RedriveOptions.builder("alice", "INC-42 fixed")
-                .max(3).delay(Duration.ofMinutes(1)).spread(Duration.ofSeconds(90)).build());
+        RdqAdmin.RedriveResult r;
+        try (LogCapture logs = new LogCapture()) {
+            r = admin.redriveDead(f, RdqAdmin.RedriveOptions.builder("alice", "INC-42 fixed")
+                    .max(3).delay(Duration.ofMinutes(1)).spread(Duration.ofSeconds(90)).build());
+            assertEquals("INFO rdq: dlq mutation action=redrive actor=alice filter={\"queue\":\"emails\","
+                    + "\"message_contains\":\"\\u003cdown\\u003e \\u0026 503\"} count=3\n", logs.text());
+        }
         assertEquals(new RdqAdmin.RedriveResult(false, 5, 3, 0, OptionalInt.empty()), r);
         assertEquals(2, admin.countDead(f));
         long moved = ids.stream().filter(id -> {
