@@ -176,8 +176,8 @@ public final class RdqClient {
      * Moves the named DEAD tasks back to PENDING in a new life (attempts reset,
      * history and last error kept, attempt numbers continuing), due now, with an
      * audit entry naming the actor and the reason: the same statements as the
-     * Go store's Redrive, in one transaction. For bulk redrives by failure group,
-     * use the rdq command ({@code rdq dlq redrive}) or Go's dlq package.
+     * Go store's Redrive, in one transaction. For redrives by filter or failure
+     * group, dry runs and payload edits, use {@link RdqAdmin}.
      *
      * @throws InvalidInputException when the actor or the reason is empty
      */
