@@ -563,9 +563,10 @@ ORDER BY next_attempt_at, id LIMIT ?4`
 // sqliteSeriesEvents lists what happened in [?lo, ?hi), one row per
 // attempt with its minute and whether it dead-lettered its task: the last
 // attempt of a life that ended DEAD (the task is dead in it or was
-// redriven into a later life). Indexes: rdq_attempts_finished
-// (finished_at), one range; the primary keys of rdq_tasks and rdq_attempts,
-// a lookup per attempt.
+// redriven into a later life). Indexes: none for the range, which is read
+// from the whole history (no index on finish time, so that recording an
+// attempt writes none; see migration 7); the primary keys of rdq_tasks and
+// rdq_attempts, a lookup per attempt.
 func sqliteSeriesEvents(lo, hi string) string {
 	return `SELECT (a.finished_at / 60000000) * 60000000 AS minute, t.queue AS queue, t.handler AS handler,
        a.outcome AS outcome,
