@@ -50,7 +50,7 @@ public final class BenchMain {
         for (int i = 0; i < 2; i++) {
             workers.add(Worker.builder(ds).schema(schema).id(queue + "-" + i)
                     .queue(queue, QueueConfig.builder().concurrency(200).build())
-                    .pollInterval(Duration.ofMillis(50)).reclaimInterval(Worker.DISABLED).purgeInterval(Worker.DISABLED)
+                    .pollInterval(Duration.ofMillis(50)).disableReclaim().disablePurge()
                     .handle("noop", ctx -> {
                         if (executed.incrementAndGet() == n) {
                             all.countDown();
