@@ -23,8 +23,8 @@ import (
 // without one the test is skipped on a developer's machine and fails in CI
 // (CI=true), whose .ci/run provides one.
 func TestJavaVirtualThreadsOnJava21(t *testing.T) {
-	requireJava(t) // Maven and the offline dependencies
 	home := jdk21Home(t)
+	requireJava(t) // Maven, and the dependencies for an offline build
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	args := []string{"-B", "-f", filepath.Join(javaDir, "pom.xml"), "-pl", "examples", "-am", "test",
