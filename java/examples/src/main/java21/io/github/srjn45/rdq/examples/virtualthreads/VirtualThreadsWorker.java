@@ -28,7 +28,7 @@ import javax.sql.DataSource;
  * <pre>
  * cd java &amp;&amp; JAVA_HOME=&lt;jdk 21+&gt; mvn -q -pl examples -am package -DskipTests
  * RDQ_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
- *   $JAVA_HOME/bin/java -cp "examples/target/classes:..." \
+ *   $JAVA_HOME/bin/java -cp "examples/target/java21/classes:..." \
  *   io.github.srjn45.rdq.examples.virtualthreads.VirtualThreadsWorker
  * </pre>
  */
