@@ -89,6 +89,15 @@ class ClientTest extends DbTestBase {
                 e.getMessage());
         assertThrows(InvalidInputException.class, () -> Policy.builder().taskMaxTimeout(Duration.ZERO));
         assertThrows(InvalidInputException.class, () -> Policy.builder().maxSnoozes(-1));
+        e = assertThrows(InvalidInputException.class, () -> RdqClient.builder(ds).keyRetention(Duration.ZERO));
+        assertTrue(e.getMessage().contains("RdqClient.Builder.keyRetention(0s) is not positive; leave it unset for 7 days"),
+                e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> RdqClient.builder(ds).id(""));
+        assertTrue(e.getMessage().contains("RdqClient.Builder.id: the ID is empty"), e.getMessage());
+        n = assertThrows(NullPointerException.class, () -> RdqClient.builder(ds).schema(null));
+        assertTrue(n.getMessage().startsWith("RdqClient.Builder.schema: the schema is null"), n.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> RdqClient.builder(ds).schema("Bad-Schema").build());
+        assertTrue(e.getMessage().contains("invalid input: schema \"Bad-Schema\" must be"), e.getMessage());
     }
 
     @Test
