@@ -24,7 +24,9 @@
 // dead-letter queue at once, and retry_after is retryable no earlier than
 // its delay (capped by Config.MaxRetryAfter); the failure's error type,
 // message and stack are recorded as the handler gave them
-// (rdq.RemoteError), cleaned and capped. A response with no outcome is a
+// (rdq.RemoteError), cleaned and capped, a reserved type prefixed
+// ("cancelled" is recorded "remote_cancelled"; see
+// rdq.IsReservedErrorType). A response with no outcome is a
 // retryable failure of type "grpc_no_outcome". A gRPC error status is a
 // retryable failure of type "grpc_" + the status name in lower case
 // ("grpc_unavailable"), except INVALID_ARGUMENT, FAILED_PRECONDITION,

@@ -196,6 +196,8 @@ func TestOutcomes(t *testing.T) {
 			wantErr: true, retryAfter: 0, wantType: "error"},
 		{name: "no outcome", resp: &rdqv1.ExecuteResponse{}, wantErr: true, retryAfter: -1, wantType: "grpc_no_outcome"},
 		{name: "empty failure", resp: &rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Retryable{}}, wantErr: true, retryAfter: -1, wantType: "error"},
+		{name: "reserved type", resp: &rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Permanent{Permanent: &rdqv1.Failure{ErrorType: "lease_expired", Message: "m"}}},
+			wantErr: true, permanent: true, retryAfter: -1, wantType: "remote_lease_expired"},
 	}
 	h := &handler{}
 	addr := serveHandler(t, h)
