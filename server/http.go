@@ -150,7 +150,7 @@ func rest[Req, Res any](method, path, rpc string, status int,
 
 // restRoutes is the REST mapping of the rdq.v1 service, one route per RPC
 // (TestEveryRPCHasAPolicyAndARoute keeps it so), as Handler documents it.
-// A POST's body is read by decode, within the limits api sets.
+// A POST's body is read by decode, within the limits admit sets.
 var restRoutes = []restRoute{
 	rest("POST", "/v1/tasks", "Submit", http.StatusOK, decodeSubmit, (*Service).Submit, renderSubmit),
 	rest("POST", "/v1/tasks:batch", "SubmitBatch", http.StatusOK, decodeSubmitBatch, submitBatch, renderSubmitBatch),
@@ -173,9 +173,9 @@ var restRoutes = []restRoute{
 	rest("GET", "/v1/workers", "ListWorkers", http.StatusOK, decodeListWorkers, (*Service).ListWorkers, renderListWorkers),
 }
 
-// api serves one route: timeout, trace context, authentication, a place
-// and a read deadline for a POST's body, errors as problem documents,
-// metrics.
+// api serves one route: timeout, trace context, admission (admit:
+// authentication, and a place, a read deadline and the size limit for a
+// POST's body), errors as problem documents, metrics.
 func (s *Service) api(rt restRoute) http.Handler {
 	name := rt.rpc
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,22 +186,8 @@ func (s *Service) api(rt restRoute) http.Handler {
 		defer span.End()
 
 		var out any
-		ctx, err := s.authenticate(ctx, r.Header.Get("Authorization"))
-		if err == nil && r.Method == http.MethodPost {
-			// The body, and what is decoded from it, live until serve
-			// returns: hold a place for them meanwhile, one of the
-			// principal's own, and read the body under a deadline.
-			p, _ := PrincipalFrom(ctx)
-			release, aerr := s.bodies.acquire(ctx, p.Name)
-			if aerr != nil {
-				err = errorf(CodeUnavailable, "the server is handling as many request bodies of yours as it may; retry later")
-			} else {
-				defer release()
-				if derr := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyRead)); derr != nil && !errors.Is(derr, http.ErrNotSupported) {
-					s.log.DebugContext(ctx, "rdq api: setting the body's read deadline", "error", derr)
-				}
-			}
-		}
+		ctx, release, err := s.admit(ctx, w, r, s.maxBody)
+		defer release()
 		refusedUnread := err != nil && r.Method == http.MethodPost
 		if err == nil {
 			out, err = rt.serve(s, ctx, r)
@@ -240,6 +226,39 @@ func (s *Service) outcome(ctx context.Context, span trace.Span, name string, err
 	return e
 }
 
+// admit lets a request of the API in, on either transport, before its
+// body is read: it authenticates the request from its Authorization
+// header and, for a POST, holds one of the principal's body places
+// (Config.MaxConcurrentBodies), sets the body's read deadline
+// (Config.BodyReadTimeout) and limits the body to limit bytes, refusing at
+// once one whose Content-Length says it is larger. It returns ctx with the
+// principal and a release to call once the request is served (also after
+// an error), or the error to answer the request with, its body unread.
+func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int64) (_ context.Context, release func(), err error) {
+	release = func() {}
+	ctx, err = s.authenticate(ctx, r.Header.Get("Authorization"))
+	if err != nil || r.Method != http.MethodPost {
+		return ctx, release, err
+	}
+	// The body, and what is decoded from it, live until the request is
+	// served: they hold a place meanwhile, one of the principal's own.
+	p, _ := PrincipalFrom(ctx)
+	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	release, err = s.bodies.acquire(actx, p.Name)
+	cancel()
+	if err != nil {
+		return ctx, func() {}, errorf(CodeUnavailable, "the server is handling as many request bodies of yours as it may; retry later")
+	}
+	if derr := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyRead)); derr != nil && !errors.Is(derr, http.ErrNotSupported) {
+		s.log.DebugContext(ctx, "rdq api: setting the body's read deadline", "error", derr)
+	}
+	if r.ContentLength > limit {
+		return ctx, release, errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	return ctx, release, nil
+}
+
 // authenticate returns ctx with the principal of the Authorization value.
 func (s *Service) authenticate(ctx context.Context, authz string) (context.Context, error) {
 	tok, ok := bearerToken(authz)
@@ -267,7 +286,7 @@ func (s *Service) writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // bodyReader checks the request's content type and returns its body,
-// limited to the size limit.
+// which admit limited to the size limit.
 func (s *Service) bodyReader(r *http.Request) (io.Reader, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -275,7 +294,7 @@ func (s *Service) bodyReader(r *http.Request) (io.Reader, error) {
 			return nil, errorf(CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
 		}
 	}
-	return http.MaxBytesReader(nil, r.Body, s.maxBody), nil
+	return r.Body, nil
 }
 
 // readError turns an error reading a request body into an API error.
