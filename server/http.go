@@ -16,6 +16,11 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/srjn45/rdq/proto/rdqv1"
 )
 
 // readyTimeout bounds the readiness check of /readyz.
@@ -117,22 +122,28 @@ func (s *Service) opsRoutes(mux *http.ServeMux) {
 
 // restRoute maps one RPC onto REST.
 type restRoute struct {
-	method string // the HTTP method
-	path   string // the ServeMux path pattern
+	method string // the HTTP method, of the RPC's google.api.http rule
+	path   string // the ServeMux path pattern, of the rule's path template
 	rpc    string // the RPC called, named as in the rdq.v1 service
 	status int    // the HTTP status of a success
 	// serve decodes the request, calls the RPC and renders its response.
 	serve func(s *Service, ctx context.Context, r *http.Request) (any, error)
 }
 
-// rest makes the route of one RPC: decode makes the RPC's request of the
-// HTTP request (its path, query or body), call is the RPC, and render makes
-// the response body of the request and the RPC's response.
-func rest[Req, Res any](method, path, rpc string, status int,
+// rest makes the route of one RPC, at the method and path of its
+// google.api.http annotation in rdq.proto: decode makes the RPC's request
+// of the HTTP request (its path, query or body), call is the RPC, and
+// render makes the response body of the request and the RPC's response.
+func rest[Req, Res any](rpc string, status int,
 	decode func(*Service, *http.Request) (Req, error),
 	call func(*Service, context.Context, Req) (Res, error),
 	render func(Req, Res) (any, error),
 ) restRoute {
+	method, path, err := httpRule(rpc)
+	if err != nil {
+		// rdq.proto is compiled in: every test starts here.
+		panic(err)
+	}
 	return restRoute{method: method, path: path, rpc: rpc, status: status,
 		serve: func(s *Service, ctx context.Context, r *http.Request) (any, error) {
 			req, err := decode(s, r)
@@ -148,29 +159,62 @@ func rest[Req, Res any](method, path, rpc string, status int,
 	}
 }
 
+// httpRule returns the HTTP method and the ServeMux path pattern of the
+// google.api.http annotation of RPC rpc of rdq.v1.RdqService: a GET
+// without a body or a POST with one, its path literal segments and
+// single-segment variables ("/v1/tasks/{id}").
+func httpRule(rpc string) (method, path string, err error) {
+	md := rdqv1.File_rdq_v1_rdq_proto.Services().ByName("RdqService").Methods().ByName(protoreflect.Name(rpc))
+	if md == nil {
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService has no method %s", rpc)
+	}
+	rule, ok := proto.GetExtension(md.Options(), annotations.E_Http).(*annotations.HttpRule)
+	if !ok || rule == nil {
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s has no google.api.http annotation", rpc)
+	}
+	switch {
+	case rule.GetGet() != "" && rule.GetBody() == "":
+		method, path = http.MethodGet, rule.GetGet()
+	case rule.GetPost() != "" && rule.GetBody() != "":
+		method, path = http.MethodPost, rule.GetPost()
+	default:
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s: the REST mapping serves a GET without a body or a POST with one, not %v", rpc, rule)
+	}
+	if len(rule.GetAdditionalBindings()) > 0 || rule.GetResponseBody() != "" {
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s: additional_bindings and response_body are not served", rpc)
+	}
+	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		if strings.ContainsAny(seg, "*=") || strings.HasPrefix(seg, "{") != strings.HasSuffix(seg, "}") {
+			return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s: path %q: only literal segments and single-segment variables ({id}) are served", rpc, path)
+		}
+	}
+	return method, path, nil
+}
+
 // restRoutes is the REST mapping of the rdq.v1 service, one route per RPC
-// (TestEveryRPCHasAPolicyAndARoute keeps it so), as Handler documents it.
+// (TestEveryRPCHasAPolicyAndARoute keeps it so), as Handler documents it:
+// each RPC's method and path are those of its google.api.http annotation.
 // A POST's body is read by decode, within the limits admit sets.
 var restRoutes = []restRoute{
-	rest("POST", "/v1/tasks", "Submit", http.StatusOK, decodeSubmit, (*Service).Submit, renderSubmit),
-	rest("POST", "/v1/tasks:batch", "SubmitBatch", http.StatusOK, decodeSubmitBatch, submitBatch, renderSubmitBatch),
-	rest("GET", "/v1/tasks/{id}", "GetTask", http.StatusOK, decodeGetTask, (*Service).GetTask, renderTask),
-	rest("GET", "/v1/dlq/tasks", "ListDead", http.StatusOK, decodeListDead, (*Service).ListDead, renderListDead),
-	rest("GET", "/v1/dlq/tasks/{id}", "ShowDead", http.StatusOK, decodeShowDead, (*Service).ShowDead, renderTask),
-	rest("GET", "/v1/dlq/groups", "DeadGroups", http.StatusOK, decodeDeadGroups, (*Service).DeadGroups, renderDeadGroups),
-	rest("POST", "/v1/dlq:redrive", "Redrive", http.StatusOK, decodeRedrive, (*Service).Redrive, renderRedrive),
-	rest("POST", "/v1/dlq:purge", "Purge", http.StatusOK, decodePurge, (*Service).Purge, renderPurge),
-	rest("GET", "/v1/audit", "ListAudit", http.StatusOK, decodeListAudit, (*Service).ListAudit, renderListAudit),
-	rest("GET", "/v1/queues", "QueueStats", http.StatusOK, decodeQueueStats, (*Service).QueueStats, renderQueueStats),
-	rest("POST", "/v1/queues:pause", "PauseQueue", http.StatusOK, decodePause, (*Service).PauseQueue, renderPause),
-	rest("POST", "/v1/queues:resume", "ResumeQueue", http.StatusOK, decodeResume, (*Service).ResumeQueue, renderResume),
-	rest("GET", "/v1/tasks", "ListTasks", http.StatusOK, decodeListTasks, (*Service).ListTasks, renderListTasks),
-	rest("GET", "/v1/tasks:by-key", "TaskByKey", http.StatusOK, decodeTaskByKey, (*Service).TaskByKey, renderTask),
-	rest("POST", "/v1/tasks:retry", "RetryTasks", http.StatusOK, decodeChange, (*Service).RetryTasks, renderChange),
-	rest("POST", "/v1/tasks:cancel", "CancelTasks", http.StatusOK, decodeChange, (*Service).CancelTasks, renderChange),
-	rest("GET", "/v1/breakers", "ListBreakers", http.StatusOK, decodeListBreakers, (*Service).ListBreakers, renderListBreakers),
-	rest("POST", "/v1/breakers:set", "SetBreaker", http.StatusOK, decodeSetBreaker, (*Service).SetBreaker, renderSetBreaker),
-	rest("GET", "/v1/workers", "ListWorkers", http.StatusOK, decodeListWorkers, (*Service).ListWorkers, renderListWorkers),
+	rest("Submit", http.StatusOK, decodeSubmit, (*Service).Submit, renderSubmit),
+	rest("SubmitBatch", http.StatusOK, decodeSubmitBatch, submitBatch, renderSubmitBatch),
+	rest("GetTask", http.StatusOK, decodeGetTask, (*Service).GetTask, renderTask),
+	rest("ListDead", http.StatusOK, decodeListDead, (*Service).ListDead, renderListDead),
+	rest("ShowDead", http.StatusOK, decodeShowDead, (*Service).ShowDead, renderTask),
+	rest("DeadGroups", http.StatusOK, decodeDeadGroups, (*Service).DeadGroups, renderDeadGroups),
+	rest("Redrive", http.StatusOK, decodeRedrive, (*Service).Redrive, renderRedrive),
+	rest("Purge", http.StatusOK, decodePurge, (*Service).Purge, renderPurge),
+	rest("ListAudit", http.StatusOK, decodeListAudit, (*Service).ListAudit, renderListAudit),
+	rest("QueueStats", http.StatusOK, decodeQueueStats, (*Service).QueueStats, renderQueueStats),
+	rest("PauseQueue", http.StatusOK, decodePause, (*Service).PauseQueue, renderPause),
+	rest("ResumeQueue", http.StatusOK, decodeResume, (*Service).ResumeQueue, renderResume),
+	rest("ListTasks", http.StatusOK, decodeListTasks, (*Service).ListTasks, renderListTasks),
+	rest("TaskByKey", http.StatusOK, decodeTaskByKey, (*Service).TaskByKey, renderTask),
+	rest("RetryTasks", http.StatusOK, decodeChange, (*Service).RetryTasks, renderChange),
+	rest("CancelTasks", http.StatusOK, decodeChange, (*Service).CancelTasks, renderChange),
+	rest("ListBreakers", http.StatusOK, decodeListBreakers, (*Service).ListBreakers, renderListBreakers),
+	rest("SetBreaker", http.StatusOK, decodeSetBreaker, (*Service).SetBreaker, renderSetBreaker),
+	rest("ListWorkers", http.StatusOK, decodeListWorkers, (*Service).ListWorkers, renderListWorkers),
 }
 
 // api serves one route: timeout, trace context, admission (admit:

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Puts the googleapis protos that rdq/v1/rdq.proto imports
+# (google/api/annotations.proto and google/api/http.proto) into
+# .googleapis/, a buf module of buf.yaml that is never committed. They come
+# from the googleapis-common-protos wheel on PyPI, pinned by version and
+# SHA-256 below, through pip. Nothing is fetched when they are there.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+dest="$here/.googleapis"
+version=1.72.0
+sha256=4299c5a82d5ae1a9702ada957347726b167f9f8d1fc352477702a1e851ff4038
+stamp="$dest/.version"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version $sha256" ]; then
+	exit 0
+fi
+python=${PYTHON:-python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf 'googleapis-common-protos==%s --hash=sha256:%s\n' "$version" "$sha256" >"$tmp/requirements.txt"
+"$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+	--require-hashes -r "$tmp/requirements.txt" -d "$tmp"
+rm -rf "$dest"
+"$python" - "$tmp"/googleapis_common_protos-"$version"-*.whl "$dest" <<'PY'
+import sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    for name in ("google/api/annotations.proto", "google/api/http.proto"):
+        z.extract(name, dest)
+PY
+echo "$version $sha256" >"$stamp"
