@@ -7,8 +7,8 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dest="$here/.googleapis"
-version=1.72.0
-sha256=4299c5a82d5ae1a9702ada957347726b167f9f8d1fc352477702a1e851ff4038
+version=1.76.0
+sha256=59e13344a9f3651aa201a03e2bee815a3bf43a4baf1f9ff8a9b62a840ce25fac
 stamp="$dest/.version"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$version $sha256" ]; then
 	exit 0

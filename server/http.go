@@ -52,7 +52,9 @@ const readyTimeout = 5 * time.Second
 //	GET  /metrics               Prometheus exposition of Config.Gatherer (when set), behind Config.MetricsToken (when set)
 //	POST /rdq.v1.RdqService/*   every method over the Connect protocol and gRPC-Web (see RPCPath)
 //
-// Every /v1 request needs "Authorization: Bearer <token>". Request bodies
+// Each /v1 route is the google.api.http annotation of its method in
+// proto/rdq/v1/rdq.proto. Every /v1 request needs "Authorization: Bearer
+// <token>". Request bodies
 // are JSON (Content-Type application/json, or none) of at most
 // Config.MaxBodyBytes; unknown fields are ignored. Times are RFC 3339,
 // durations whole milliseconds. Errors are RFC 9457 problem documents
