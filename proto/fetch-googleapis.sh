@@ -19,12 +19,16 @@ trap 'rm -rf "$tmp"' EXIT
 printf 'googleapis-common-protos==%s --hash=sha256:%s\n' "$version" "$sha256" >"$tmp/requirements.txt"
 "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
 	--require-hashes -r "$tmp/requirements.txt" -d "$tmp"
-rm -rf "$dest"
-"$python" - "$tmp"/googleapis_common_protos-"$version"-*.whl "$dest" <<'PY'
+"$python" - "$tmp"/googleapis_common_protos-"$version"-*.whl "$tmp/out" <<'PY'
 import sys, zipfile
 wheel, dest = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(wheel) as z:
     for name in ("google/api/annotations.proto", "google/api/http.proto"):
         z.extract(name, dest)
 PY
-echo "$version $sha256" >"$stamp"
+echo "$version $sha256" >"$tmp/out/.version"
+# Whole or not at all: a generator running beside this one never sees a
+# half-written directory.
+rm -rf "$dest"
+[ -d "$dest" ] || mv "$tmp/out" "$dest"
+[ "$(cat "$stamp")" = "$version $sha256" ]
