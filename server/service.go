@@ -385,8 +385,12 @@ func (s *Service) taskFromSpec(c *call, spec *rdqv1.TaskSpec) (client.Task, erro
 	}
 	if ff := spec.GetFirstFailure(); ff != nil {
 		typ, msg := ff.GetErrorType(), ff.GetMessage()
-		if typ == "" {
+		switch {
+		case typ == "":
 			typ = "remote"
+		case rdq.IsReservedErrorType(typ):
+			// A submitter cannot record one of rdq's own events.
+			typ = rdq.RemoteTypePrefix + typ
 		}
 		if msg == "" {
 			msg = "failure reported by the submitter"

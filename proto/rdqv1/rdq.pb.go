@@ -2,7 +2,9 @@
 //
 // One contract, two transports: the RdqService below is served over gRPC and
 // as REST/JSON under /v1/... by package server, from the same
-// implementation. REST bodies use the field names below; a task, submitted
+// implementation. Each method's REST route is its google.api.http
+// annotation, which the server routes by. REST bodies use the field names
+// below; a task, submitted
 // or returned, is rdq's JSON wire envelope (payload in base64, "version": 1,
 // attempt history as "history"); other numbers are JSON numbers, durations
 // whole milliseconds (*_ms), timestamps RFC 3339 strings. Unknown JSON
@@ -24,6 +26,7 @@
 package rdqv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -3620,7 +3623,7 @@ var File_rdq_v1_rdq_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\n" +
-	"\x10rdq/v1/rdq.proto\x12\x06rdq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x03\n" +
+	"\x10rdq/v1/rdq.proto\x12\x06rdq.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x03\n" +
 	"\bTaskSpec\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -3913,33 +3916,34 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"waiting_ms\x18\x05 \x01(\x03R\twaitingMs\"x\n" +
 	"\x13ListWorkersResponse\x12,\n" +
 	"\aworkers\x18\x01 \x03(\v2\x12.rdq.v1.WorkerInfoR\aworkers\x123\n" +
-	"\bunserved\x18\x02 \x03(\v2\x17.rdq.v1.UnservedHandlerR\bunserved2\xfd\t\n" +
+	"\bunserved\x18\x02 \x03(\v2\x17.rdq.v1.UnservedHandlerR\bunserved2\xdb\r\n" +
 	"\n" +
-	"RdqService\x127\n" +
-	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\x12F\n" +
-	"\vSubmitBatch\x12\x1a.rdq.v1.SubmitBatchRequest\x1a\x1b.rdq.v1.SubmitBatchResponse\x12:\n" +
-	"\aGetTask\x12\x16.rdq.v1.GetTaskRequest\x1a\x17.rdq.v1.GetTaskResponse\x12=\n" +
-	"\bListDead\x12\x17.rdq.v1.ListDeadRequest\x1a\x18.rdq.v1.ListDeadResponse\x12C\n" +
+	"RdqService\x12P\n" +
+	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x04task\"\t/v1/tasks\x12b\n" +
+	"\vSubmitBatch\x12\x1a.rdq.v1.SubmitBatchRequest\x1a\x1b.rdq.v1.SubmitBatchResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/tasks:batch\x12R\n" +
+	"\aGetTask\x12\x16.rdq.v1.GetTaskRequest\x1a\x17.rdq.v1.GetTaskResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/tasks/{id}\x12T\n" +
+	"\bListDead\x12\x17.rdq.v1.ListDeadRequest\x1a\x18.rdq.v1.ListDeadResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/dlq/tasks\x12[\n" +
 	"\n" +
-	"DeadGroups\x12\x19.rdq.v1.DeadGroupsRequest\x1a\x1a.rdq.v1.DeadGroupsResponse\x12=\n" +
-	"\bShowDead\x12\x17.rdq.v1.ShowDeadRequest\x1a\x18.rdq.v1.ShowDeadResponse\x12:\n" +
-	"\aRedrive\x12\x16.rdq.v1.RedriveRequest\x1a\x17.rdq.v1.RedriveResponse\x124\n" +
-	"\x05Purge\x12\x14.rdq.v1.PurgeRequest\x1a\x15.rdq.v1.PurgeResponse\x12@\n" +
-	"\tListAudit\x12\x18.rdq.v1.ListAuditRequest\x1a\x19.rdq.v1.ListAuditResponse\x12C\n" +
+	"DeadGroups\x12\x19.rdq.v1.DeadGroupsRequest\x1a\x1a.rdq.v1.DeadGroupsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/dlq/groups\x12Y\n" +
+	"\bShowDead\x12\x17.rdq.v1.ShowDeadRequest\x1a\x18.rdq.v1.ShowDeadResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/dlq/tasks/{id}\x12V\n" +
+	"\aRedrive\x12\x16.rdq.v1.RedriveRequest\x1a\x17.rdq.v1.RedriveResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/dlq:redrive\x12N\n" +
+	"\x05Purge\x12\x14.rdq.v1.PurgeRequest\x1a\x15.rdq.v1.PurgeResponse\"\x18\x82\xd3\xe4\x93\x02\x12:\x01*\"\r/v1/dlq:purge\x12S\n" +
+	"\tListAudit\x12\x18.rdq.v1.ListAuditRequest\x1a\x19.rdq.v1.ListAuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/audit\x12W\n" +
 	"\n" +
-	"QueueStats\x12\x19.rdq.v1.QueueStatsRequest\x1a\x1a.rdq.v1.QueueStatsResponse\x12C\n" +
+	"QueueStats\x12\x19.rdq.v1.QueueStatsRequest\x1a\x1a.rdq.v1.QueueStatsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/queues\x12`\n" +
 	"\n" +
-	"PauseQueue\x12\x19.rdq.v1.PauseQueueRequest\x1a\x1a.rdq.v1.PauseQueueResponse\x12F\n" +
-	"\vResumeQueue\x12\x1a.rdq.v1.ResumeQueueRequest\x1a\x1b.rdq.v1.ResumeQueueResponse\x12@\n" +
-	"\tListTasks\x12\x18.rdq.v1.ListTasksRequest\x1a\x19.rdq.v1.ListTasksResponse\x12@\n" +
-	"\tTaskByKey\x12\x18.rdq.v1.TaskByKeyRequest\x1a\x19.rdq.v1.TaskByKeyResponse\x12E\n" +
+	"PauseQueue\x12\x19.rdq.v1.PauseQueueRequest\x1a\x1a.rdq.v1.PauseQueueResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/queues:pause\x12d\n" +
+	"\vResumeQueue\x12\x1a.rdq.v1.ResumeQueueRequest\x1a\x1b.rdq.v1.ResumeQueueResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/queues:resume\x12S\n" +
+	"\tListTasks\x12\x18.rdq.v1.ListTasksRequest\x1a\x19.rdq.v1.ListTasksResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/tasks\x12Z\n" +
+	"\tTaskByKey\x12\x18.rdq.v1.TaskByKeyRequest\x1a\x19.rdq.v1.TaskByKeyResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/tasks:by-key\x12a\n" +
 	"\n" +
-	"RetryTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12F\n" +
-	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12I\n" +
-	"\fListBreakers\x12\x1b.rdq.v1.ListBreakersRequest\x1a\x1c.rdq.v1.ListBreakersResponse\x12C\n" +
+	"RetryTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/tasks:retry\x12c\n" +
+	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/tasks:cancel\x12_\n" +
+	"\fListBreakers\x12\x1b.rdq.v1.ListBreakersRequest\x1a\x1c.rdq.v1.ListBreakersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/breakers\x12`\n" +
 	"\n" +
-	"SetBreaker\x12\x19.rdq.v1.SetBreakerRequest\x1a\x1a.rdq.v1.SetBreakerResponse\x12F\n" +
-	"\vListWorkers\x12\x1a.rdq.v1.ListWorkersRequest\x1a\x1b.rdq.v1.ListWorkersResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
+	"SetBreaker\x12\x19.rdq.v1.SetBreakerRequest\x1a\x1a.rdq.v1.SetBreakerResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/breakers:set\x12[\n" +
+	"\vListWorkers\x12\x1a.rdq.v1.ListWorkersRequest\x1a\x1b.rdq.v1.ListWorkersResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/workersB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
 
 var (
 	file_rdq_v1_rdq_proto_rawDescOnce sync.Once

@@ -2,7 +2,9 @@
 //
 // One contract, two transports: the RdqService below is served over gRPC and
 // as REST/JSON under /v1/... by package server, from the same
-// implementation. REST bodies use the field names below; a task, submitted
+// implementation. Each method's REST route is its google.api.http
+// annotation, which the server routes by. REST bodies use the field names
+// below; a task, submitted
 // or returned, is rdq's JSON wire envelope (payload in base64, "version": 1,
 // attempt history as "history"); other numbers are JSON numbers, durations
 // whole milliseconds (*_ms), timestamps RFC 3339 strings. Unknown JSON
