@@ -22,6 +22,9 @@ import "github.com/redis/go-redis/v9"
 //	P:paused   string   present while the queue is paused
 //	P:handlers set      handlers whose tasks have waited in the queue
 //	P:dead, P:df:F, P:dfs  dead-letter indexes (see bury)
+//	P:sm:M     hash     series counts of minute M (minutes since the
+//	                    epoch), fields kind and handler (see tally)
+//	P:sh:H     hash     the same of hour H (hours since the epoch)
 //
 // and the namespace's own keys:
 //
@@ -77,19 +80,60 @@ local function akey(q, id) return qp(q) .. ':a:' .. id end
 local function idkey(id) return N .. ':id:' .. id end
 local function num(v) if v then return tonumber(v) or 0 end return 0 end
 
--- record appends an attempt to task id's history, numbered after its
--- highest recorded number, and returns the number.
--- append appends attempt number n to task id's history; the caller keeps
--- the task's highest number (mn).
-local function append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
+-- tallies holds the series counts of this script's attempts and
+-- dead-letterings, written once per key and field by flush.
+local tallies = {}
+
+-- tally adds one to the series count of kind (S success, R retryable
+-- failure or lost lease, P permanent failure, D dead-lettering) of handler
+-- h of queue q in the minute and the hour holding at (µs): fields kind..h
+-- of P:sm:MINUTE and P:sh:HOUR (minutes and hours since the epoch).
+local function tally(q, h, at, kind)
+  local p, f = qp(q), kind .. h
+  for _, k in ipairs({p .. ':sm:' .. fmt(math.floor(at / 60000000)), p .. ':sh:' .. fmt(math.floor(at / 3600000000))}) do
+    local t = tallies[k]
+    if not t then t = {}; tallies[k] = t end
+    t[f] = (t[f] or 0) + 1
+  end
+end
+
+-- tallyout tallies an attempt's outcome (a cancellation is none).
+local outkinds = {SUCCESS = 'S', RETRYABLE_FAILURE = 'R', LEASE_EXPIRED = 'R', PERMANENT_FAILURE = 'P'}
+local function tallyout(q, h, at, outcome)
+  local kind = outkinds[outcome]
+  if kind then tally(q, h, at, kind) end
+end
+
+-- flush writes the tallies: a HINCRBY per key and field; a key whose
+-- field this created is given the series retention (ARGV of no script:
+-- the constant below, 8 days and an hour) from now.
+local seriesttl = 8 * 24 * 3600 + 3600
+local function flush()
+  for k, t in pairs(tallies) do
+    local fresh = false
+    for f, n in pairs(t) do
+      if redis.call('HINCRBY', k, f, n) == n then fresh = true end
+    end
+    if fresh then redis.call('EXPIRE', k, seriesttl) end
+  end
+  tallies = {}
+end
+
+-- append appends attempt number n to task id's history, numbered after
+-- its highest recorded number, and tallies its outcome; the caller keeps
+-- the task's highest number (mn) and flushes the tallies.
+local function append(q, id, h, n, life, token, started, finished, outcome, etype, msg, stack, worker)
   redis.call('RPUSH', akey(q, id), nstr(fmt(n)) .. nstr(fmt(life)) .. nstr(fmt(token)) ..
     nstr(fmt(started)) .. nstr(fmt(finished)) .. nstr(outcome) .. nstr(etype) .. nstr(msg) ..
     nstr(stack) .. nstr(worker))
+  tallyout(q, h, finished, outcome)
 end
 
-local function record(q, id, life, token, started, finished, outcome, etype, msg, stack, worker)
+-- record appends an attempt to task id's history, numbered after its
+-- highest recorded number (mn), and returns the number.
+local function record(q, id, h, life, token, started, finished, outcome, etype, msg, stack, worker)
   local n = redis.call('HINCRBY', tkey(q, id), 'mn', 1)
-  append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
+  append(q, id, h, n, life, token, started, finished, outcome, etype, msg, stack, worker)
   return n
 end
 
@@ -146,6 +190,7 @@ local function bury(q, id)
   redis.call('ZINCRBY', N .. ':dfs', 1, v[3])
   redis.call('ZINCRBY', p .. ':dfs', 1, v[3])
   redis.call('HINCRBY', N .. ':dfk:' .. v[3], q .. '\n' .. v[1], 1)
+  tally(q, v[1], tonumber(fi), 'D')
 end
 
 -- unbury removes DEAD task id of queue q from the dead-letter indexes.
@@ -286,7 +331,7 @@ for i = 0, n - 1 do
     if ARGV[b+11] == '1' then
       local outcome = ARGV[b+12]
       local dur = tonumber(ARGV[b+18])
-      record(q, id, 0, 0, now - dur, now, outcome, ARGV[b+13], ARGV[b+14], ARGV[b+15], ARGV[b+17])
+      record(q, id, h, 0, 0, now - dur, now, outcome, ARGV[b+13], ARGV[b+14], ARGV[b+15], ARGV[b+17])
       redis.call('HSET', k, 'at', '1', 'et', ARGV[b+13], 'em', ARGV[b+14], 'ef', ARGV[b+16])
       if outcome == 'PERMANENT_FAILURE' then
         redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now))
@@ -310,6 +355,7 @@ for i = 0, n - 1 do
 end
 for k, l in pairs(waits) do variadic('ZADD', k, l) end
 for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
+flush()
 return out
 `)
 
@@ -462,7 +508,7 @@ for i = 0, n - 1 do
       if ARGV[b+5] == '1' then
         local outcome = ARGV[b+6]
         local n = tonumber(v[5]) + 1
-        append(q, id, n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
+        append(q, id, v[4], n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
           ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+11])
         set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(tonumber(v[6]) + 1)
         if outcome ~= 'SUCCESS' then
@@ -497,6 +543,7 @@ end
 for k, ids in pairs(gone) do variadic('ZREM', k, ids) end
 for k, l in pairs(done) do variadic('ZADD', k, l) end
 for k, l in pairs(waits) do variadic('ZADD', k, l) end
+flush()
 return out
 `)
 
@@ -561,8 +608,8 @@ for i = 1, math.min(limit, #cands) do
   local c = cands[i]
   local id, q = c[2], c[3]
   local k = tkey(q, id)
-  local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo')
-  record(q, id, tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
+  local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo', 'h')
+  record(q, id, v[5], tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
   local exp = now + lease
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HINCRBY', k, 'tk', 1)
@@ -571,6 +618,7 @@ for i = 1, math.min(limit, #cands) do
   redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
   out[#out+1] = redis.call('HGETALL', k)
 end
+flush()
 return out
 `)
 
@@ -972,7 +1020,7 @@ for i = 0, n - 1 do
     local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
       local worker = ARGV[b+9]
-      record(q, id, tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
+      record(q, id, v[4], tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
         ARGV[b+5], ARGV[b+6], ARGV[b+7], worker)
       redis.call('HINCRBY', k, 'at', 1)
       local due = now + tonumber(ARGV[b+3])
@@ -994,6 +1042,7 @@ for i = 0, n - 1 do
   end
   out[#out+1] = res
 end
+flush()
 return out
 `)
 
@@ -1213,11 +1262,12 @@ for _, t in ipairs(todo) do
   local q, id = t[1], t[2]
   local k = tkey(q, id)
   unwait(q, id, t[3])
-  record(q, id, t[4], 0, now, now, 'CANCELLED', etype, emsg, '', actor)
+  record(q, id, t[3], t[4], 0, now, now, 'CANCELLED', etype, emsg, '', actor)
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
   bury(q, id)
 end
+flush()
 return res
 `)
 
@@ -1326,11 +1376,12 @@ audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', 
 for _, id in ipairs(ids) do
   local k = tkey(q, id)
   unwait(q, id, h)
-  record(q, id, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
+  record(q, id, h, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
   bury(q, id)
 end
+flush()
 return #ids
 `)
 
