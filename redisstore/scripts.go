@@ -1533,3 +1533,28 @@ for _, p in ipairs(pairs_) do
 end
 return out
 `)
+
+// scriptWaiting counts handler H's waiting tasks of a queue: all of them
+// when the handler is paused (held), else those due after now split by
+// whether they were tried in their current life (at > 0: retrying) or
+// not (scheduled), walking at most budget of them by due time from rank
+// from (-1: the first one not due).
+// ARGV: N, now, queue, handler, from, budget.
+// Keys: of the queue P:hp:H, P:ph:H, P:t:ID of each task walked.
+// Returns {held, retrying, scheduled, next rank (-1: done)}.
+var scriptWaiting = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, h = ARGV[3], ARGV[4]
+local from, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
+local key = qp(q) .. ':ph:' .. h
+if held(q, h) then return {redis.call('ZCARD', key), 0, 0, -1} end
+if from < 0 then from = redis.call('ZCOUNT', key, '-inf', fmt(now)) end
+local ids = redis.call('ZRANGE', key, from, from + budget - 1)
+local r, s = 0, 0
+for _, id in ipairs(ids) do
+  if num(redis.call('HGET', tkey(q, id), 'at')) > 0 then r = r + 1 else s = s + 1 end
+end
+local nxt = -1
+if #ids == budget then nxt = from + budget end
+return {0, r, s, nxt}
+`)
