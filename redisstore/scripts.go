@@ -21,7 +21,7 @@ import "github.com/redis/go-redis/v9"
 //	P:ikp      zset     purged keys K, by purge time (µs), for pruning
 //	P:paused   string   present while the queue is paused
 //	P:handlers set      handlers whose tasks have waited in the queue
-//	P:dead, P:df:F, P:dfs  dead-letter indexes (see bury)
+//	P:dead, P:df:F, P:dfs, P:dm  dead-letter indexes (see bury)
 //	P:sm:M     hash     series counts of minute M (minutes since the
 //	                    epoch), fields kind and handler (see tally)
 //	P:sh:H     hash     the same of hour H (hours since the epoch)
@@ -177,10 +177,12 @@ end
 -- zset by finish time: N:dead, P:dead, N:dh:H (handler), N:de:E (error
 -- type), N:df:F and P:df:F (fingerprint), and counts it in the group
 -- summaries N:dfs and P:dfs (fingerprint -> count) and N:dfk:F (a hash of
--- "queue\nhandler" -> count).
+-- "queue\nhandler" -> count). P:dm (id -> "LIFE:message in lower case")
+-- holds what a count by message or life checks (scriptCountDeadQueue).
 local function bury(q, id)
-  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi')
+  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi', 'lf', 'em')
   local p, fi = qp(q), v[4]
+  redis.call('HSET', p .. ':dm', id, (v[5] or '0') .. ':' .. string.lower(v[6] or ''))
   redis.call('ZADD', N .. ':dead', fi, id)
   redis.call('ZADD', p .. ':dead', fi, id)
   redis.call('ZADD', N .. ':dh:' .. v[1], fi, id)
@@ -199,6 +201,7 @@ local function unbury(q, id)
   local p = qp(q)
   redis.call('ZREM', N .. ':dead', id)
   redis.call('ZREM', p .. ':dead', id)
+  redis.call('HDEL', p .. ':dm', id)
   redis.call('ZREM', N .. ':dh:' .. v[1], id)
   redis.call('ZREM', N .. ':de:' .. v[2], id)
   redis.call('ZREM', N .. ':df:' .. v[3], id)
@@ -1557,4 +1560,66 @@ end
 local nxt = -1
 if #ids == budget then nxt = from + budget end
 return {0, r, s, nxt}
+`)
+
+// scriptCountDeadQueue counts a queue's dead tasks whose life and message
+// match, oldest first from a cursor, examining at most a budget of
+// entries: two commands per page of 1,000 (the page of P:dead by rank,
+// the HMGET of their P:dm records), never a task's own hash unless it has
+// no record (a task buried before P:dm was kept).
+// ARGV: N, queue, dead after (µs or ''), dead before (µs or ''), message
+// (lower case), life min, life below, cursor finish time (µs or ''),
+// cursor ID, budget.
+// Keys: of the queue P:dead, P:dm, P:t:ID of a task without a record.
+// Returns {count, last examined finish time, last examined ID} ('' when
+// the walk is done).
+var scriptCountDeadQueue = redis.NewScript(prelude + `
+local q = ARGV[2]
+local p = qp(q)
+local key = p .. ':dead'
+local msg, lmin, lbelow = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local cfi, cid, budget = ARGV[8], ARGV[9], tonumber(ARGV[10])
+local hi = tonumber(ARGV[4])
+-- Pages by rank, which nothing changes while the script runs: each is
+-- O(log n) plus its size, however far the walk went.
+local rank = 0
+if cfi ~= '' then rank = redis.call('ZCOUNT', key, '-inf', '(' .. cfi)
+elseif ARGV[3] ~= '' then rank = redis.call('ZCOUNT', key, '-inf', '(' .. ARGV[3]) end
+local cf = tonumber(cfi)
+local found, seen = 0, 0
+local lastfi, lastid = '', ''
+while seen < budget do
+  local r = redis.call('ZRANGE', key, rank, rank + 999, 'WITHSCORES')
+  if #r == 0 then return {found, '', ''} end
+  rank = rank + #r / 2
+  local ids, ended = {}, false
+  for j = 1, #r, 2 do
+    local fi = tonumber(r[j+1])
+    if hi and fi >= hi then ended = true break end
+    if not (cf and fi == cf and r[j] <= cid) then
+      ids[#ids+1] = r[j]
+      lastfi, lastid = r[j+1], r[j]
+    end
+  end
+  if #ids > 0 then
+    local recs = redis.call('HMGET', p .. ':dm', unpack(ids))
+    for j = 1, #ids do
+      local rec, lf, m = recs[j], 0, ''
+      if rec then
+        local c = string.find(rec, ':', 1, true)
+        lf, m = tonumber(string.sub(rec, 1, c - 1)), string.sub(rec, c + 1)
+      else
+        local v = redis.call('HMGET', tkey(q, ids[j]), 'lf', 'em')
+        lf, m = num(v[1]), string.lower(v[2] or '')
+      end
+      if (msg == '' or string.find(m, msg, 1, true)) and (lmin <= 0 or lf >= lmin) and
+        (lbelow <= 0 or lf < lbelow) then
+        found = found + 1
+      end
+    end
+    seen = seen + #ids
+  end
+  if ended then return {found, '', ''} end
+end
+return {found, lastfi, lastid}
 `)
