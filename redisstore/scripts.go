@@ -1567,11 +1567,11 @@ return {0, r, s, nxt}
 // entries: two commands per page of 1,000 (the page of P:dead by rank,
 // the HMGET of their P:dm records), never a task's own hash unless it has
 // no record (a task buried before P:dm was kept).
-// ARGV: N, queue, dead after (µs or ''), dead before (µs or ''), message
-// (lower case), life min, life below, cursor finish time (µs or ''),
+// ARGV: N, queue, dead after (µs or empty), dead before (µs or empty), message
+// (lower case), life min, life below, cursor finish time (µs or empty),
 // cursor ID, budget.
 // Keys: of the queue P:dead, P:dm, P:t:ID of a task without a record.
-// Returns {count, last examined finish time, last examined ID} ('' when
+// Returns {count, last examined finish time, last examined ID} (empty when
 // the walk is done).
 var scriptCountDeadQueue = redis.NewScript(prelude + `
 local q = ARGV[2]
