@@ -81,20 +81,28 @@ local function idkey(id) return N .. ':id:' .. id end
 local function num(v) if v then return tonumber(v) or 0 end return 0 end
 
 -- tallies holds the series counts of this script's attempts and
--- dead-letterings, written once per key and field by flush.
-local tallies = {}
+-- dead-letterings, written once per key and field by flush; tm and th are
+-- the minute's and the hour's of the last (queue, time) tallied, which a
+-- batch shares.
+local tallies, tq, tat, tm, th = {}, nil, nil, nil, nil
 
 -- tally adds one to the series count of kind (S success, R retryable
 -- failure or lost lease, P permanent failure, D dead-lettering) of handler
 -- h of queue q in the minute and the hour holding at (µs): fields kind..h
 -- of P:sm:MINUTE and P:sh:HOUR (minutes and hours since the epoch).
 local function tally(q, h, at, kind)
-  local p, f = qp(q), kind .. h
-  for _, k in ipairs({p .. ':sm:' .. fmt(math.floor(at / 60000000)), p .. ':sh:' .. fmt(math.floor(at / 3600000000))}) do
-    local t = tallies[k]
-    if not t then t = {}; tallies[k] = t end
-    t[f] = (t[f] or 0) + 1
+  if q ~= tq or at ~= tat then
+    local p = qp(q)
+    local mk, hk = p .. ':sm:' .. fmt(math.floor(at / 60000000)), p .. ':sh:' .. fmt(math.floor(at / 3600000000))
+    tm = tallies[mk]
+    if not tm then tm = {}; tallies[mk] = tm end
+    th = tallies[hk]
+    if not th then th = {}; tallies[hk] = th end
+    tq, tat = q, at
   end
+  local f = kind .. h
+  tm[f] = (tm[f] or 0) + 1
+  th[f] = (th[f] or 0) + 1
 end
 
 -- tallyout tallies an attempt's outcome (a cancellation is none).
@@ -116,7 +124,7 @@ local function flush()
     end
     if fresh then redis.call('EXPIRE', k, seriesttl) end
   end
-  tallies = {}
+  tallies, tq, tat = {}, nil, nil
 end
 
 -- append appends attempt number n to task id's history, numbered after
