@@ -67,4 +67,25 @@ func TestCountDeadByMessageAndLife(t *testing.T) {
 			t.Errorf("CountDead(%+v) = %d, want %d", tc.f, got, tc.want)
 		}
 	}
+	// A task that leaves the dead-letter queue takes its record along.
+	if errs, err := s.Redrive(ctx, store.RedriveParams{IDs: []rdq.ID{ids[1]}, Actor: "op"}); err != nil || errs[0] != nil {
+		t.Fatalf("Redrive: %v %v", err, errs)
+	}
+	if ok, err := c.HExists(ctx, s.Namespace()+":{q1}:dm", ids[1].String()).Result(); err != nil || ok {
+		t.Errorf("the record of a redriven task: present %v, %v; want it gone", ok, err)
+	}
+	for {
+		n, err := s.PurgeDead(ctx, store.PurgeDeadParams{Limit: 5000, Action: "purge", Actor: "op"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	for _, q := range []string{"q0", "q1"} {
+		if n, err := c.HLen(ctx, s.Namespace()+":{"+q+"}:dm").Result(); err != nil || n != 0 {
+			t.Errorf("records of queue %s after every dead task was purged: %d, %v; want none", q, n, err)
+		}
+	}
 }
