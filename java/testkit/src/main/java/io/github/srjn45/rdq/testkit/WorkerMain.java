@@ -3,6 +3,7 @@ package io.github.srjn45.rdq.testkit;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.github.srjn45.rdq.Breaker;
 import io.github.srjn45.rdq.ErrorTyped;
 import io.github.srjn45.rdq.PermanentException;
 import io.github.srjn45.rdq.Policy;
@@ -12,6 +13,9 @@ import io.github.srjn45.rdq.Worker;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.ConnectException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
@@ -32,8 +36,15 @@ import java.util.Map;
  * <li>always-fail: fails with an IllegalStateException, unless RDQ_FIXED=1;
  * <li>typed-fail: fails once with an error naming its type "java_typed", then succeeds;
  * <li>permanent: fails permanently;
- * <li>sleep: logs start, sleeps sleep_ms from its payload on the first attempt of a life, logs end.
+ * <li>sleep: logs start, sleeps sleep_ms from its payload on the first attempt of a life, logs end;
+ * <li>dep: logs start, then fails with a ConnectException while the file
+ *     java-down-QUEUE exists in RDQ_DOWN_DIR (its dependency is down), else sleeps the
+ *     milliseconds its payload names and succeeds.
  * </ul>
+ *
+ * <p>RDQ_BREAKER_MIN_FAILED, when set, gives every queue a circuit breaker
+ * tripping at that many distinct failed tasks, with a cool-off of
+ * RDQ_BREAKER_COOL_OFF_MS (30000 unless set).
  */
 public final class WorkerMain {
     private WorkerMain() {}
@@ -83,7 +94,12 @@ public final class WorkerMain {
                 .multiplier(2)
                 .maxBackoff(Duration.ofMillis(200))
                 .build();
-        QueueConfig qc = QueueConfig.builder()
+        QueueConfig.Builder qcb = QueueConfig.builder();
+        if (!Env.get("RDQ_BREAKER_MIN_FAILED", "").isEmpty()) {
+            qcb.breaker(Breaker.builder().minFailedTasks(Env.integer("RDQ_BREAKER_MIN_FAILED", 10))
+                    .coolOff(Env.millis("RDQ_BREAKER_COOL_OFF_MS", 30_000)).build());
+        }
+        QueueConfig qc = qcb
                 .policy(policy)
                 .concurrency(Env.integer("RDQ_CONCURRENCY", 2))
                 .lease(Env.millis("RDQ_LEASE_MS", 2000))
@@ -158,6 +174,14 @@ public final class WorkerMain {
                 Thread.sleep(JSON.readTree(ctx.payload()).path("sleep_ms").asLong(0));
             }
             event("end", ctx, "ok");
+        });
+        Path downDir = Path.of(Env.get("RDQ_DOWN_DIR", "."));
+        b.handle("dep", ctx -> {
+            event("start", ctx, "");
+            if (Files.exists(downDir.resolve("java-down-" + ctx.task().queue()))) {
+                throw new ConnectException("connection refused");
+            }
+            Thread.sleep(Long.parseLong(ctx.payloadText()));
         });
         Worker w = b.build();
         w.start();
