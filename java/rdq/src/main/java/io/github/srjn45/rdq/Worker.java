@@ -127,6 +127,7 @@ public final class Worker implements AutoCloseable {
     private final Duration finishInterval;
     private final Duration registryInterval;
     private final Metrics metrics;
+    private final Tracing tracing;
     private final Executor handlerExecutor;
     private ScheduledExecutorService registryTimer;
     private Registry registry;
@@ -179,6 +180,7 @@ public final class Worker implements AutoCloseable {
         this.finishInterval = b.finishInterval;
         this.registryInterval = b.registryInterval;
         this.metrics = b.metrics;
+        this.tracing = b.tracing;
         this.handlerExecutor = b.handlerExecutor;
         this.finishBatch = b.finishBatch;
         if (b.queues.isEmpty()) {
@@ -250,6 +252,7 @@ public final class Worker implements AutoCloseable {
         private Duration keyRetention = PgStore.DEFAULT_KEY_RETENTION;
         private Duration registryInterval = DEFAULT_REGISTRY_INTERVAL;
         private Metrics metrics = Metrics.NONE;
+        private Tracing tracing = Tracing.NONE;
         private Executor handlerExecutor;
 
         private Builder(DataSource ds) {
@@ -354,6 +357,29 @@ public final class Worker implements AutoCloseable {
         public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
             this.metrics = new MicrometerMetrics(
                     Objects.requireNonNull(registry, "Worker.Builder.meterRegistry: registry is null"));
+            return this;
+        }
+
+        /**
+         * Traces every execution with OpenTelemetry (opentelemetry-api is an
+         * optional dependency: add it to use this), as Go's worker traces it: a
+         * CONSUMER span {@code "rdq.execute " + handler} from the tracer
+         * {@code io.github.srjn45.rdq}, with the attributes {@code rdq.task_id},
+         * {@code rdq.queue}, {@code rdq.handler}, {@code rdq.attempt},
+         * {@code rdq.life}, {@code rdq.worker_id} and, once known,
+         * {@code rdq.outcome} (an {@link Outcome} name, or {@code SNOOZED}); a
+         * failure adds an {@code exception} event with its type and message and
+         * sets the status to error. The span's parent is the W3C trace context
+         * ({@code traceparent}, {@code tracestate}) in the task's headers, which
+         * the Go and Java clients write from the submitter's current span, so a
+         * trace continues from a submitter in either language; the span is
+         * current while the handler runs. Without it the worker makes no spans.
+         *
+         * @throws NullPointerException if openTelemetry is null
+         */
+        public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+            this.tracing = new OtelTracing(
+                    Objects.requireNonNull(openTelemetry, "Worker.Builder.openTelemetry: openTelemetry is null"));
             return this;
         }
 
@@ -862,6 +888,7 @@ public final class Worker implements AutoCloseable {
 
     private void execute(Execution e, Task t) {
         QueueRunner q = e.q;
+        Tracing.Execution span = tracing.execution(t, q.name, e.attempt, id);
         try {
             Throwable err = null;
             long start = System.nanoTime();
@@ -881,7 +908,7 @@ public final class Worker implements AutoCloseable {
                     MDC.put(MDC_QUEUE, q.name);
                     MDC.put(MDC_HANDLER, e.handler);
                     MDC.put(MDC_ATTEMPT, Integer.toString(e.attempt));
-                    try {
+                    try (AutoCloseable scope = span.makeCurrent()) {
                         h.handle(e.ctx);
                     } finally {
                         MDC.remove(MDC_TASK_ID);
@@ -910,14 +937,17 @@ public final class Worker implements AutoCloseable {
             synchronized (running) {
                 e.returned = true;
                 if (e.abandoned) {
+                    span.error("abandoned at shutdown; task released");
                     logTask(LOG::warn, "handler returned after its task was released at shutdown; result discarded", e);
                     return;
                 }
                 if (e.lost) {
+                    span.error("lease lost");
                     logTask(LOG::debug, "handler returned after its lease was lost; result discarded", e);
                     return;
                 }
                 if (wasInterrupted) {
+                    span.error("interrupted at shutdown; task released");
                     running.remove(e);
                     interrupted.add(e);
                     return;
@@ -929,6 +959,7 @@ public final class Worker implements AutoCloseable {
                 if (snooze != null) {
                     if (e.probe == null && q.policy.canSnooze(t.snoozes())) {
                         // (A breaker's probe must be answered, so it never snoozes.)
+                        span.outcome("SNOOZED");
                         // Not yet: back to waiting, no attempt spent.
                         PgStore.Completion c = new PgStore.Completion(e.lease, Status.PENDING,
                                 micros(snooze), null, null, id, durNanos / 1000);
@@ -948,6 +979,10 @@ public final class Worker implements AutoCloseable {
                 long retryMicros = status == Status.PENDING ? d.retryIn().toNanos() / 1000 : 0;
                 PgStore.Completion c = new PgStore.Completion(e.lease, status, retryMicros, d.outcome(), f, id,
                         durNanos / 1000);
+                if (f != null) {
+                    span.failure(f.type(), f.message());
+                }
+                span.outcome(d.outcome().name());
                 breakerAfter(e, err, d, f);
                 if (completerClosed) {
                     running.remove(e);
@@ -959,6 +994,7 @@ public final class Worker implements AutoCloseable {
                 completing.decrementAndGet();
             }
         } finally {
+            span.end();
             q.busy.decrementAndGet();
             q.signal(false);
             synchronized (executing) {
