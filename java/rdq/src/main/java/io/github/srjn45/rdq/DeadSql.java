@@ -41,6 +41,9 @@ final class DeadSql {
     private final String purgeDeadDropKeys;
     private final String deadGroups;
     private final String listAudit;
+    private final String listTasks;
+    private final String listTasksHeld;
+    private final String listTasksWaiting;
     private final Sql.Stmt taskByKey;
     private final Sql.Stmt liveLock;
     private final Sql.Stmt retryNow;
@@ -63,6 +66,9 @@ final class DeadSql {
         this.purgeDeadDropKeys = schema("sqlPurgeDeadDropKeys", quotedSchema);
         this.deadGroups = schema("sqlDeadGroups", quotedSchema);
         this.listAudit = schema("sqlListAudit", quotedSchema);
+        this.listTasks = schema("sqlListTasks", quotedSchema);
+        this.listTasksHeld = schema("sqlListTasksHeld", quotedSchema);
+        this.listTasksWaiting = schema("sqlListTasksWaiting", quotedSchema);
         this.taskByKey = Sql.get("sqlTaskByKey", quotedSchema);
         this.liveLock = Sql.get("sqlLiveLock", quotedSchema);
         this.retryNow = Sql.get("sqlRetryNow", quotedSchema);
@@ -183,6 +189,84 @@ final class DeadSql {
         st.set("limit", st.param(limit));
         List<Task> out = new ArrayList<>();
         try (PreparedStatement ps = st.prepare(c, "sqlListDead", listDead); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                out.add(PgStore.scanTask(rs));
+            }
+        }
+        return out;
+    }
+
+    /**
+     * pgstore's ListTasks: up to limit tasks in state matching f, in the
+     * state's order, strictly after the cursor (afterAt, afterId) when given.
+     * The statement is pgstore's listTasksQuery renders: sqlListTasksWaiting
+     * for the waiting states without a queue (after sqlJITOff, in a
+     * transaction of its own on c, rolled back), sqlListTasksHeld for the
+     * waiting states of one queue, sqlListTasks for the others.
+     */
+    List<Task> listTasks(Connection c, RdqAdmin.TaskState state, TaskFilter f, Instant afterAt, UUID afterId, int limit)
+            throws SQLException {
+        Template st = new Template();
+        String cond;
+        String column;
+        String order;
+        String cmp;
+        switch (state) {
+            case PENDING -> {
+                cond = "t.status = 'PENDING' AND t.attempts = 0";
+                column = "next_attempt_at";
+                order = "t.next_attempt_at, t.id";
+                cmp = ">";
+            }
+            case RETRYING -> {
+                cond = "t.status = 'PENDING' AND t.attempts > 0";
+                column = "next_attempt_at";
+                order = "t.next_attempt_at, t.id";
+                cmp = ">";
+            }
+            case IN_FLIGHT -> {
+                cond = "t.status = 'IN_FLIGHT'";
+                column = "lease_expires_at";
+                order = "t.lease_expires_at, t.id";
+                cmp = ">";
+            }
+            default -> {
+                cond = "t.status = 'SUCCEEDED'";
+                column = "finished_at";
+                order = "t.finished_at DESC, t.id DESC";
+                cmp = "<";
+            }
+        }
+        st.set("state", cond);
+        st.set("order", order);
+        st.set("filter", st.deadFilter(f.conditions));
+        String after = "";
+        if (afterId != null) {
+            after = "\n  AND (t." + column + ", t.id) " + cmp + " (" + st.param(time(afterAt)) + "::timestamptz, "
+                    + st.param(afterId) + "::uuid)";
+        }
+        st.set("after", after);
+        st.set("limit", st.param(limit));
+        boolean waiting = state == RdqAdmin.TaskState.PENDING || state == RdqAdmin.TaskState.RETRYING;
+        if (waiting && f.queue().isEmpty()) {
+            boolean auto = c.getAutoCommit();
+            c.setAutoCommit(false);
+            try {
+                try (java.sql.Statement s = c.createStatement()) {
+                    s.execute(Sql.raw("sqlJITOff"));
+                }
+                return tasks(st, c, "sqlListTasksWaiting", listTasksWaiting);
+            } finally {
+                c.rollback();
+                c.setAutoCommit(auto);
+            }
+        }
+        return waiting ? tasks(st, c, "sqlListTasksHeld", listTasksHeld) : tasks(st, c, "sqlListTasks", listTasks);
+    }
+
+    private static List<Task> tasks(Template st, Connection c, String name, String template) throws SQLException {
+        List<Task> out = new ArrayList<>();
+        try (PreparedStatement ps = st.prepare(c, name, template); ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 out.add(PgStore.scanTask(rs));
             }
