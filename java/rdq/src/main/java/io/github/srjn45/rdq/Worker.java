@@ -345,8 +345,10 @@ public final class Worker implements AutoCloseable {
          * {@code rdq_worker_reclaimed_total}, {@code rdq_worker_leases_lost_total},
          * {@code rdq_worker_released_total}, {@code rdq_worker_snoozed_total},
          * {@code rdq_worker_results_dropped_total} and
-         * {@code rdq_worker_in_flight} (each by queue), and
-         * {@code rdq_worker_purged_total}. In Micrometer's own names: the
+         * {@code rdq_worker_in_flight} (each by queue),
+         * {@code rdq_worker_purged_total}, and for a queue with a
+         * {@link Breaker} {@code rdq_worker_breaker_state{queue,handler}} and
+         * {@code rdq_worker_breaker_transitions_total{queue,handler,to}}. In Micrometer's own names: the
          * counter {@code rdq.worker.attempts}, the timer
          * {@code rdq.worker.handler.duration}, the gauge
          * {@code rdq.worker.in_flight}, and so on. Without a registry the worker
