@@ -113,9 +113,15 @@ class BreakerTest extends DbTestBase {
         assertEquals(Optional.of(fp), p.fingerprint());
 
         assertEquals(3, runs.get(), "three distinct failures trip it; the handler runs no more");
+        await(WAIT, "the three failed attempts written", () -> {
+            try {
+                return scalar("SELECT coalesce(sum(attempts), 0) FROM {schema}.tasks WHERE handler = 'charge'") == 3;
+            } catch (SQLException e) {
+                throw new IllegalStateException(e);
+            }
+        });
         long held = scalar("SELECT count(*) FROM {schema}.tasks WHERE handler = 'charge' AND status = 'PENDING' AND held");
         assertEquals(6, held, "every waiting task of the handler is held, its budget untouched: " + held);
-        assertEquals(3, scalar("SELECT sum(attempts) FROM {schema}.tasks WHERE handler = 'charge'"));
 
         List<RdqAdmin.AuditEntry> audit = handlerAudit();
         assertEquals(1, audit.size(), audit.toString());
