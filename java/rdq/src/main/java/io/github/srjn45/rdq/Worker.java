@@ -890,8 +890,9 @@ public final class Worker implements AutoCloseable {
 
     private void execute(Execution e, Task t) {
         QueueRunner q = e.q;
-        Tracing.Execution span = tracing.execution(t, q.name, e.attempt, id);
+        Tracing.Execution span = Tracing.NO_EXECUTION;
         try {
+            span = tracing.execution(t, q.name, e.attempt, id);
             Throwable err = null;
             long start = System.nanoTime();
             e.bind(Thread.currentThread());
