@@ -214,7 +214,14 @@ func TestJavaBreakerIsGos(t *testing.T) {
 		if j.Details["fingerprint"] != javaFP || g.Details["fingerprint"] != goFP {
 			t.Errorf("entry %d fingerprints: Java %q, want %q; Go %q, want %q", i, j.Details["fingerprint"], javaFP, g.Details["fingerprint"], goFP)
 		}
-		j.ID, j.At, g.ID, g.At = 0, time.Time{}, 0, time.Time{}
+		// Count is how many waiting tasks the pause held: a failed task
+		// whose result was being written while the pause committed is
+		// held by that write instead (claims skip it either way), so it
+		// varies with timing, on either side alike.
+		if i == 0 && (j.Count < 1 || j.Count > 3 || g.Count < 1 || g.Count > 3) {
+			t.Errorf("the trips held %d (Java) and %d (Go) waiting tasks, want 1 to 3", j.Count, g.Count)
+		}
+		j.ID, j.At, g.ID, g.At, j.Count, g.Count = 0, time.Time{}, 0, time.Time{}, 0, 0
 		g.Filter = strings.Replace(g.Filter, `"queue":"gq"`, `"queue":"jq"`, 1)
 		delete(j.Details, "fingerprint")
 		delete(g.Details, "fingerprint")
@@ -222,7 +229,7 @@ func TestJavaBreakerIsGos(t *testing.T) {
 			t.Errorf("entry %d:\nJava wrote %+v\nGo wrote   %+v", i, j, g)
 		}
 	}
-	if jq[0].Action != "pause_handler" || jq[0].Actor != worker.BreakerActor || jq[0].Count != 3 ||
+	if jq[0].Action != "pause_handler" || jq[0].Actor != worker.BreakerActor ||
 		jq[0].Reason != "3 of 3 attempts failed within 1m0s, 3 distinct tasks with one cause" ||
 		jq[0].Details["cool_off"] != "2s" || jq[0].Details["ratio"] != "1.000" || jq[0].Details["trips"] != "1" {
 		t.Errorf("Java's trip: %+v", jq[0])
