@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,5 +40,30 @@ func TestCursorOf(t *testing.T) {
 	task := &rdq.Task{ID: rdq.NewID(), FinishedAt: time.Unix(1700000000, 0)}
 	if c := store.CursorOf(task); c.ID != task.ID || !c.FinishedAt.Equal(task.FinishedAt) {
 		t.Errorf("CursorOf = %+v, want the task's finish time and ID", c)
+	}
+}
+
+func TestAuditEntryTouchesQueue(t *testing.T) {
+	cases := []struct {
+		name  string
+		e     store.AuditEntry
+		queue string
+		want  bool
+	}{
+		{"recorded", store.AuditEntry{Queues: []string{"a", "b"}, Filter: `{"queue":"c"}`}, "b", true},
+		{"recorded wins over the filter", store.AuditEntry{Queues: []string{"a", "b"}, Filter: `{"queue":"c"}`}, "c", false},
+		{"written before queues, by filter", store.AuditEntry{Filter: `{"queue":"c","handler":"h"}`}, "c", true},
+		{"written before queues, other queue", store.AuditEntry{Filter: `{"queue":"c"}`}, "d", false},
+		{"written before queues, by ids", store.AuditEntry{Filter: `{"ids":["x"]}`}, "c", false},
+		{"no filter", store.AuditEntry{}, "c", false},
+		{"filter not JSON", store.AuditEntry{Filter: `queue=c`}, "c", false},
+	}
+	for _, c := range cases {
+		if got := c.e.TouchesQueue(c.queue); got != c.want {
+			t.Errorf("%s: TouchesQueue(%q) = %v, want %v", c.name, c.queue, got, c.want)
+		}
+	}
+	if got := store.AuditQueues("b", "", "a", "b"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("AuditQueues = %q, want [a b]", got)
 	}
 }
