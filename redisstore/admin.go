@@ -518,7 +518,7 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]store
 
 func decodeAudit(rec string) (store.AuditEntry, error) {
 	f, err := netstrings(rec)
-	if err != nil || len(f) != 9 {
+	if err != nil || len(f) != 9 && len(f) != 10 {
 		return store.AuditEntry{}, fmt.Errorf("malformed audit entry (%d fields): %v", len(f), err)
 	}
 	id, _ := strconv.ParseInt(f[0], 10, 64)
@@ -539,6 +539,9 @@ func decodeAudit(rec string) (store.AuditEntry, error) {
 			return store.AuditEntry{}, err
 		}
 		e.Details = d
+	}
+	if len(f) == 10 && f[9] != "" {
+		e.Queues = strings.Split(f[9], ",")
 	}
 	return e, nil
 }

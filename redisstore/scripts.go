@@ -51,7 +51,8 @@ import "github.com/redis/go-redis/v9"
 // ("LEN:BYTES"), so any bytes survive. An attempt: number, life, token,
 // started, finished, outcome, error type, message, stack, worker. An
 // audit entry: id, at, actor, action, filter, ids (comma-separated),
-// count, reason, details (netstrings of keys and values).
+// count, reason, details (netstrings of keys and values), queues touched
+// (sorted, comma-separated; entries written before it have 9 fields).
 //
 // Times are microseconds since the Unix epoch, integers well below 2^53,
 // so Lua's doubles hold them exactly; every number a script writes goes
@@ -265,11 +266,24 @@ end
 
 -- audit writes an audit entry and returns its ID. It is the first write of
 -- every script that audits, so a failed audit write changes nothing.
-local function audit(at, actor, action, filter, ids, count, reason, details)
+-- queues lists the queues the mutation touches, repeats allowed.
+local function audit(at, actor, action, filter, ids, count, reason, details, queues)
   local id = redis.call('INCR', N .. ':auditseq')
+  local set, names = {}, {}
+  for _, q in ipairs(queues) do
+    if not set[q] then set[q] = true; names[#names+1] = q end
+  end
+  table.sort(names)
   redis.call('LPUSH', N .. ':audit', nstr(fmt(id)) .. nstr(fmt(at)) .. nstr(actor) .. nstr(action) ..
-    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details))
+    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details) .. nstr(table.concat(names, ',')))
   return id
+end
+
+-- firsts returns the first field of each of the tables in list.
+local function firsts(list)
+  local out = {}
+  for i, t in ipairs(list) do out[i] = t[1] end
+  return out
 end
 `
 
@@ -669,7 +683,7 @@ for _, q in ipairs(queues) do
   for _, id in ipairs(ids) do gone[#gone+1] = {q, id} end
   left = left - #ids
 end
-if #gone > 0 then audit(now, actor, 'retention', ARGV[7], '', #gone, '', '') end
+if #gone > 0 then audit(now, actor, 'retention', ARGV[7], '', #gone, '', '', firsts(gone)) end
 for _, g in ipairs(gone) do
   local q, id = g[1], g[2]
   local p, k = qp(q), tkey(q, id)
@@ -860,7 +874,7 @@ for i = 0, n - 1 do
   end
 end
 if #todo == 0 then return res end
-audit(now, actor, action, afilter, table.concat(ids, ','), #todo, reason, details)
+audit(now, actor, action, afilter, table.concat(ids, ','), #todo, reason, details, firsts(todo))
 for _, t in ipairs(todo) do
   local q, id, h = t[1], t[2], t[4]
   local k = tkey(q, id)
@@ -898,7 +912,7 @@ for i = 1, n do
   end
 end
 if #todo == 0 then return 0 end
-audit(now, actor, action, afilter, '', #todo, reason, '')
+audit(now, actor, action, afilter, '', #todo, reason, '', firsts(todo))
 for _, t in ipairs(todo) do
   local q, id = t[1], t[2]
   local p, k = qp(q), tkey(q, id)
@@ -964,7 +978,7 @@ local now = clock(ARGV[2])
 local q, action = ARGV[3], ARGV[4]
 local paused = redis.call('EXISTS', qp(q) .. ':paused') == 1
 if (action == 'pause') == paused then return 0 end
-audit(now, ARGV[5], action, ARGV[7], '', 0, ARGV[6], '')
+audit(now, ARGV[5], action, ARGV[7], '', 0, ARGV[6], '', {q})
 if action == 'pause' then
   redis.call('SET', qp(q) .. ':paused', '1')
   redis.call('SADD', N .. ':paused', q)
@@ -1231,7 +1245,7 @@ for i = 1, n do
   end
 end
 if #todo == 0 then return res end
-audit(now, ARGV[3], 'retry_now', '', table.concat(ids, ','), #todo, ARGV[4], '')
+audit(now, ARGV[3], 'retry_now', '', table.concat(ids, ','), #todo, ARGV[4], '', firsts(todo))
 local queues = {}
 for _, t in ipairs(todo) do
   redis.call('HSET', tkey(t[1], t[2]), 'nx', fmt(now), 'up', fmt(now))
@@ -1268,7 +1282,7 @@ for i = 1, n do
   end
 end
 if #todo == 0 then return res end
-audit(now, actor, 'cancel', '', table.concat(ids, ','), #todo, reason, '')
+audit(now, actor, 'cancel', '', table.concat(ids, ','), #todo, reason, '', firsts(todo))
 for _, t in ipairs(todo) do
   local q, id = t[1], t[2]
   local k = tkey(q, id)
@@ -1383,7 +1397,7 @@ if held(q, h) or served(now, q, h) then return 0 end
 local ids = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now - tonumber(ARGV[5])), 'LIMIT', 0, tonumber(ARGV[6]))
 if #ids == 0 then return 0 end
 local actor, etype, emsg, efp = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', '')
+audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', '', {q})
 for _, id in ipairs(ids) do
   local k = tkey(q, id)
   unwait(q, id, h)
@@ -1426,7 +1440,7 @@ local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(fmt(trips)) 
 if ARGV[11] ~= '' then details = details .. nstr('fingerprint') .. nstr(ARGV[11]) end
 if ARGV[13] ~= '' then details = details .. nstr('ratio') .. nstr(ARGV[13]) end
 local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
-audit(now, ARGV[9], 'pause_handler', ARGV[15], '', waiting, ARGV[10], details)
+audit(now, ARGV[9], 'pause_handler', ARGV[15], '', waiting, ARGV[10], details, {q})
 if trips == 1 then
   redis.call('HSET', pk, 'since', fmt(now))
   redis.call('SADD', qp(q) .. ':hps', h)
@@ -1454,7 +1468,7 @@ if ARGV[5] == '1' and (v[1] ~= 'half_open' or v[2] ~= ARGV[6] or tonumber(v[3]) 
 local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(v[4])
 if ARGV[5] == '1' then details = details .. nstr('probe') .. nstr(ARGV[6]) end
 local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
-audit(now, ARGV[8], 'resume_handler', ARGV[10], '', waiting, ARGV[9], details)
+audit(now, ARGV[8], 'resume_handler', ARGV[10], '', waiting, ARGV[9], details, {q})
 redis.call('DEL', pk)
 redis.call('SREM', qp(q) .. ':hps', h)
 redis.call('SREM', N .. ':hps', q .. '\n' .. h)

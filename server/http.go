@@ -47,6 +47,7 @@ const readyTimeout = 5 * time.Second
 //	GET  /v1/breakers           ListBreakers    query: queue
 //	POST /v1/breakers:set       SetBreaker      body: {"queue", "handler", "state": "open"|"closed", "cool_off_ms", "reason"}
 //	GET  /v1/workers            ListWorkers     query: queue
+//	GET  /v1/series             GetSeries       query: queue, handler, resolution (minute|hour), since, until
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
 //	GET  /metrics               Prometheus exposition of Config.Gatherer (when set), behind Config.MetricsToken (when set)
@@ -217,6 +218,7 @@ var restRoutes = []restRoute{
 	rest("ListBreakers", http.StatusOK, decodeListBreakers, (*Service).ListBreakers, renderListBreakers),
 	rest("SetBreaker", http.StatusOK, decodeSetBreaker, (*Service).SetBreaker, renderSetBreaker),
 	rest("ListWorkers", http.StatusOK, decodeListWorkers, (*Service).ListWorkers, renderListWorkers),
+	rest("GetSeries", http.StatusOK, decodeGetSeries, (*Service).GetSeries, renderGetSeries),
 }
 
 // api serves one route: timeout, trace context, admission (admit:

@@ -391,8 +391,14 @@ final class DeadSql {
                         throw new StoreException("rdq: audit entry " + rs.getLong(1) + ": details are not a JSON object of strings", e);
                     }
                 }
+                List<String> queues = List.of();
+                java.sql.Array qs = rs.getArray(10);
+                if (qs != null) {
+                    queues = List.of((String[]) qs.getArray());
+                }
                 out.add(new RdqAdmin.AuditEntry(rs.getLong(1), rs.getObject(2, OffsetDateTime.class).toInstant(),
-                        rs.getString(3), rs.getString(4), rs.getString(5), ids, rs.getLong(7), rs.getString(8), details));
+                        rs.getString(3), rs.getString(4), rs.getString(5), ids, rs.getLong(7), rs.getString(8), details,
+                        queues));
             }
         }
         return out;

@@ -679,13 +679,16 @@ public final class RdqAdmin {
      * @param count   how many tasks were affected
      * @param reason  the caller's explanation
      * @param details action-specific facts, e.g. a redrive's delay and spread
+     * @param queues  the queues the mutation touched, sorted, each once, whatever selected
+     *                the tasks; empty in entries written before schema version 10
      */
     public record AuditEntry(long id, Instant at, String actor, String action, String filter, List<UUID> ids,
-            long count, String reason, Map<String, String> details) {
-        /** Copies ids and details. */
+            long count, String reason, Map<String, String> details, List<String> queues) {
+        /** Copies ids, details and queues. */
         public AuditEntry {
             ids = List.copyOf(ids);
             details = Map.copyOf(details);
+            queues = List.copyOf(queues);
         }
     }
 
