@@ -8,9 +8,10 @@
 //
 // A *Store implements store.Store and every optional capability the SQL
 // stores have (store.Notifier, Admin, Pauser, HandlerPauser, LiveTasks,
-// WorkerRegistry, Snoozer, InPlaceRetrier, NotDueCounter,
-// DeadHistogrammer, DeadGroupKeyer) with their semantics, checked by the
-// same compliance kit (package storetest). Every operation is one Lua script, which Redis runs
+// WorkerRegistry, Snoozer, InPlaceRetrier, NotDueCounter, WaitingCounter,
+// GroupOriginReader, DeadHistogrammer, DeadGroupKeyer, SeriesReader) with
+// their semantics, checked by the same compliance kit (package
+// storetest). Every operation is one Lua script, which Redis runs
 // atomically: a claim of a whole batch is one script, as is every finish
 // batch. The store owns the clock: scripts read the server's TIME, never
 // the caller's clock. Each claim increments the task's own fencing token;

@@ -123,6 +123,7 @@ func harness() storetest.Harness {
 		Capabilities: storetest.Capabilities{
 			Notifications: true, Admin: true, Pause: true, Snooze: true, RetryInPlace: true,
 			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Live: true, Registry: true, PauseHandlers: true,
+			Series: true, WaitingCounts: true, GroupOrigins: true,
 		},
 	}
 }

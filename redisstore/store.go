@@ -147,9 +147,9 @@ var ErrNotDurable = errors.New("redisstore: the Redis server is not configured t
 // operating system decides when the file reaches the disk), and an
 // eviction policy that may delete any key (maxmemory-policy allkeys-*).
 // rdq requires appendonly yes and a policy that evicts no key of rdq's
-// (noeviction; rdq's keys have no expiry, so the volatile-* policies
-// never evict them either). appendfsync everysec, Redis's default, is
-// accepted: a crash of the server process loses nothing acknowledged, and
+// (noeviction; only the series counters expire, so the volatile-*
+// policies evict at most series counts, never a task). appendfsync
+// everysec, Redis's default, is accepted: a crash of the server process loses nothing acknowledged, and
 // a crash of the whole host loses up to about a second of writes;
 // appendfsync always closes that window at the cost of one fsync per
 // write. An error means the settings could not be read (a managed

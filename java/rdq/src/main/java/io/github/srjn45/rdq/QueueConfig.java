@@ -3,6 +3,7 @@ package io.github.srjn45.rdq;
 import java.time.Duration;
 import java.util.Objects;
 import java.util.Optional;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How a worker runs one queue: its policy, concurrency, lease, heartbeat and
@@ -21,6 +22,7 @@ public final class QueueConfig {
     final Duration lease;
     final Duration heartbeat;
     final Optional<Duration> timeout;
+    final @Nullable Breaker breaker; // null: none
 
     private QueueConfig(Builder b, Duration heartbeat) {
         this.policy = b.policy;
@@ -28,6 +30,12 @@ public final class QueueConfig {
         this.lease = b.lease;
         this.heartbeat = heartbeat;
         this.timeout = b.timeout;
+        this.breaker = b.breaker;
+    }
+
+    /** The queue's circuit breaker, if it has one. */
+    public Optional<Breaker> breaker() {
+        return Optional.ofNullable(breaker);
     }
 
     /** The configuration with every default. */
@@ -77,8 +85,19 @@ public final class QueueConfig {
         private Duration lease = DEFAULT_LEASE;
         private Optional<Duration> heartbeat = Optional.empty();
         private Optional<Duration> timeout = Optional.of(DEFAULT_TIMEOUT);
+        private @Nullable Breaker breaker;
 
         private Builder() {}
+
+        /**
+         * Turns on the queue's circuit breaker ({@link Breaker}, Go's
+         * {@code QueueConfig.Breaker}); a queue has none unless set.
+         * {@code Breaker.defaults()} turns it on with Go's defaults.
+         */
+        public Builder breaker(Breaker b) {
+            this.breaker = Objects.requireNonNull(b, "QueueConfig.Builder.breaker: the breaker is null; leave it unset for none");
+            return this;
+        }
 
         /** The retry policy; {@link Policy#defaults()} when unset. */
         public Builder policy(Policy p) {
