@@ -221,8 +221,12 @@ func TestJavaBreakerIsGos(t *testing.T) {
 		if i == 0 && (j.Count < 1 || j.Count > 3 || g.Count < 1 || g.Count > 3) {
 			t.Errorf("the trips held %d (Java) and %d (Go) waiting tasks, want 1 to 3", j.Count, g.Count)
 		}
+		if !slices.Equal(j.Queues, []string{"jq"}) || !slices.Equal(g.Queues, []string{"gq"}) {
+			t.Errorf("entry %d queues: Java %v, want [jq]; Go %v, want [gq]", i, j.Queues, g.Queues)
+		}
 		j.ID, j.At, g.ID, g.At, j.Count, g.Count = 0, time.Time{}, 0, time.Time{}, 0, 0
 		g.Filter = strings.Replace(g.Filter, `"queue":"gq"`, `"queue":"jq"`, 1)
+		g.Queues = j.Queues
 		delete(j.Details, "fingerprint")
 		delete(g.Details, "fingerprint")
 		if !reflect.DeepEqual(j, g) {

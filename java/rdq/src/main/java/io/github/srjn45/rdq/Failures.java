@@ -15,6 +15,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How failures are classified, described and grouped: the same rules as Go's
@@ -40,7 +41,7 @@ public final class Failures {
     }
 
     /** Whether t or any exception in its cause chain is a {@link PermanentException}. */
-    public static boolean isPermanent(Throwable t) {
+    public static boolean isPermanent(@Nullable Throwable t) {
         for (Throwable e : chain(t)) {
             if (e instanceof PermanentException) {
                 return true;
@@ -50,7 +51,7 @@ public final class Failures {
     }
 
     /** The delay a {@link SnoozeException} in t's cause chain asks for, or null. */
-    public static Duration snoozeOf(Throwable t) {
+    public static @Nullable Duration snoozeOf(@Nullable Throwable t) {
         if (t == null) {
             return null;
         }
@@ -63,7 +64,7 @@ public final class Failures {
     }
 
     /** The delay a {@link RetryAfterException} in t's cause chain asks for, or null. */
-    public static Duration retryAfterOf(Throwable t) {
+    public static @Nullable Duration retryAfterOf(@Nullable Throwable t) {
         if (t == null) {
             return null;
         }
@@ -95,7 +96,7 @@ public final class Failures {
      * (for example "java.net.ConnectException") of the first exception that is
      * not a plain wrapper. Empty for null.
      */
-    public static String errorTypeOf(Throwable t) {
+    public static String errorTypeOf(@Nullable Throwable t) {
         if (t == null) {
             return "";
         }
@@ -125,7 +126,7 @@ public final class Failures {
      * Turns t into a failure: its type, capped message, capped stack trace and
      * fingerprint, with text made storable (see {@link #cleanText}). Null gives null.
      */
-    public static Failure describe(Throwable t) {
+    public static @Nullable Failure describe(@Nullable Throwable t) {
         if (t == null) {
             return null;
         }

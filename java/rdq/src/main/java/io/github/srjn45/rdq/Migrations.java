@@ -13,6 +13,7 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Creates and upgrades rdq's schema from Java, without the Go tooling.
@@ -105,7 +106,7 @@ public final class Migrations {
      * @throws SchemaVersionException when the schema is newer than this SDK knows
      * @throws StoreException when the database fails
      */
-    public static int migrate(DataSource ds, String schema) {
+    public static int migrate(DataSource ds, @Nullable String schema) {
         return migrate(ds, schema, Integer.MAX_VALUE);
     }
 

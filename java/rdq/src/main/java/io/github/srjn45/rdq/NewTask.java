@@ -7,6 +7,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalInt;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A task to submit with {@link RdqClient}. Build one with {@link #builder}.
@@ -20,9 +21,9 @@ public final class NewTask {
     final Map<String, String> headers;
     final String idempotencyKey;
     final Duration delay;
-    final Instant runAt;
-    final Throwable firstFailure;
-    final java.util.UUID id;
+    final @Nullable Instant runAt;
+    final @Nullable Throwable firstFailure;
+    final java.util.@Nullable UUID id;
     final OptionalInt maxAttempts;
     final Optional<Duration> timeout;
 
@@ -41,7 +42,10 @@ public final class NewTask {
         this.firstFailure = b.firstFailure;
     }
 
-    /** The task's own attempt budget per life, if it asks for one; else its queue's policy decides. */
+    /**
+     * The task's own attempt budget per life, if it asks for one ({@link Policy#UNLIMITED}
+     * when it asked for {@link Builder#unlimitedAttempts()}); else its queue's policy decides.
+     */
     public OptionalInt maxAttempts() {
         return maxAttempts;
     }
@@ -65,15 +69,15 @@ public final class NewTask {
         private final Map<String, String> headers = new LinkedHashMap<>();
         private String idempotencyKey = "";
         private Duration delay = Duration.ZERO;
-        private Instant runAt;
-        private Throwable firstFailure;
-        private java.util.UUID id;
+        private @Nullable Instant runAt;
+        private @Nullable Throwable firstFailure;
+        private java.util.@Nullable UUID id;
         private OptionalInt maxAttempts = OptionalInt.empty();
         private Optional<Duration> timeout = Optional.empty();
 
         private Builder(String queue, String handler) {
-            this.queue = Objects.requireNonNull(queue, "queue");
-            this.handler = Objects.requireNonNull(handler, "handler");
+            this.queue = Objects.requireNonNull(queue, "NewTask.builder: the queue is null");
+            this.handler = Objects.requireNonNull(handler, "NewTask.builder: the handler is null");
         }
 
         /**
@@ -82,51 +86,56 @@ public final class NewTask {
          * so a retried submission is safe.
          */
         public Builder id(java.util.UUID id) {
-            this.id = Objects.requireNonNull(id, "id");
+            this.id = Objects.requireNonNull(id, "NewTask.Builder.id: the ID is null; leave it unset for a new UUIDv7");
             return this;
         }
 
-        /** The payload bytes, at most 1 MiB; copied. */
-        public Builder payload(byte[] p) {
+        /** The payload bytes, at most 1 MiB; copied; null for none. */
+        public Builder payload(byte @Nullable [] p) {
             this.payload = p == null ? new byte[0] : p.clone();
             return this;
         }
 
         /** The payload as UTF-8 text. */
         public Builder payload(String text) {
+            Objects.requireNonNull(text, "NewTask.Builder.payload: the text is null; pass bytes, or leave it unset for none");
             return payload(text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
         }
 
-        /** The payload's content type, such as "application/json". */
-        public Builder contentType(String ct) {
+        /** The payload's content type, such as "application/json"; null or empty for none. */
+        public Builder contentType(@Nullable String ct) {
             this.contentType = ct == null ? "" : ct;
             return this;
         }
 
         /** Adds a header (at most 64). */
         public Builder header(String name, String value) {
+            Objects.requireNonNull(name, "NewTask.Builder.header: the name is null");
+            Objects.requireNonNull(value, () -> "NewTask.Builder.header: the value of \"" + name + "\" is null");
             headers.put(name, value);
             return this;
         }
 
         /** Adds headers. */
         public Builder headers(Map<String, String> h) {
-            headers.putAll(h);
+            Objects.requireNonNull(h, "NewTask.Builder.headers: the map is null");
+            h.forEach(this::header);
             return this;
         }
 
         /**
          * A key that makes the submission idempotent within the queue: a second
          * submission with the same key returns the first task, marked duplicate.
+         * Null or empty for none.
          */
-        public Builder idempotencyKey(String key) {
+        public Builder idempotencyKey(@Nullable String key) {
             this.idempotencyKey = key == null ? "" : key;
             return this;
         }
 
         /** Postpones the first attempt by d, measured on the database's clock. */
         public Builder delay(Duration d) {
-            this.delay = Objects.requireNonNull(d, "delay");
+            this.delay = Objects.requireNonNull(d, "NewTask.Builder.delay: the delay is null; leave it unset to run at once");
             this.runAt = null;
             return this;
         }
@@ -136,7 +145,7 @@ public final class NewTask {
          * this JVM's clock (at least zero), then measured on the database's clock.
          */
         public Builder runAt(Instant t) {
-            this.runAt = Objects.requireNonNull(t, "runAt");
+            this.runAt = Objects.requireNonNull(t, "NewTask.Builder.runAt: the instant is null; leave it unset to run at once");
             this.delay = Duration.ZERO;
             return this;
         }
@@ -145,28 +154,39 @@ public final class NewTask {
          * Records a failure the submitter already had as attempt 1 of the task:
          * a {@link PermanentException} (anywhere in the cause chain) puts the task
          * straight into the dead-letter queue, anything else makes it a retry.
+         * Null for none.
          */
-        public Builder firstFailure(Throwable t) {
+        public Builder firstFailure(@Nullable Throwable t) {
             this.firstFailure = t;
             return this;
         }
 
         /**
          * The task's own attempt budget per life, in place of its queue policy's
-         * maxAttempts: a positive number, or {@link Policy#UNLIMITED} where the queue
-         * allows it. It is stored with the task (a worker in Go or Java uses it) and
+         * maxAttempts ({@link #unlimitedAttempts()} for no limit). It is stored with the task (a worker in Go or Java uses it) and
          * must be within the queue's bound ({@link Policy.Builder#taskMaxAttempts},
          * {@link Policy#DEFAULT_TASK_MAX_ATTEMPTS} unless the policy given to the
          * client for the queue says otherwise), checked at submission.
          *
-         * @throws InvalidInputException if n is neither positive nor {@link Policy#UNLIMITED}
+         * @throws InvalidInputException if n is not positive
          */
         public Builder maxAttempts(int n) {
-            if (n < 1 && n != Policy.UNLIMITED) {
-                throw new InvalidInputException("rdq: invalid input: task maxAttempts " + n
-                        + ": use a positive number or Policy.UNLIMITED, or leave it unset for the queue's budget");
+            if (n < 1) {
+                throw new InvalidInputException("rdq: invalid input: NewTask.Builder.maxAttempts(" + n
+                        + "): use a positive number, or NewTask.Builder.unlimitedAttempts() for no limit;"
+                        + " leave it unset for the queue's budget");
             }
             this.maxAttempts = OptionalInt.of(n);
+            return this;
+        }
+
+        /**
+         * No limit on this task's attempts, in place of its queue policy's
+         * maxAttempts; refused at submission unless the queue allows any budget
+         * ({@link Policy.Builder#anyTaskMaxAttempts()} on the policy given to the client).
+         */
+        public Builder unlimitedAttempts() {
+            this.maxAttempts = OptionalInt.of(Policy.UNLIMITED);
             return this;
         }
 
@@ -180,10 +200,10 @@ public final class NewTask {
          * @throws InvalidInputException if d is shorter than a microsecond, the store's resolution
          */
         public Builder timeout(Duration d) {
-            Objects.requireNonNull(d, "timeout");
+            Objects.requireNonNull(d, "NewTask.Builder.timeout: the timeout is null; leave it unset for the queue's timeout");
             if (d.compareTo(Duration.ofNanos(1000)) < 0) {
-                throw new InvalidInputException("rdq: invalid input: task timeout " + GoDurations.format(d)
-                        + ": use a positive duration of at least 1µs, or leave it unset for the queue's timeout");
+                throw new InvalidInputException("rdq: invalid input: NewTask.Builder.timeout(" + GoDurations.format(d)
+                        + "): use a positive duration of at least 1µs, or leave it unset for the queue's timeout");
             }
             this.timeout = Optional.of(d);
             return this;

@@ -76,11 +76,7 @@ final class PgStore {
 
     PgStore(String schema, java.time.Duration keyRetention) {
         this.schema = schema == null || schema.isEmpty() ? DEFAULT_SCHEMA : schema;
-        if (keyRetention.isNegative()) {
-            throw new InvalidInputException("rdq: invalid input: key retention " + GoDurations.format(keyRetention)
-                    + " is negative; use zero for the default (" + GoDurations.format(DEFAULT_KEY_RETENTION) + ")");
-        }
-        this.keyRetentionMicros = (keyRetention.isZero() ? DEFAULT_KEY_RETENTION : keyRetention).toNanos() / 1000;
+        this.keyRetentionMicros = keyRetention.toNanos() / 1000; // positive: the builders check it
         validateSchema(this.schema);
         this.channel = channelName(this.schema);
         String q = "\"" + this.schema + "\"";
@@ -113,11 +109,11 @@ final class PgStore {
 
     static void validateSchema(String name) {
         if (!SCHEMA.matcher(name).matches()) {
-            throw new InvalidInputException("rdq: invalid input: pgstore schema " + Limits.quote(name)
+            throw new InvalidInputException("rdq: invalid input: schema " + Limits.quote(name)
                     + " must be 1 to 63 characters of lowercase letters, digits and underscores, starting with a letter or underscore");
         }
         if (name.startsWith("pg_")) {
-            throw new InvalidInputException("rdq: invalid input: pgstore schema " + Limits.quote(name)
+            throw new InvalidInputException("rdq: invalid input: schema " + Limits.quote(name)
                     + ": names starting with pg_ are reserved by PostgreSQL");
         }
     }

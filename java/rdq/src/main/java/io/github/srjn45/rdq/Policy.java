@@ -2,8 +2,11 @@ package io.github.srjn45.rdq;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.function.BiFunction;
 import java.util.function.Function;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Decides what happens to a task after a failed attempt: a retry after a
@@ -17,10 +20,13 @@ import java.util.function.Function;
  * for u drawn uniformly in [0, 1).
  */
 public final class Policy {
-    /** As maxAttempts: retry until the task succeeds or fails permanently. */
+    /**
+     * The stored attempt budget ({@link Task#maxAttempts()}, the envelope's
+     * {@code max_attempts}) of a task that retries until it succeeds or fails
+     * permanently. Builders ask for it with {@link Builder#unlimitedAttempts()},
+     * {@link Builder#anyTaskMaxAttempts()} and {@link NewTask.Builder#unlimitedAttempts()}.
+     */
     public static final int UNLIMITED = -1;
-    /** As jitter: no jitter (a zero jitter means the default). */
-    public static final double NO_JITTER = -1.0;
     /** Default attempts per life. */
     public static final int DEFAULT_MAX_ATTEMPTS = 20;
     /** Default delay after the first failed attempt. */
@@ -37,8 +43,8 @@ public final class Policy {
     private final double multiplier;
     private final long maxNanos;
     private final double jitter;
-    private final Function<Throwable, ErrorClass> classify;
-    private final BiFunction<String, String, String> fingerprint;
+    private final @Nullable Function<Throwable, @Nullable ErrorClass> classify;
+    private final @Nullable BiFunction<String, String, @Nullable String> fingerprint;
     private final int taskMaxAttempts;
     private final Duration taskMaxTimeout;
     private final int maxSnoozes;
@@ -95,41 +101,44 @@ public final class Policy {
 
     /**
      * The timeout of one execution of t: its own, lowered to {@link #taskMaxTimeout()},
-     * if it has one; else queueTimeout.
+     * if it has one; else queueTimeout (empty: none).
      */
-    public Duration taskTimeout(Task t, Duration queueTimeout) {
+    public Optional<Duration> taskTimeout(Task t, Optional<Duration> queueTimeout) {
+        Objects.requireNonNull(t, "Policy.taskTimeout: the task is null");
+        Objects.requireNonNull(queueTimeout, "Policy.taskTimeout: the queue's timeout is null; pass Optional.empty() for none");
         Duration own = t.timeout();
         if (own.isZero() || own.isNegative()) {
             return queueTimeout;
         }
-        return own.compareTo(taskMaxTimeout) > 0 ? taskMaxTimeout : own;
+        return Optional.of(own.compareTo(taskMaxTimeout) > 0 ? taskMaxTimeout : own);
     }
 
     /**
      * Checks a task's own attempt budget and timeout against this policy's bounds,
      * as Go's Policy.CheckTask: a budget from 1 to {@link #taskMaxAttempts()} (or
-     * {@link #UNLIMITED} if that is unlimited), a timeout at most {@link #taskMaxTimeout()}.
+     * {@link #UNLIMITED} if that is empty), a timeout at most {@link #taskMaxTimeout()}.
      *
      * @throws InvalidInputException naming the bound the task exceeds and what to do
      */
-    void checkTask(java.util.OptionalInt maxAttempts, java.util.Optional<Duration> timeout) {
+    void checkTask(OptionalInt maxAttempts, Optional<Duration> timeout) {
         if (maxAttempts.isPresent()) {
             int n = maxAttempts.getAsInt();
             int limit = taskMaxAttempts;
             if (n == UNLIMITED && limit != UNLIMITED) {
-                throw new InvalidInputException("rdq: invalid input: task maxAttempts is Policy.UNLIMITED, but the queue allows a task at most "
-                        + limit + " attempts (Policy.Builder.taskMaxAttempts); ask for at most " + limit
+                throw new InvalidInputException("rdq: invalid input: the task asks for unlimited attempts (NewTask.Builder.unlimitedAttempts), "
+                        + "but the queue allows a task at most " + limit
+                        + " attempts (Policy.Builder.taskMaxAttempts); ask for at most " + limit
                         + ", or leave it unset for the queue's budget");
             }
             if (limit != UNLIMITED && n > limit) {
-                throw new InvalidInputException("rdq: invalid input: task maxAttempts " + n + " is over the queue's limit of "
+                throw new InvalidInputException("rdq: invalid input: NewTask.Builder.maxAttempts(" + n + ") is over the queue's limit of "
                         + limit + " (Policy.Builder.taskMaxAttempts); ask for at most " + limit
                         + ", or raise the limit in the queue's policy");
             }
         }
         if (timeout.isPresent() && timeout.get().compareTo(taskMaxTimeout) > 0) {
-            throw new InvalidInputException("rdq: invalid input: task timeout " + GoDurations.format(timeout.get())
-                    + " is over the queue's limit of " + GoDurations.format(taskMaxTimeout)
+            throw new InvalidInputException("rdq: invalid input: NewTask.Builder.timeout(" + GoDurations.format(timeout.get())
+                    + ") is over the queue's limit of " + GoDurations.format(taskMaxTimeout)
                     + " (Policy.Builder.taskMaxTimeout); ask for at most " + GoDurations.format(taskMaxTimeout)
                     + ", or raise the limit in the queue's policy");
         }
@@ -140,9 +149,9 @@ public final class Policy {
         return n < maxSnoozes;
     }
 
-    /** The most attempts a task may ask for at submission; {@link #UNLIMITED} for any. */
-    public int taskMaxAttempts() {
-        return taskMaxAttempts;
+    /** The most attempts a task may ask for at submission; empty when any budget is allowed, unlimited included. */
+    public OptionalInt taskMaxAttempts() {
+        return taskMaxAttempts == UNLIMITED ? OptionalInt.empty() : OptionalInt.of(taskMaxAttempts);
     }
 
     /** The longest timeout a task may ask for at submission. */
@@ -173,20 +182,25 @@ public final class Policy {
         return DEFAULTS;
     }
 
-    /** A builder whose zero fields take the defaults. */
+    /** A builder whose unset settings keep the defaults (the {@code DEFAULT_} constants). */
     public static Builder builder() {
         return new Builder();
     }
 
-    /** Builds a {@link Policy}; zero values mean the defaults, as in Go. */
+    /**
+     * Builds a {@link Policy}. An unset setting keeps its default; there is no
+     * value meaning "the default": a setter refuses null with a
+     * {@link NullPointerException} and a value out of its range with an
+     * {@link InvalidInputException}, each naming the setter.
+     */
     public static final class Builder {
-        private int maxAttempts;
-        private long initialNanos;
-        private double multiplier;
-        private long maxNanos;
-        private double jitter;
-        private Function<Throwable, ErrorClass> classify;
-        private BiFunction<String, String, String> fingerprint;
+        private int maxAttempts = DEFAULT_MAX_ATTEMPTS;
+        private long initialNanos = DEFAULT_INITIAL_BACKOFF.toNanos();
+        private double multiplier = DEFAULT_MULTIPLIER;
+        private long maxNanos = DEFAULT_MAX_BACKOFF.toNanos();
+        private double jitter = DEFAULT_JITTER;
+        private @Nullable Function<Throwable, @Nullable ErrorClass> classify;
+        private @Nullable BiFunction<String, String, @Nullable String> fingerprint;
         private int taskMaxAttempts = DEFAULT_TASK_MAX_ATTEMPTS;
         private Duration taskMaxTimeout = DEFAULT_TASK_MAX_TIMEOUT;
         private int maxSnoozes = DEFAULT_MAX_SNOOZES;
@@ -195,20 +209,26 @@ public final class Policy {
 
         /**
          * The most attempts a single task may ask for at submission
-         * ({@link NewTask.Builder#maxAttempts}); {@link #UNLIMITED} allows any budget,
-         * unlimited included; {@link #DEFAULT_TASK_MAX_ATTEMPTS} when unset. A client
-         * given this policy ({@link RdqClient.Builder#policy}) refuses a task that asks
-         * for more; a worker lowers a stored budget above it to it.
+         * ({@link NewTask.Builder#maxAttempts}); {@link #DEFAULT_TASK_MAX_ATTEMPTS}
+         * when unset. A client given this policy ({@link RdqClient.Builder#policy})
+         * refuses a task that asks for more; a worker lowers a stored budget above
+         * it to it.
          *
-         * @throws InvalidInputException if n is neither positive nor {@link #UNLIMITED}
+         * @throws InvalidInputException if n is not positive
          */
         public Builder taskMaxAttempts(int n) {
-            if (n < 1 && n != UNLIMITED) {
-                throw new InvalidInputException("rdq: invalid input: policy taskMaxAttempts " + n
-                        + ": use a positive number or Policy.UNLIMITED (leave it unset for "
-                        + DEFAULT_TASK_MAX_ATTEMPTS + ")");
+            if (n < 1) {
+                throw new InvalidInputException("rdq: invalid input: Policy.Builder.taskMaxAttempts(" + n
+                        + "): use a positive number, or Policy.Builder.anyTaskMaxAttempts() to allow any budget"
+                        + " (leave it unset for " + DEFAULT_TASK_MAX_ATTEMPTS + ")");
             }
             this.taskMaxAttempts = n;
+            return this;
+        }
+
+        /** Lets a task ask for any attempt budget at submission, unlimited included. */
+        public Builder anyTaskMaxAttempts() {
+            this.taskMaxAttempts = UNLIMITED;
             return this;
         }
 
@@ -221,12 +241,7 @@ public final class Policy {
          * @throws InvalidInputException if d is not positive
          */
         public Builder taskMaxTimeout(Duration d) {
-            Objects.requireNonNull(d, "taskMaxTimeout");
-            if (d.isNegative() || d.isZero()) {
-                throw new InvalidInputException("rdq: invalid input: policy taskMaxTimeout " + GoDurations.format(d)
-                        + " is not positive (leave it unset for " + GoDurations.format(DEFAULT_TASK_MAX_TIMEOUT) + ")");
-            }
-            this.taskMaxTimeout = d;
+            this.taskMaxTimeout = positive("taskMaxTimeout", d, DEFAULT_TASK_MAX_TIMEOUT);
             return this;
         }
 
@@ -240,46 +255,91 @@ public final class Policy {
          */
         public Builder maxSnoozes(int n) {
             if (n < 0) {
-                throw new InvalidInputException("rdq: invalid input: policy maxSnoozes " + n
-                        + " is negative (leave it unset for " + DEFAULT_MAX_SNOOZES + ")");
+                throw new InvalidInputException("rdq: invalid input: Policy.Builder.maxSnoozes(" + n
+                        + ") is negative: use 0 or more (leave it unset for " + DEFAULT_MAX_SNOOZES + ")");
             }
             this.maxSnoozes = n;
             return this;
         }
 
-        /** Attempts per life, the first included; {@link #UNLIMITED} for no limit; 0 for the default. */
+        /**
+         * Attempts per life, the first included; {@link #DEFAULT_MAX_ATTEMPTS} when unset.
+         *
+         * @throws InvalidInputException if n is not positive
+         */
         public Builder maxAttempts(int n) {
+            if (n < 1) {
+                throw new InvalidInputException("rdq: invalid input: Policy.Builder.maxAttempts(" + n
+                        + "): use a positive number, or Policy.Builder.unlimitedAttempts() for no limit"
+                        + " (leave it unset for " + DEFAULT_MAX_ATTEMPTS + ")");
+            }
             this.maxAttempts = n;
             return this;
         }
 
-        /** The delay after the first failed attempt; zero for the default. */
-        public Builder initialBackoff(Duration d) {
-            this.initialNanos = nanos(d);
+        /** No limit on attempts: a task is retried until it succeeds or fails permanently. */
+        public Builder unlimitedAttempts() {
+            this.maxAttempts = UNLIMITED;
             return this;
         }
 
-        /** The growth of the delay per attempt, at least 1; zero for the default. */
+        /**
+         * The delay after the first failed attempt; {@link #DEFAULT_INITIAL_BACKOFF} when unset.
+         *
+         * @throws InvalidInputException if d is not positive
+         */
+        public Builder initialBackoff(Duration d) {
+            this.initialNanos = nanos(positive("initialBackoff", d, DEFAULT_INITIAL_BACKOFF));
+            return this;
+        }
+
+        /**
+         * The growth of the delay per attempt, a finite number of at least 1 (1: a
+         * constant delay); {@link #DEFAULT_MULTIPLIER} when unset.
+         *
+         * @throws InvalidInputException if m is below 1, infinite or NaN
+         */
         public Builder multiplier(double m) {
+            if (!(m >= 1) || Double.isInfinite(m)) {
+                throw new InvalidInputException("rdq: invalid input: Policy.Builder.multiplier(" + m
+                        + "): use a finite number of at least 1 (leave it unset for " + DEFAULT_MULTIPLIER + ")");
+            }
             this.multiplier = m;
             return this;
         }
 
-        /** The cap of the delay; zero for the default. */
+        /**
+         * The cap of the delay; {@link #DEFAULT_MAX_BACKOFF} when unset. A cap below
+         * the initial backoff makes every delay the initial backoff.
+         *
+         * @throws InvalidInputException if d is not positive
+         */
         public Builder maxBackoff(Duration d) {
-            this.maxNanos = nanos(d);
+            this.maxNanos = nanos(positive("maxBackoff", d, DEFAULT_MAX_BACKOFF));
             return this;
         }
 
-        /** The fraction in [0, 1] by which a delay may be shortened; 0 for the default, {@link #NO_JITTER} for none. */
+        /**
+         * The fraction in [0, 1] by which a delay may be shortened; 0 for no
+         * jitter, {@link #DEFAULT_JITTER} when unset.
+         *
+         * @throws InvalidInputException if j is outside [0, 1] or NaN
+         */
         public Builder jitter(double j) {
+            if (!(j >= 0 && j <= 1)) {
+                throw new InvalidInputException("rdq: invalid input: Policy.Builder.jitter(" + j
+                        + "): use a fraction in [0, 1], 0 for no jitter (leave it unset for " + DEFAULT_JITTER + ")");
+            }
             this.jitter = j;
             return this;
         }
 
-        /** A classifier asked about every failure before the defaults. */
-        public Builder classify(Function<Throwable, ErrorClass> c) {
-            this.classify = c;
+        /**
+         * A classifier asked about every failure before the defaults; its null
+         * answer leaves the failure to them.
+         */
+        public Builder classify(Function<Throwable, @Nullable ErrorClass> c) {
+            this.classify = Objects.requireNonNull(c, "Policy.Builder.classify: the classifier is null");
             return this;
         }
 
@@ -290,46 +350,31 @@ public final class Policy {
          * hex digits of its SHA-256). Null, empty or an exception falls back to
          * {@link Failures#fingerprint}. The same hook as Go's Policy.Fingerprint.
          */
-        public Builder fingerprint(BiFunction<String, String, String> f) {
-            this.fingerprint = f;
+        public Builder fingerprint(BiFunction<String, String, @Nullable String> f) {
+            this.fingerprint = Objects.requireNonNull(f, "Policy.Builder.fingerprint: the function is null");
             return this;
         }
 
-        /**
-         * Validates and builds the policy.
-         *
-         * @throws InvalidInputException if a field is out of range
-         */
+        /** Builds the policy; every setting was checked by its setter. */
         public Policy build() {
-            if (maxAttempts < UNLIMITED) {
-                throw new InvalidInputException("rdq: invalid input: policy MaxAttempts " + maxAttempts
-                        + ": use a positive number, 0 for the default or Policy.UNLIMITED");
-            }
-            if (initialNanos < 0) {
-                throw new InvalidInputException("rdq: invalid input: policy InitialBackoff "
-                        + GoDurations.format(initialNanos) + " is negative");
-            }
-            if (maxNanos < 0) {
-                throw new InvalidInputException("rdq: invalid input: policy MaxBackoff "
-                        + GoDurations.format(maxNanos) + " is negative");
-            }
-            if (multiplier != 0 && (multiplier < 1 || Double.isNaN(multiplier) || Double.isInfinite(multiplier))) {
-                throw new InvalidInputException("rdq: invalid input: policy Multiplier " + multiplier
-                        + ": use a finite number >= 1");
-            }
-            if (jitter != NO_JITTER && (jitter < 0 || jitter > 1 || Double.isNaN(jitter))) {
-                throw new InvalidInputException("rdq: invalid input: policy Jitter " + jitter
-                        + ": use a fraction in [0, 1] or Policy.NO_JITTER");
-            }
             return new Policy(this);
         }
 
+        private static Duration positive(String method, Duration d, Duration dflt) {
+            Objects.requireNonNull(d, () -> "Policy.Builder." + method + ": the duration is null; leave it unset for "
+                    + GoDurations.format(dflt));
+            if (d.isNegative() || d.isZero()) {
+                throw new InvalidInputException("rdq: invalid input: Policy.Builder." + method + "(" + GoDurations.format(d)
+                        + ") is not positive (leave it unset for " + GoDurations.format(dflt) + ")");
+            }
+            return d;
+        }
+
         private static long nanos(Duration d) {
-            Objects.requireNonNull(d);
             try {
                 return d.toNanos();
             } catch (ArithmeticException e) {
-                return d.isNegative() ? Long.MIN_VALUE : Long.MAX_VALUE;
+                return Long.MAX_VALUE;
             }
         }
     }
@@ -338,7 +383,7 @@ public final class Policy {
      * Describes a failure as {@link Failures#describe} does, with the fingerprint
      * computed by this policy's fingerprint function when it has one.
      */
-    public Failure describe(Throwable t) {
+    public @Nullable Failure describe(@Nullable Throwable t) {
         Failure f = Failures.describe(t);
         if (f == null || fingerprint == null) {
             return f;
@@ -355,23 +400,36 @@ public final class Policy {
         return new Failure(f.type(), f.message(), f.stack(), Failures.hashFingerprint(text));
     }
 
-    /** Attempts per life after defaults; {@link #UNLIMITED} for none. */
-    public int maxAttempts() {
-        return maxAttempts == 0 ? DEFAULT_MAX_ATTEMPTS : maxAttempts;
+    /** Attempts per life; empty when unlimited. */
+    public OptionalInt maxAttempts() {
+        return maxAttempts == UNLIMITED ? OptionalInt.empty() : OptionalInt.of(maxAttempts);
     }
 
-    double effectiveJitter() {
-        if (jitter == NO_JITTER) {
-            return 0;
-        }
-        return jitter == 0 ? DEFAULT_JITTER : jitter;
+    /** The delay after the first failed attempt. */
+    public Duration initialBackoff() {
+        return Duration.ofNanos(initialNanos);
+    }
+
+    /** The growth of the delay per attempt. */
+    public double multiplier() {
+        return multiplier;
+    }
+
+    /** The cap of the delay. */
+    public Duration maxBackoff() {
+        return Duration.ofNanos(maxNanos);
+    }
+
+    /** The fraction by which a delay may be shortened; 0 for none. */
+    public double jitter() {
+        return jitter;
     }
 
     /** The backoff after failed attempt n, before jitter, in nanoseconds. */
     public long delayNanos(int n) {
-        long initial = initialNanos == 0 ? DEFAULT_INITIAL_BACKOFF.toNanos() : initialNanos;
-        double mult = multiplier == 0 ? DEFAULT_MULTIPLIER : multiplier;
-        long ceiling = maxNanos == 0 ? DEFAULT_MAX_BACKOFF.toNanos() : maxNanos;
+        long initial = initialNanos;
+        double mult = multiplier;
+        long ceiling = maxNanos;
         if (n < 1) {
             n = 1;
         }
@@ -399,7 +457,7 @@ public final class Policy {
         if (u >= 1) {
             u = Math.nextDown(1.0);
         }
-        return d - (long) ((double) d * effectiveJitter() * u);
+        return d - (long) ((double) d * jitter * u);
     }
 
     /** {@code delay(n)} shortened by the fraction jitter×u. */
@@ -414,7 +472,7 @@ public final class Policy {
      * attempts exhausted dead-letters; a {@link RetryAfterException} retries after
      * its delay; anything else retries after {@code jitteredDelay(n, u)}.
      */
-    public Decision decide(int n, Throwable err, double u) {
+    public Decision decide(int n, @Nullable Throwable err, double u) {
         if (err == null) {
             return new Decision(Outcome.SUCCESS, false, Duration.ZERO);
         }
@@ -439,9 +497,8 @@ public final class Policy {
         return retryOrDie(n, null, u, Outcome.LEASE_EXPIRED);
     }
 
-    private Decision retryOrDie(int n, Throwable err, double u, Outcome outcome) {
-        int limit = maxAttempts();
-        if (limit != UNLIMITED && n >= limit) {
+    private Decision retryOrDie(int n, @Nullable Throwable err, double u, Outcome outcome) {
+        if (maxAttempts != UNLIMITED && n >= maxAttempts) {
             return new Decision(outcome, true, Duration.ZERO);
         }
         Duration after = Failures.retryAfterOf(err);
@@ -453,7 +510,6 @@ public final class Policy {
 
     /** Whether a task that made n attempts in its current life may not be attempted again. */
     public boolean exhausted(int n) {
-        int limit = maxAttempts();
-        return limit != UNLIMITED && n >= limit;
+        return maxAttempts != UNLIMITED && n >= maxAttempts;
     }
 }

@@ -2,10 +2,12 @@ package io.github.srjn45.rdq;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.Optional;
+import org.jspecify.annotations.Nullable;
 
 /**
  * How a worker runs one queue: its policy, concurrency, lease, heartbeat and
- * timeout. Zero values take the same defaults as Go's {@code worker.QueueConfig}.
+ * timeout. The defaults are Go's {@code worker.QueueConfig}'s.
  */
 public final class QueueConfig {
     /** Default handlers running at once per queue on one worker. */
@@ -14,28 +16,26 @@ public final class QueueConfig {
     public static final Duration DEFAULT_LEASE = Duration.ofSeconds(30);
     /** Default handler timeout. */
     public static final Duration DEFAULT_TIMEOUT = Duration.ofMinutes(1);
-    /** As timeout: handlers run without a deadline. */
-    public static final Duration NO_TIMEOUT = Duration.ofNanos(-1);
 
     final Policy policy;
     final int concurrency;
     final Duration lease;
     final Duration heartbeat;
-    final Duration timeout; // zero: none
-    final Breaker breaker; // null: none
+    final Optional<Duration> timeout;
+    final @Nullable Breaker breaker; // null: none
 
-    private QueueConfig(Builder b) {
+    private QueueConfig(Builder b, Duration heartbeat) {
         this.policy = b.policy;
         this.concurrency = b.concurrency;
         this.lease = b.lease;
-        this.heartbeat = b.heartbeat;
+        this.heartbeat = heartbeat;
         this.timeout = b.timeout;
         this.breaker = b.breaker;
     }
 
     /** The queue's circuit breaker, if it has one. */
-    public java.util.Optional<Breaker> breaker() {
-        return java.util.Optional.ofNullable(breaker);
+    public Optional<Breaker> breaker() {
+        return Optional.ofNullable(breaker);
     }
 
     /** The configuration with every default. */
@@ -43,19 +43,49 @@ public final class QueueConfig {
         return builder().build();
     }
 
-    /** A builder whose unset fields take the defaults. */
+    /** A builder whose unset settings keep the defaults. */
     public static Builder builder() {
         return new Builder();
     }
 
-    /** Builds a {@link QueueConfig}. */
+    /** The retry policy. */
+    public Policy policy() {
+        return policy;
+    }
+
+    /** Handlers running at once for this queue on one worker. */
+    public int concurrency() {
+        return concurrency;
+    }
+
+    /** How long a claim holds a task without a heartbeat. */
+    public Duration lease() {
+        return lease;
+    }
+
+    /** How often running executions extend their lease. */
+    public Duration heartbeatInterval() {
+        return heartbeat;
+    }
+
+    /** The bound on one execution; empty when handlers run without one. */
+    public Optional<Duration> timeout() {
+        return timeout;
+    }
+
+    /**
+     * Builds a {@link QueueConfig}. An unset setting keeps its default; there is
+     * no value meaning "the default": a setter refuses null with a
+     * {@link NullPointerException} and a zero or negative value with an
+     * {@link InvalidInputException}, each naming the setter.
+     */
     public static final class Builder {
         private Policy policy = Policy.defaults();
-        private int concurrency;
-        private Duration lease = Duration.ZERO;
-        private Duration heartbeat = Duration.ZERO;
-        private Duration timeout = Duration.ZERO;
-        private Breaker breaker;
+        private int concurrency = DEFAULT_CONCURRENCY;
+        private Duration lease = DEFAULT_LEASE;
+        private Optional<Duration> heartbeat = Optional.empty();
+        private Optional<Duration> timeout = Optional.of(DEFAULT_TIMEOUT);
+        private @Nullable Breaker breaker;
 
         private Builder() {}
 
@@ -69,77 +99,92 @@ public final class QueueConfig {
             return this;
         }
 
-        /** The retry policy; {@link Policy#defaults()} by default. */
+        /** The retry policy; {@link Policy#defaults()} when unset. */
         public Builder policy(Policy p) {
-            this.policy = Objects.requireNonNull(p, "policy");
-            return this;
-        }
-
-        /** Handlers running at once for this queue on this worker; 0 for the default (10). */
-        public Builder concurrency(int n) {
-            this.concurrency = n;
-            return this;
-        }
-
-        /** How long a claim holds a task without a heartbeat; zero for the default (30s). */
-        public Builder lease(Duration d) {
-            this.lease = Objects.requireNonNull(d);
-            return this;
-        }
-
-        /** How often running executions extend their lease, shorter than the lease; zero for lease/3. */
-        public Builder heartbeatInterval(Duration d) {
-            this.heartbeat = Objects.requireNonNull(d);
-            return this;
-        }
-
-        /** Bound on one execution; zero for the default (1m), {@link #NO_TIMEOUT} for none. */
-        public Builder timeout(Duration d) {
-            this.timeout = Objects.requireNonNull(d);
+            this.policy = Objects.requireNonNull(p, "QueueConfig.Builder.policy: the policy is null; leave it unset for Policy.defaults()");
             return this;
         }
 
         /**
-         * Validates and builds the configuration.
+         * Handlers running at once for this queue on this worker; {@link #DEFAULT_CONCURRENCY} when unset.
          *
-         * @throws InvalidInputException for a field out of range
+         * @throws InvalidInputException if n is not positive
+         */
+        public Builder concurrency(int n) {
+            if (n < 1) {
+                throw new InvalidInputException("rdq: invalid input: QueueConfig.Builder.concurrency(" + n
+                        + ") is not positive (leave it unset for " + DEFAULT_CONCURRENCY + ")");
+            }
+            this.concurrency = n;
+            return this;
+        }
+
+        /**
+         * How long a claim holds a task without a heartbeat; {@link #DEFAULT_LEASE} when unset.
+         *
+         * @throws InvalidInputException if d is not positive
+         */
+        public Builder lease(Duration d) {
+            this.lease = positive("lease", d, "leave it unset for " + GoDurations.format(DEFAULT_LEASE));
+            return this;
+        }
+
+        /**
+         * How often running executions extend their lease, shorter than the lease
+         * (checked by {@link #build()}); a third of the lease when unset.
+         *
+         * @throws InvalidInputException if d is not positive
+         */
+        public Builder heartbeatInterval(Duration d) {
+            this.heartbeat = Optional.of(positive("heartbeatInterval", d, "leave it unset for a third of the lease"));
+            return this;
+        }
+
+        /**
+         * The bound on one execution: a handler still running after it is
+         * interrupted and the attempt fails with type "timeout";
+         * {@link #DEFAULT_TIMEOUT} when unset, {@link #noTimeout()} for none.
+         *
+         * @throws InvalidInputException if d is not positive
+         */
+        public Builder timeout(Duration d) {
+            this.timeout = Optional.of(positive("timeout", d, "use noTimeout() for none, or leave it unset for "
+                    + GoDurations.format(DEFAULT_TIMEOUT)));
+            return this;
+        }
+
+        /** Handlers run without a bound (a task's own timeout still applies to it). */
+        public Builder noTimeout() {
+            this.timeout = Optional.empty();
+            return this;
+        }
+
+        /**
+         * Builds the configuration.
+         *
+         * @throws InvalidInputException if the heartbeat interval is not shorter than
+         *     the lease, or the lease is too short to heartbeat
          */
         public QueueConfig build() {
-            if (concurrency < 0) {
-                throw new InvalidInputException("rdq: invalid input: worker: Concurrency " + concurrency + " is negative");
+            Duration hb = heartbeat.orElse(lease.dividedBy(3));
+            if (hb.compareTo(lease) >= 0) {
+                throw new InvalidInputException("rdq: invalid input: QueueConfig.Builder.heartbeatInterval("
+                        + GoDurations.format(hb) + ") must be shorter than the lease (" + GoDurations.format(lease) + ")");
             }
-            if (concurrency == 0) {
-                concurrency = DEFAULT_CONCURRENCY;
+            if (hb.toMillis() < 1) {
+                throw new InvalidInputException("rdq: invalid input: QueueConfig.Builder.lease(" + GoDurations.format(lease)
+                        + ") is too short to heartbeat: give a heartbeat interval of at least 1ms shorter than it");
             }
-            if (lease.isNegative()) {
-                throw new InvalidInputException("rdq: invalid input: worker: Lease " + GoDurations.format(lease) + " is negative");
+            return new QueueConfig(this, hb);
+        }
+
+        private static Duration positive(String method, Duration d, String hint) {
+            Objects.requireNonNull(d, () -> "QueueConfig.Builder." + method + ": the duration is null; " + hint);
+            if (d.isZero() || d.isNegative()) {
+                throw new InvalidInputException("rdq: invalid input: QueueConfig.Builder." + method + "("
+                        + GoDurations.format(d) + ") is not positive; " + hint);
             }
-            if (lease.isZero()) {
-                lease = DEFAULT_LEASE;
-            }
-            if (heartbeat.isNegative()) {
-                throw new InvalidInputException("rdq: invalid input: worker: HeartbeatInterval "
-                        + GoDurations.format(heartbeat) + " is negative");
-            }
-            if (heartbeat.isZero()) {
-                heartbeat = lease.dividedBy(3);
-            } else if (heartbeat.compareTo(lease) >= 0) {
-                throw new InvalidInputException("rdq: invalid input: worker: HeartbeatInterval "
-                        + GoDurations.format(heartbeat) + " must be shorter than Lease " + GoDurations.format(lease));
-            }
-            if (heartbeat.toMillis() < 1) {
-                throw new InvalidInputException("rdq: invalid input: worker: Lease " + GoDurations.format(lease)
-                        + " is too short to heartbeat");
-            }
-            if (timeout.equals(NO_TIMEOUT)) {
-                timeout = Duration.ZERO;
-            } else if (timeout.isNegative()) {
-                throw new InvalidInputException("rdq: invalid input: worker: Timeout " + GoDurations.format(timeout)
-                        + " is negative (use QueueConfig.NO_TIMEOUT for none)");
-            } else if (timeout.isZero()) {
-                timeout = DEFAULT_TIMEOUT;
-            }
-            return new QueueConfig(this);
+            return d;
         }
     }
 }

@@ -54,17 +54,17 @@ public final class RdqClient {
         private final DataSource dataSource;
         private String schema = PgStore.DEFAULT_SCHEMA;
         private String id = DEFAULT_ID;
-        private Duration keyRetention = Duration.ZERO;
+        private Duration keyRetention = PgStore.DEFAULT_KEY_RETENTION;
         private final java.util.Map<String, Policy> policies = new java.util.HashMap<>();
         private Tracing tracing = Tracing.NONE;
 
         private Builder(DataSource ds) {
-            this.dataSource = Objects.requireNonNull(ds, "dataSource");
+            this.dataSource = Objects.requireNonNull(ds, "RdqClient.builder: the DataSource is null");
         }
 
         /** The PostgreSQL schema holding rdq's tables; "rdq" by default. */
         public Builder schema(String s) {
-            this.schema = s;
+            this.schema = Objects.requireNonNull(s, "RdqClient.Builder.schema: the schema is null; leave it unset for \"rdq\"");
             return this;
         }
 
@@ -73,15 +73,30 @@ public final class RdqClient {
          * it (a resubmission within it returns the original ID, marked purged);
          * 7 days by default, as pgstore's Config.KeyRetention. Give every client
          * and worker of a schema the same value.
+         *
+         * @throws InvalidInputException if d is not positive
          */
         public Builder keyRetention(Duration d) {
-            this.keyRetention = Objects.requireNonNull(d, "keyRetention");
+            Objects.requireNonNull(d, "RdqClient.Builder.keyRetention: the duration is null; leave it unset for 7 days");
+            if (d.isZero() || d.isNegative()) {
+                throw new InvalidInputException("rdq: invalid input: RdqClient.Builder.keyRetention(" + GoDurations.format(d)
+                        + ") is not positive; leave it unset for 7 days");
+            }
+            this.keyRetention = d;
             return this;
         }
 
-        /** The ID recorded as the worker of first failures; "client" by default. */
+        /**
+         * The ID recorded as the worker of first failures; "client" by default.
+         *
+         * @throws InvalidInputException if id is empty
+         */
         public Builder id(String id) {
-            this.id = id == null || id.isEmpty() ? DEFAULT_ID : id;
+            Objects.requireNonNull(id, "RdqClient.Builder.id: the ID is null; leave it unset for \"client\"");
+            if (id.isEmpty()) {
+                throw new InvalidInputException("rdq: invalid input: RdqClient.Builder.id: the ID is empty; leave it unset for \"client\"");
+            }
+            this.id = id;
             return this;
         }
 
@@ -94,7 +109,8 @@ public final class RdqClient {
          * queue without one is checked against the defaults.
          */
         public Builder policy(String queue, Policy p) {
-            policies.put(Objects.requireNonNull(queue, "queue"), Objects.requireNonNull(p, "policy"));
+            policies.put(Objects.requireNonNull(queue, "RdqClient.Builder.policy: the queue is null"),
+                    Objects.requireNonNull(p, () -> "RdqClient.Builder.policy: the policy of \"" + queue + "\" is null"));
             return this;
         }
 

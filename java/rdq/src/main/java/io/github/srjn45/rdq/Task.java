@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.Map;
 import java.util.UUID;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A snapshot of a task as stored: what was submitted and where it is in its
@@ -36,13 +37,40 @@ import java.util.UUID;
  */
 public record Task(UUID id, String queue, String handler, byte[] payload, String contentType,
         Map<String, String> headers, String idempotencyKey, Status status, int attempts, int life,
-        Instant nextAttemptAt, long leaseToken, Instant leaseExpiresAt, String leaseOwner, Instant createdAt,
-        Instant updatedAt, Instant finishedAt, String lastErrorType, String lastErrorMessage,
+        @Nullable Instant nextAttemptAt, long leaseToken, @Nullable Instant leaseExpiresAt, String leaseOwner,
+        @Nullable Instant createdAt, @Nullable Instant updatedAt, @Nullable Instant finishedAt, String lastErrorType, String lastErrorMessage,
         String lastErrorFingerprint, int maxAttempts, Duration timeout, int snoozes) {
 
     /** Normalizes: timeout never null. */
-    public Task {
-        timeout = timeout == null ? Duration.ZERO : timeout;
+    public Task(UUID id, String queue, String handler, byte[] payload, String contentType,
+            Map<String, String> headers, String idempotencyKey, Status status, int attempts, int life,
+            @Nullable Instant nextAttemptAt, long leaseToken, @Nullable Instant leaseExpiresAt, String leaseOwner,
+            @Nullable Instant createdAt, @Nullable Instant updatedAt, @Nullable Instant finishedAt,
+            String lastErrorType, String lastErrorMessage, String lastErrorFingerprint, int maxAttempts,
+            @Nullable Duration timeout, int snoozes) {
+        this.id = id;
+        this.queue = queue;
+        this.handler = handler;
+        this.payload = payload;
+        this.contentType = contentType;
+        this.headers = headers;
+        this.idempotencyKey = idempotencyKey;
+        this.status = status;
+        this.attempts = attempts;
+        this.life = life;
+        this.nextAttemptAt = nextAttemptAt;
+        this.leaseToken = leaseToken;
+        this.leaseExpiresAt = leaseExpiresAt;
+        this.leaseOwner = leaseOwner;
+        this.createdAt = createdAt;
+        this.updatedAt = updatedAt;
+        this.finishedAt = finishedAt;
+        this.lastErrorType = lastErrorType;
+        this.lastErrorMessage = lastErrorMessage;
+        this.lastErrorFingerprint = lastErrorFingerprint;
+        this.maxAttempts = maxAttempts;
+        this.timeout = timeout == null ? Duration.ZERO : timeout;
+        this.snoozes = snoozes;
     }
 
     /** The number, in the current life, of the next attempt: attempts + 1. */

@@ -2,7 +2,9 @@ package io.github.srjn45.rdq;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
+import java.util.Optional;
 import java.util.UUID;
+import org.jspecify.annotations.Nullable;
 
 /** What a {@link Handler} gets for one execution: the claimed task and its cancellation state. */
 public final class TaskContext {
@@ -65,9 +67,9 @@ public final class TaskContext {
         return workerId;
     }
 
-    /** Why the execution was interrupted, or null while it is not. */
-    public CancelReason cancelReason() {
-        return reason;
+    /** Why the execution was interrupted; empty while it is not. */
+    public Optional<CancelReason> cancelReason() {
+        return Optional.ofNullable(reason);
     }
 
     /** Whether the execution was interrupted; see {@link #cancelReason()}. */

@@ -15,6 +15,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
@@ -31,6 +32,7 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.postgresql.PGConnection;
 import org.postgresql.PGNotification;
 import org.slf4j.Logger;
@@ -89,8 +91,6 @@ public final class Worker implements AutoCloseable {
     public static final int DEFAULT_FINISH_BATCH_SIZE = 1000;
     /** Default longest wait of a finish for its batch. */
     public static final Duration DEFAULT_FINISH_INTERVAL = Duration.ofMillis(10);
-    /** As a reclaim or purge interval: that job is off on this worker. */
-    public static final Duration DISABLED = Duration.ofNanos(-1);
     /** The actor named in the audit entries of purges. */
     public static final String PURGE_ACTOR = "rdq-worker";
     /** Default interval between refreshes of the worker's registry entry, as Go's worker.DefaultRegistryInterval. */
@@ -120,15 +120,15 @@ public final class Worker implements AutoCloseable {
     private final PgStore store;
     private final String id;
     private final Duration pollInterval;
-    private final Duration reclaimInterval;
-    private final Duration purgeInterval;
+    private final @Nullable Duration reclaimInterval; // null: off
+    private final @Nullable Duration purgeInterval; // null: off
     private final Duration succeededTtl;
     private final int finishBatch;
     private final Duration finishInterval;
-    private final Duration registryInterval;
+    private final @Nullable Duration registryInterval; // null: off
     private final Metrics metrics;
     private final Tracing tracing;
-    private final Executor handlerExecutor;
+    private final @Nullable Executor handlerExecutor;
     private ScheduledExecutorService registryTimer;
     private Registry registry;
     private final Map<String, QueueRunner> queues = new TreeMap<>();
@@ -198,17 +198,15 @@ public final class Worker implements AutoCloseable {
 
     /**
      * d, checked as the value of Worker.Builder's method: non-null and
-     * positive, or {@link #DISABLED} when the method allows it.
+     * positive; off names the method turning the job off, if any.
      */
-    private static Duration checked(String method, Duration d, boolean allowDisabled) {
-        Objects.requireNonNull(d, "Worker.Builder." + method + ": the duration is null; leave it unset for the default");
-        if (allowDisabled && d.equals(DISABLED)) {
-            return d;
-        }
+    private static Duration checked(String method, Duration d, @Nullable String off) {
+        Objects.requireNonNull(d, () -> "Worker.Builder." + method + ": the duration is null; leave it unset for the default"
+                + (off != null ? ", or call Worker.Builder." + off + "() to turn it off" : ""));
         if (d.isZero() || d.isNegative()) {
-            throw new InvalidInputException("rdq: invalid input: Worker.Builder." + method + ": " + GoDurations.format(d)
-                    + " is not positive; leave it unset for the default"
-                    + (allowDisabled ? ", or pass Worker.DISABLED to turn it off" : ""));
+            throw new InvalidInputException("rdq: invalid input: Worker.Builder." + method + "(" + GoDurations.format(d)
+                    + ") is not positive; leave it unset for the default"
+                    + (off != null ? ", or call Worker.Builder." + off + "() to turn it off" : ""));
         }
         return d;
     }
@@ -240,40 +238,42 @@ public final class Worker implements AutoCloseable {
     public static final class Builder {
         private final DataSource dataSource;
         private String schema = PgStore.DEFAULT_SCHEMA;
-        private String id;
         private final Map<String, QueueConfig> queues = new LinkedHashMap<>();
         private final Map<String, Handler> handlers = new LinkedHashMap<>();
         private Duration pollInterval = DEFAULT_POLL_INTERVAL;
-        private Duration reclaimInterval = DEFAULT_RECLAIM_INTERVAL;
-        private Duration purgeInterval = DEFAULT_PURGE_INTERVAL;
+        private @Nullable Duration reclaimInterval = DEFAULT_RECLAIM_INTERVAL;
+        private @Nullable Duration purgeInterval = DEFAULT_PURGE_INTERVAL;
         private Duration succeededTtl = DEFAULT_SUCCEEDED_TTL;
         private int finishBatch = DEFAULT_FINISH_BATCH_SIZE;
         private Duration finishInterval = DEFAULT_FINISH_INTERVAL;
         private Duration keyRetention = PgStore.DEFAULT_KEY_RETENTION;
-        private Duration registryInterval = DEFAULT_REGISTRY_INTERVAL;
+        private @Nullable Duration registryInterval = DEFAULT_REGISTRY_INTERVAL;
         private Metrics metrics = Metrics.NONE;
         private Tracing tracing = Tracing.NONE;
-        private Executor handlerExecutor;
+        private @Nullable Executor handlerExecutor;
+        private @Nullable String id;
 
         private Builder(DataSource ds) {
-            this.dataSource = Objects.requireNonNull(ds, "dataSource");
+            this.dataSource = Objects.requireNonNull(ds, "Worker.builder: the DataSource is null");
         }
 
         /** The PostgreSQL schema holding rdq's tables; "rdq" by default. */
         public Builder schema(String s) {
-            this.schema = s;
+            this.schema = Objects.requireNonNull(s, "Worker.Builder.schema: the schema is null; leave it unset for \"rdq\"");
             return this;
         }
 
         /** The worker's ID in leases, history and logs; hostname-pid-random by default. */
         public Builder id(String id) {
-            this.id = id;
+            this.id = Objects.requireNonNull(id, "Worker.Builder.id: the ID is null; leave it unset for hostname-pid-random");
             return this;
         }
 
         /** Runs a queue with the given configuration. */
         public Builder queue(String name, QueueConfig cfg) {
-            queues.put(Objects.requireNonNull(name, "name"), Objects.requireNonNull(cfg, "cfg"));
+            queues.put(Objects.requireNonNull(name, "Worker.Builder.queue: the queue name is null"),
+                    Objects.requireNonNull(cfg, () -> "Worker.Builder.queue: the configuration of \"" + name
+                            + "\" is null; call queue(name) for the defaults"));
             return this;
         }
 
@@ -282,35 +282,55 @@ public final class Worker implements AutoCloseable {
             return queue(name, QueueConfig.defaults());
         }
 
-        /** Registers a handler by name; see {@link Worker#handle}. */
+        /**
+         * Registers a handler by name; see {@link Worker#handle}.
+         *
+         * @throws IllegalStateException if name is taken
+         */
         public Builder handle(String name, Handler h) {
-            if (handlers.putIfAbsent(Objects.requireNonNull(name, "name"), Objects.requireNonNull(h, "handler")) != null) {
-                throw new IllegalArgumentException("rdq: worker: a handler is already registered under \"" + name + "\"");
+            if (handlers.putIfAbsent(Objects.requireNonNull(name, "Worker.Builder.handle: the handler name is null"),
+                    Objects.requireNonNull(h, () -> "Worker.Builder.handle: the handler of \"" + name + "\" is null")) != null) {
+                throw new IllegalStateException("rdq: Worker.Builder.handle: a handler is already registered under \"" + name + "\"");
             }
             return this;
         }
 
         /** How often each queue is polled when no notification arrives; 1s by default. */
         public Builder pollInterval(Duration d) {
-            this.pollInterval = checked("pollInterval", d, false);
+            this.pollInterval = checked("pollInterval", d, null);
             return this;
         }
 
-        /** How often expired leases are reclaimed; 10s by default, {@link Worker#DISABLED} for never. */
+        /** How often expired leases are reclaimed; 10s by default, {@link #disableReclaim()} for never. */
         public Builder reclaimInterval(Duration d) {
-            this.reclaimInterval = checked("reclaimInterval", d, true);
+            this.reclaimInterval = checked("reclaimInterval", d, "disableReclaim");
             return this;
         }
 
-        /** How often old succeeded tasks are purged; 1m by default, {@link Worker#DISABLED} for never. */
+        /**
+         * This worker never reclaims expired leases (another worker of the queue
+         * must, or tasks of a worker that died stay in flight).
+         */
+        public Builder disableReclaim() {
+            this.reclaimInterval = null;
+            return this;
+        }
+
+        /** How often old succeeded tasks are purged; 1m by default, {@link #disablePurge()} for never. */
         public Builder purgeInterval(Duration d) {
-            this.purgeInterval = checked("purgeInterval", d, true);
+            this.purgeInterval = checked("purgeInterval", d, "disablePurge");
+            return this;
+        }
+
+        /** This worker never purges old succeeded tasks. */
+        public Builder disablePurge() {
+            this.purgeInterval = null;
             return this;
         }
 
         /** How long succeeded tasks are kept; 24h by default. */
         public Builder succeededTtl(Duration d) {
-            this.succeededTtl = checked("succeededTtl", d, false);
+            this.succeededTtl = checked("succeededTtl", d, null);
             return this;
         }
 
@@ -320,17 +340,23 @@ public final class Worker implements AutoCloseable {
          * Config.KeyRetention. Give every client and worker of a schema the same value.
          */
         public Builder keyRetention(Duration d) {
-            this.keyRetention = checked("keyRetention", d, false);
+            this.keyRetention = checked("keyRetention", d, null);
             return this;
         }
 
         /**
          * How often the worker refreshes its entry in the worker registry; 10s by
-         * default, {@link Worker#DISABLED} to not register. Its entry is stale after
+         * default, {@link #disableRegistry()} to not register. Its entry is stale after
          * three missed refreshes.
          */
         public Builder registryInterval(Duration d) {
-            this.registryInterval = checked("registryInterval", d, true);
+            this.registryInterval = checked("registryInterval", d, "disableRegistry");
+            return this;
+        }
+
+        /** The worker does not register in the worker registry ({@code rdq workers} does not list it). */
+        public Builder disableRegistry() {
+            this.registryInterval = null;
             return this;
         }
 
@@ -404,8 +430,8 @@ public final class Worker implements AutoCloseable {
         /** Most finishes written in one statement; 1,000 by default, as Go's worker. */
         public Builder finishBatchSize(int n) {
             if (n < 1) {
-                throw new InvalidInputException("rdq: invalid input: Worker.Builder.finishBatchSize: " + n
-                        + " is less than 1; leave it unset for the default (" + DEFAULT_FINISH_BATCH_SIZE + ")");
+                throw new InvalidInputException("rdq: invalid input: Worker.Builder.finishBatchSize(" + n
+                        + ") is less than 1; leave it unset for the default (" + DEFAULT_FINISH_BATCH_SIZE + ")");
             }
             this.finishBatch = n;
             return this;
@@ -413,7 +439,7 @@ public final class Worker implements AutoCloseable {
 
         /** Longest wait of a finish for its batch; 10ms by default. */
         public Builder finishInterval(Duration d) {
-            this.finishInterval = checked("finishInterval", d, false);
+            this.finishInterval = checked("finishInterval", d, null);
             return this;
         }
 
@@ -490,8 +516,9 @@ public final class Worker implements AutoCloseable {
      * @throws IllegalStateException after start, or if name is taken
      */
     public void handle(String name, Handler h) {
+        Objects.requireNonNull(name, "Worker.handle: the handler name is null");
         Limits.validateName("handler", name);
-        Objects.requireNonNull(h, "handler");
+        Objects.requireNonNull(h, () -> "Worker.handle: the handler of \"" + name + "\" is null");
         synchronized (lock) {
             if (state != State.NEW) {
                 throw new IllegalStateException("rdq: worker: handle(\"" + name + "\") after start");
@@ -574,10 +601,10 @@ public final class Worker implements AutoCloseable {
             loops.add(thread("rdq-fetch-" + q.name, q::fetchLoop));
         }
         loops.add(thread("rdq-notify", this::notificationLoop));
-        if (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED)) {
+        if (reclaimInterval != null || purgeInterval != null) {
             loops.add(thread("rdq-maintenance", this::maintenanceLoop));
         }
-        if (!registryInterval.equals(DISABLED)) {
+        if (registryInterval != null) {
             registryTimer = Executors.newSingleThreadScheduledExecutor(daemon("rdq-registry-" + id));
             Registry r = new Registry();
             registryTimer.scheduleWithFixedDelay(r::refresh, 0, registryInterval.toNanos(), TimeUnit.NANOSECONDS);
@@ -589,18 +616,18 @@ public final class Worker implements AutoCloseable {
     /**
      * How many connections the worker holds from its DataSource while it runs:
      * one per queue (claims), one each for heartbeats, results, notifications,
-     * maintenance (unless reclaims and purges are both {@link #DISABLED}) and
-     * the worker registry (unless its interval is {@link #DISABLED}). A
+     * maintenance (unless reclaims and purges are both disabled) and
+     * the worker registry (unless disabled). A
      * shutdown that releases tasks, and a circuit breaker that pauses or
      * resumes a handler, take one more for a moment. Size a pool to
      * this plus what the application itself uses.
      */
     public int connectionsNeeded() {
         int n = queues.size() + 3;
-        if (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED)) {
+        if (reclaimInterval != null || purgeInterval != null) {
             n++;
         }
-        if (!registryInterval.equals(DISABLED)) {
+        if (registryInterval != null) {
             n++;
         }
         return n;
@@ -623,8 +650,8 @@ public final class Worker implements AutoCloseable {
             throw new ConnectionsUnavailableException("rdq: worker: start: the DataSource gave " + taken.size() + " of the "
                     + needed + " connections the worker holds while it runs (one per queue: " + queues.size()
                     + "; one each for heartbeats, results, notifications"
-                    + (!reclaimInterval.equals(DISABLED) || !purgeInterval.equals(DISABLED) ? ", maintenance" : "")
-                    + (!registryInterval.equals(DISABLED) ? ", the worker registry" : "")
+                    + (reclaimInterval != null || purgeInterval != null ? ", maintenance" : "")
+                    + (registryInterval != null ? ", the worker registry" : "")
                     + "); size its pool to at least " + needed + " plus what the application uses: " + e.getMessage(),
                     needed, taken.size(), e);
         } finally {
@@ -664,6 +691,7 @@ public final class Worker implements AutoCloseable {
      * @return true when every handler finished within the grace period
      */
     public boolean stop(Duration grace) {
+        Objects.requireNonNull(grace, "Worker.stop: the grace period is null; pass Duration.ZERO to interrupt handlers at once");
         synchronized (lock) {
             if (state == State.NEW) {
                 state = State.STOPPED;
@@ -896,10 +924,10 @@ public final class Worker implements AutoCloseable {
             Throwable err = null;
             long start = System.nanoTime();
             e.bind(Thread.currentThread());
-            Duration timeout = q.policy.taskTimeout(t, q.timeout);
-            if (!timeout.isZero()) {
+            Optional<Duration> timeout = q.policy.taskTimeout(t, q.timeout);
+            if (timeout.isPresent()) {
                 e.timeoutTimer = timers.schedule(() -> e.cancel(TaskContext.CancelReason.TIMEOUT),
-                        timeout.toNanos(), TimeUnit.NANOSECONDS);
+                        timeout.get().toNanos(), TimeUnit.NANOSECONDS);
             }
             try {
                 Handler h = handlers.get(t.handler());
@@ -934,7 +962,7 @@ public final class Worker implements AutoCloseable {
             metrics.handlerDuration(q.name, e.handler, durNanos);
             TaskContext.CancelReason reason = e.ctx.reason;
             if (err != null && reason == TaskContext.CancelReason.TIMEOUT && isInterruption(err)) {
-                err = new HandlerTimeoutException(timeout);
+                err = new HandlerTimeoutException(timeout.orElseThrow());
             }
             boolean wasInterrupted = err != null && reason == TaskContext.CancelReason.STOPPING;
             synchronized (running) {
@@ -1095,9 +1123,9 @@ public final class Worker implements AutoCloseable {
         final int concurrency;
         final Duration lease;
         final Duration heartbeat;
-        final Duration timeout;
+        final Optional<Duration> timeout;
         /** The queue's breaker on this worker; null when it has none. */
-        final BreakerState breaker;
+        final @Nullable BreakerState breaker;
         final AtomicInteger busy = new AtomicInteger();
         /** This queue's share of the worker's counts (the C_ indexes). */
         final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(10);
@@ -1808,10 +1836,12 @@ public final class Worker implements AutoCloseable {
 
     private void maintenanceLoop() {
         long now = System.nanoTime();
-        long nextReclaim = reclaimInterval.equals(DISABLED) ? Long.MAX_VALUE
-                : now + 1 + ThreadLocalRandom.current().nextLong(reclaimInterval.toNanos());
-        long nextPurge = purgeInterval.equals(DISABLED) ? Long.MAX_VALUE
-                : now + 1 + ThreadLocalRandom.current().nextLong(purgeInterval.toNanos());
+        long reclaimEvery = reclaimInterval == null ? Long.MAX_VALUE : reclaimInterval.toNanos();
+        long purgeEvery = purgeInterval == null ? Long.MAX_VALUE : purgeInterval.toNanos();
+        long nextReclaim = reclaimInterval == null ? Long.MAX_VALUE
+                : now + 1 + ThreadLocalRandom.current().nextLong(reclaimEvery);
+        long nextPurge = purgeInterval == null ? Long.MAX_VALUE
+                : now + 1 + ThreadLocalRandom.current().nextLong(purgeEvery);
         try (Conn conn = new Conn()) {
             while (!loopsStopped) {
                 long wake = Math.min(nextReclaim, nextPurge);
@@ -1829,11 +1859,11 @@ public final class Worker implements AutoCloseable {
                 now = System.nanoTime();
                 if (now - nextReclaim >= 0) {
                     reclaimExpired(conn);
-                    nextReclaim = System.nanoTime() + reclaimInterval.toNanos();
+                    nextReclaim = System.nanoTime() + reclaimEvery;
                 }
                 if (now - nextPurge >= 0) {
                     purgeSucceeded(conn);
-                    nextPurge = System.nanoTime() + purgeInterval.toNanos();
+                    nextPurge = System.nanoTime() + purgeEvery;
                 }
             }
         }

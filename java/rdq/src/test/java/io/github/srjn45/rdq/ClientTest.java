@@ -45,7 +45,7 @@ class ClientTest extends DbTestBase {
     void aTaskCarriesItsOwnBudgetAndTimeoutWithinTheQueuesBounds() throws Exception {
         RdqClient c = RdqClient.builder(ds).schema(schema)
                 .policy("bounded", Policy.builder().taskMaxAttempts(5).taskMaxTimeout(Duration.ofSeconds(30)).build())
-                .policy("open", Policy.builder().taskMaxAttempts(Policy.UNLIMITED).build())
+                .policy("open", Policy.builder().anyTaskMaxAttempts().build())
                 .build();
         Task t = task(c.submit(NewTask.builder("bounded", "h").maxAttempts(5).timeout(Duration.ofSeconds(30))
                 .build()).task().id());
@@ -54,18 +54,18 @@ class ClientTest extends DbTestBase {
         Task plain = task(c.submit(NewTask.builder("bounded", "h").build()).task().id());
         assertEquals(0, plain.maxAttempts(), "unset: the queue's budget");
         assertEquals(Duration.ZERO, plain.timeout(), "unset: the queue's timeout");
-        assertEquals(Policy.UNLIMITED, task(c.submit(NewTask.builder("open", "h").maxAttempts(Policy.UNLIMITED)
+        assertEquals(Policy.UNLIMITED, task(c.submit(NewTask.builder("open", "h").unlimitedAttempts()
                 .build()).task().id()).maxAttempts());
 
         InvalidInputException e = assertThrows(InvalidInputException.class,
                 () -> c.submit(NewTask.builder("bounded", "h").maxAttempts(6).build()));
-        assertTrue(e.getMessage().contains("maxAttempts 6 is over the queue's limit of 5"), e.getMessage());
+        assertTrue(e.getMessage().contains("NewTask.Builder.maxAttempts(6) is over the queue's limit of 5"), e.getMessage());
         e = assertThrows(InvalidInputException.class,
                 () -> c.submit(NewTask.builder("bounded", "h").timeout(Duration.ofSeconds(31)).build()));
-        assertTrue(e.getMessage().contains("timeout 31s is over the queue's limit of 30s"), e.getMessage());
+        assertTrue(e.getMessage().contains("NewTask.Builder.timeout(31s) is over the queue's limit of 30s"), e.getMessage());
         // A queue without a policy given to the client has the default bounds.
         e = assertThrows(InvalidInputException.class,
-                () -> c.submit(NewTask.builder("other", "h").maxAttempts(Policy.UNLIMITED).build()));
+                () -> c.submit(NewTask.builder("other", "h").unlimitedAttempts().build()));
         assertTrue(e.getMessage().contains("at most " + Policy.DEFAULT_TASK_MAX_ATTEMPTS + " attempts"), e.getMessage());
         e = assertThrows(InvalidInputException.class,
                 () -> c.submit(NewTask.builder("other", "h").timeout(Duration.ofHours(2)).build()));
@@ -73,13 +73,31 @@ class ClientTest extends DbTestBase {
         assertEquals(3, scalar("SELECT count(*) FROM {schema}.tasks"), "nothing refused was stored");
 
         e = assertThrows(InvalidInputException.class, () -> NewTask.builder("q", "h").maxAttempts(0));
-        assertTrue(e.getMessage().contains("leave it unset"), e.getMessage());
+        assertTrue(e.getMessage().contains("NewTask.Builder.maxAttempts(0)") && e.getMessage().contains("unlimitedAttempts()")
+                && e.getMessage().contains("leave it unset"), e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> NewTask.builder("q", "h").maxAttempts(Policy.UNLIMITED));
+        assertTrue(e.getMessage().contains("NewTask.Builder.maxAttempts(-1)"), e.getMessage());
+        NullPointerException n = assertThrows(NullPointerException.class, () -> NewTask.builder("q", "h").header("k", null));
+        assertTrue(n.getMessage().contains("NewTask.Builder.header: the value of \"k\" is null"), n.getMessage());
+        n = assertThrows(NullPointerException.class, () -> NewTask.builder("q", null));
+        assertTrue(n.getMessage().contains("NewTask.builder: the handler is null"), n.getMessage());
         e = assertThrows(InvalidInputException.class, () -> NewTask.builder("q", "h").timeout(Duration.ZERO));
         assertTrue(e.getMessage().contains("leave it unset"), e.getMessage());
         assertThrows(InvalidInputException.class, () -> NewTask.builder("q", "h").timeout(Duration.ofMillis(-1)));
-        assertThrows(InvalidInputException.class, () -> Policy.builder().taskMaxAttempts(0));
+        e = assertThrows(InvalidInputException.class, () -> Policy.builder().taskMaxAttempts(0));
+        assertTrue(e.getMessage().contains("Policy.Builder.taskMaxAttempts(0)") && e.getMessage().contains("anyTaskMaxAttempts()"),
+                e.getMessage());
         assertThrows(InvalidInputException.class, () -> Policy.builder().taskMaxTimeout(Duration.ZERO));
         assertThrows(InvalidInputException.class, () -> Policy.builder().maxSnoozes(-1));
+        e = assertThrows(InvalidInputException.class, () -> RdqClient.builder(ds).keyRetention(Duration.ZERO));
+        assertTrue(e.getMessage().contains("RdqClient.Builder.keyRetention(0s) is not positive; leave it unset for 7 days"),
+                e.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> RdqClient.builder(ds).id(""));
+        assertTrue(e.getMessage().contains("RdqClient.Builder.id: the ID is empty"), e.getMessage());
+        n = assertThrows(NullPointerException.class, () -> RdqClient.builder(ds).schema(null));
+        assertTrue(n.getMessage().startsWith("RdqClient.Builder.schema: the schema is null"), n.getMessage());
+        e = assertThrows(InvalidInputException.class, () -> RdqClient.builder(ds).schema("Bad-Schema").build());
+        assertTrue(e.getMessage().contains("invalid input: schema \"Bad-Schema\" must be"), e.getMessage());
     }
 
     @Test

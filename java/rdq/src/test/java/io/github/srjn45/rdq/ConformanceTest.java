@@ -17,14 +17,38 @@ class ConformanceTest {
         return new ObjectMapper().readTree(Files.readAllBytes(TestDb.testdata().resolve("conformance").resolve(name)));
     }
 
+    /**
+     * The Java policy of a vector's Go policy: Go's zero fields are the Java
+     * builder's unset settings, its Unlimited is unlimitedAttempts() and its
+     * NoJitter (-1) is jitter(0).
+     */
     static Policy policy(JsonNode p) {
-        return Policy.builder()
-                .maxAttempts(p.get("max_attempts").asInt())
-                .initialBackoff(Duration.ofNanos(p.get("initial_backoff_ns").asLong()))
-                .multiplier(p.get("multiplier").asDouble())
-                .maxBackoff(Duration.ofNanos(p.get("max_backoff_ns").asLong()))
-                .jitter(p.get("jitter").asDouble())
-                .build();
+        Policy.Builder b = Policy.builder();
+        int maxAttempts = p.get("max_attempts").asInt();
+        if (maxAttempts == -1) {
+            b.unlimitedAttempts();
+        } else if (maxAttempts != 0) {
+            b.maxAttempts(maxAttempts);
+        }
+        long initial = p.get("initial_backoff_ns").asLong();
+        if (initial != 0) {
+            b.initialBackoff(Duration.ofNanos(initial));
+        }
+        double multiplier = p.get("multiplier").asDouble();
+        if (multiplier != 0) {
+            b.multiplier(multiplier);
+        }
+        long max = p.get("max_backoff_ns").asLong();
+        if (max != 0) {
+            b.maxBackoff(Duration.ofNanos(max));
+        }
+        double jitter = p.get("jitter").asDouble();
+        if (jitter == -1) {
+            b.jitter(0);
+        } else if (jitter != 0) {
+            b.jitter(jitter);
+        }
+        return b.build();
     }
 
     /** An error type of its own, as a Go error with an ErrorType method. */

@@ -43,7 +43,7 @@ abstract class DbTestBase {
 
     Worker.Builder worker() {
         return Worker.builder(ds).schema(schema).pollInterval(Duration.ofMillis(100))
-                .purgeInterval(Worker.DISABLED).reclaimInterval(Worker.DISABLED);
+                .disablePurge().disableReclaim();
     }
 
     Worker started(Worker.Builder b) {

@@ -170,7 +170,7 @@ class WorkerTest extends DbTestBase {
 
         BoundedDataSource enough = new BoundedDataSource(ds, 5);
         Worker lean = Worker.builder(enough).schema(schema).queue("a").handle("h", ctx -> { })
-                .reclaimInterval(Worker.DISABLED).purgeInterval(Worker.DISABLED).registryInterval(Worker.DISABLED)
+                .disableReclaim().disablePurge().disableRegistry()
                 .pollInterval(Duration.ofMillis(100)).build();
         assertEquals(4, lean.connectionsNeeded(), "one queue, heartbeats, results, notifications");
         workers.add(lean);
@@ -421,7 +421,7 @@ class WorkerTest extends DbTestBase {
         assertTrue(w.stop(Duration.ofSeconds(5)));
         assertFalse(registered("w-reg"), "deregistered at stop");
 
-        Worker off = started(worker().id("w-off").registryInterval(Worker.DISABLED).queue("a").handle("x", ctx -> { }));
+        Worker off = started(worker().id("w-off").disableRegistry().queue("a").handle("x", ctx -> { }));
         UUID id = client().submit(NewTask.builder("a", "x").build()).task().id();
         await(WAIT, "ran", statusIs(id, Status.SUCCEEDED));
         assertFalse(registered("w-off"), "a worker with the registry disabled does not register");
@@ -570,7 +570,7 @@ class WorkerTest extends DbTestBase {
         CountDownLatch first = new CountDownLatch(1);
         CountDownLatch second = new CountDownLatch(1);
         Worker w = Worker.builder(ds).schema(schema).pollInterval(Duration.ofMinutes(10))
-                .reclaimInterval(Worker.DISABLED).purgeInterval(Worker.DISABLED).queue("q")
+                .disableReclaim().disablePurge().queue("q")
                 .handle("first", ctx -> first.countDown())
                 .handle("second", ctx -> second.countDown()).build();
         workers.add(w);
@@ -644,7 +644,7 @@ class WorkerTest extends DbTestBase {
             try {
                 Thread.sleep(60_000);
             } finally {
-                reasons.add(ctx.cancelReason());
+                reasons.add(ctx.cancelReason().orElseThrow());
             }
         }));
         UUID id = client().submit(NewTask.builder("q", "stuck").build()).task().id();
@@ -678,13 +678,37 @@ class WorkerTest extends DbTestBase {
 
     @Test
     void invalidConfigurationIsRejected() {
-        assertThrows(InvalidInputException.class, () -> QueueConfig.builder().concurrency(-1).build());
-        InvalidInputException e = assertThrows(InvalidInputException.class,
+        InvalidInputException e = assertThrows(InvalidInputException.class, () -> QueueConfig.builder().concurrency(0));
+        assertTrue(e.getMessage().contains("QueueConfig.Builder.concurrency(0) is not positive (leave it unset for 10)"),
+                e.getMessage());
+        assertThrows(InvalidInputException.class, () -> QueueConfig.builder().concurrency(-1));
+        e = assertThrows(InvalidInputException.class,
                 () -> QueueConfig.builder().lease(Duration.ofSeconds(1)).heartbeatInterval(Duration.ofSeconds(2)).build());
-        assertTrue(e.getMessage().contains("must be shorter than Lease 1s"), e.getMessage());
+        assertTrue(e.getMessage().contains("QueueConfig.Builder.heartbeatInterval(2s) must be shorter than the lease (1s)"),
+                e.getMessage());
+        for (var set : List.<java.util.function.Function<Duration, QueueConfig.Builder>>of(
+                QueueConfig.builder()::lease, QueueConfig.builder()::heartbeatInterval, QueueConfig.builder()::timeout)) {
+            e = assertThrows(InvalidInputException.class, () -> set.apply(Duration.ZERO));
+            assertTrue(e.getMessage().contains("QueueConfig.Builder.") && e.getMessage().contains("(0s) is not positive"),
+                    e.getMessage());
+            NullPointerException n = assertThrows(NullPointerException.class, () -> set.apply(null));
+            assertTrue(n.getMessage().startsWith("QueueConfig.Builder."), n.getMessage());
+        }
+        e = assertThrows(InvalidInputException.class, () -> QueueConfig.builder().timeout(Duration.ofSeconds(-1)));
+        assertTrue(e.getMessage().contains("use noTimeout() for none"), e.getMessage());
+        // Unset settings are the defaults; noTimeout is the one way to no timeout.
+        QueueConfig d = QueueConfig.defaults();
+        assertEquals(QueueConfig.DEFAULT_CONCURRENCY, d.concurrency());
+        assertEquals(QueueConfig.DEFAULT_LEASE, d.lease());
+        assertEquals(QueueConfig.DEFAULT_LEASE.dividedBy(3), d.heartbeatInterval());
+        assertEquals(java.util.Optional.of(QueueConfig.DEFAULT_TIMEOUT), d.timeout());
+        assertEquals(java.util.Optional.empty(), QueueConfig.builder().noTimeout().build().timeout());
+        assertEquals(java.util.Optional.of(Duration.ofSeconds(5)),
+                QueueConfig.builder().noTimeout().timeout(Duration.ofSeconds(5)).build().timeout());
         assertThrows(InvalidInputException.class, () -> Worker.builder(ds).schema(schema).build());
         assertThrows(InvalidInputException.class, () -> Worker.builder(ds).schema(schema).queue("bad queue").build());
-        assertThrows(InvalidInputException.class, () -> Policy.builder().multiplier(0.5).build());
+        e = assertThrows(InvalidInputException.class, () -> Policy.builder().multiplier(0.5));
+        assertTrue(e.getMessage().contains("Policy.Builder.multiplier(0.5): use a finite number of at least 1"), e.getMessage());
         Worker w = Worker.builder(ds).schema(schema).queue("q").build();
         assertThrows(InvalidInputException.class, () -> w.handle("_bad", ctx -> { }));
         w.handle("ok", ctx -> { });
@@ -694,20 +718,20 @@ class WorkerTest extends DbTestBase {
         // No zero meaning "the default": each setter refuses what it cannot use, naming itself.
         Worker.Builder b = Worker.builder(ds).schema(schema);
         e = assertThrows(InvalidInputException.class, () -> b.pollInterval(Duration.ZERO));
-        assertTrue(e.getMessage().contains("Worker.Builder.pollInterval: 0s is not positive; leave it unset for the default"),
+        assertTrue(e.getMessage().contains("Worker.Builder.pollInterval(0s) is not positive; leave it unset for the default"),
                 e.getMessage());
         e = assertThrows(InvalidInputException.class, () -> b.reclaimInterval(Duration.ofSeconds(-5)));
-        assertTrue(e.getMessage().contains("Worker.Builder.reclaimInterval: -5s is not positive")
-                && e.getMessage().contains("Worker.DISABLED"), e.getMessage());
+        assertTrue(e.getMessage().contains("Worker.Builder.reclaimInterval(-5s) is not positive")
+                && e.getMessage().contains("call Worker.Builder.disableReclaim() to turn it off"), e.getMessage());
         e = assertThrows(InvalidInputException.class, () -> b.finishBatchSize(0));
-        assertTrue(e.getMessage().contains("Worker.Builder.finishBatchSize: 0 is less than 1"), e.getMessage());
+        assertTrue(e.getMessage().contains("Worker.Builder.finishBatchSize(0) is less than 1"), e.getMessage());
         for (var set : List.<java.util.function.Consumer<Duration>>of(b::succeededTtl, b::finishInterval, b::keyRetention,
                 b::registryInterval, b::purgeInterval)) {
             assertThrows(InvalidInputException.class, () -> set.accept(Duration.ZERO));
             NullPointerException n = assertThrows(NullPointerException.class, () -> set.accept(null));
             assertTrue(n.getMessage().startsWith("Worker.Builder."), n.getMessage());
         }
-        b.reclaimInterval(Worker.DISABLED).registryInterval(Worker.DISABLED); // turning a job off is allowed
+        b.disableReclaim().disableRegistry(); // turning a job off is allowed
         e = assertThrows(InvalidInputException.class, () -> b.build());
         assertTrue(e.getMessage().contains("Worker.Builder.build: no queue"), e.getMessage());
     }

@@ -9,8 +9,7 @@ import org.springframework.boot.context.properties.source.InvalidConfigurationPr
 /**
  * Turns {@code rdq.queues.<name>} properties into the SDK's {@link QueueConfig}.
  * A property left unset is not passed, so the builder's default applies; a zero
- * or negative value is refused here, naming the property, rather than read as
- * "the default" as the SDK's builders read zero.
+ * or negative value is refused here, naming the property.
  */
 final class QueueConfigs {
     private QueueConfigs() {}
@@ -32,7 +31,7 @@ final class QueueConfigs {
                 throw new InvalidConfigurationPropertyValueException(p + "timeout", q.getTimeout(),
                         p + "no-timeout is true as well: set one of them");
             }
-            b.timeout(QueueConfig.NO_TIMEOUT);
+            b.noTimeout();
         } else if (q.getTimeout() != null) {
             b.timeout(positive(p + "timeout", q.getTimeout()));
         }
@@ -50,7 +49,7 @@ final class QueueConfigs {
                 throw new InvalidConfigurationPropertyValueException(p + "max-attempts", q.getMaxAttempts(),
                         p + "unlimited-attempts is true as well: set one of them");
             }
-            b.maxAttempts(Policy.UNLIMITED);
+            b.unlimitedAttempts();
         } else if (q.getMaxAttempts() != null) {
             b.maxAttempts(positive(p + "max-attempts", q.getMaxAttempts()));
         }
@@ -74,7 +73,7 @@ final class QueueConfigs {
                 throw new InvalidConfigurationPropertyValueException(p + "jitter", j,
                         "jitter is the fraction in [0, 1] by which a delay may be shortened; 0 for none");
             }
-            b.jitter(j == 0 ? Policy.NO_JITTER : j);
+            b.jitter(j);
         }
         try {
             if (q.getTaskMaxAttempts() != null) {

@@ -3,6 +3,7 @@ package io.github.srjn45.rdq.spring;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
 /**
@@ -39,7 +40,7 @@ public class RdqProperties {
      * How long an idempotency key outlives its purged task, for the client and
      * the worker; the SDK's default (7 days) when unset.
      */
-    private Duration keyRetention;
+    private @Nullable Duration keyRetention;
 
     /** The worker. */
     private final Worker worker = new Worker();
@@ -72,12 +73,12 @@ public class RdqProperties {
     }
 
     /** The key retention, or null for the SDK's default. */
-    public Duration getKeyRetention() {
+    public @Nullable Duration getKeyRetention() {
         return keyRetention;
     }
 
     /** Sets the key retention. */
-    public void setKeyRetention(Duration keyRetention) {
+    public void setKeyRetention(@Nullable Duration keyRetention) {
         this.keyRetention = keyRetention;
     }
 
@@ -103,7 +104,7 @@ public class RdqProperties {
         private boolean autoStartup = true;
 
         /** The worker's ID in leases, history and logs; hostname-pid-random when unset. */
-        private String id;
+        private @Nullable String id;
 
         /**
          * How long the worker waits, when the context closes, for running
@@ -112,16 +113,16 @@ public class RdqProperties {
         private Duration shutdownTimeout = Duration.ofSeconds(30);
 
         /** How often each queue is polled when no notification arrives; the SDK's default (1s) when unset. */
-        private Duration pollInterval;
+        private @Nullable Duration pollInterval;
 
         /** How often expired leases are reclaimed; the SDK's default (10s) when unset. */
-        private Duration reclaimInterval;
+        private @Nullable Duration reclaimInterval;
 
         /** How often old succeeded tasks are purged; the SDK's default (1m) when unset. */
-        private Duration purgeInterval;
+        private @Nullable Duration purgeInterval;
 
         /** How long succeeded tasks are kept; the SDK's default (24h) when unset. */
-        private Duration succeededTtl;
+        private @Nullable Duration succeededTtl;
 
         /** Whether the worker is on. */
         public boolean isEnabled() {
@@ -144,12 +145,12 @@ public class RdqProperties {
         }
 
         /** The worker ID, or null for the SDK's. */
-        public String getId() {
+        public @Nullable String getId() {
             return id;
         }
 
         /** Sets the worker ID. */
-        public void setId(String id) {
+        public void setId(@Nullable String id) {
             this.id = id;
         }
 
@@ -164,42 +165,42 @@ public class RdqProperties {
         }
 
         /** The poll interval, or null for the SDK's default. */
-        public Duration getPollInterval() {
+        public @Nullable Duration getPollInterval() {
             return pollInterval;
         }
 
         /** Sets the poll interval. */
-        public void setPollInterval(Duration pollInterval) {
+        public void setPollInterval(@Nullable Duration pollInterval) {
             this.pollInterval = pollInterval;
         }
 
         /** The reclaim interval, or null for the SDK's default. */
-        public Duration getReclaimInterval() {
+        public @Nullable Duration getReclaimInterval() {
             return reclaimInterval;
         }
 
         /** Sets the reclaim interval. */
-        public void setReclaimInterval(Duration reclaimInterval) {
+        public void setReclaimInterval(@Nullable Duration reclaimInterval) {
             this.reclaimInterval = reclaimInterval;
         }
 
         /** The purge interval, or null for the SDK's default. */
-        public Duration getPurgeInterval() {
+        public @Nullable Duration getPurgeInterval() {
             return purgeInterval;
         }
 
         /** Sets the purge interval. */
-        public void setPurgeInterval(Duration purgeInterval) {
+        public void setPurgeInterval(@Nullable Duration purgeInterval) {
             this.purgeInterval = purgeInterval;
         }
 
         /** How long succeeded tasks are kept, or null for the SDK's default. */
-        public Duration getSucceededTtl() {
+        public @Nullable Duration getSucceededTtl() {
             return succeededTtl;
         }
 
         /** Sets how long succeeded tasks are kept. */
-        public void setSucceededTtl(Duration succeededTtl) {
+        public void setSucceededTtl(@Nullable Duration succeededTtl) {
             this.succeededTtl = succeededTtl;
         }
     }
@@ -207,16 +208,16 @@ public class RdqProperties {
     /** The {@code rdq.queues.<name>.*} properties. */
     public static class Queue {
         /** Handlers running at once for this queue on this worker; the SDK's default (10) when unset. */
-        private Integer concurrency;
+        private @Nullable Integer concurrency;
 
         /** How long a claim holds a task without a heartbeat; the SDK's default (30s) when unset. */
-        private Duration lease;
+        private @Nullable Duration lease;
 
         /** How often running executions extend their lease; a third of the lease when unset. */
-        private Duration heartbeatInterval;
+        private @Nullable Duration heartbeatInterval;
 
         /** Bound on one execution; the SDK's default (1m) when unset. */
-        private Duration timeout;
+        private @Nullable Duration timeout;
 
         /** Whether handlers of this queue run without a deadline (then leave timeout unset). */
         private boolean noTimeout;
@@ -225,42 +226,42 @@ public class RdqProperties {
         private final Policy policy = new Policy();
 
         /** Concurrency, or null for the default. */
-        public Integer getConcurrency() {
+        public @Nullable Integer getConcurrency() {
             return concurrency;
         }
 
         /** Sets the concurrency. */
-        public void setConcurrency(Integer concurrency) {
+        public void setConcurrency(@Nullable Integer concurrency) {
             this.concurrency = concurrency;
         }
 
         /** The lease, or null for the default. */
-        public Duration getLease() {
+        public @Nullable Duration getLease() {
             return lease;
         }
 
         /** Sets the lease. */
-        public void setLease(Duration lease) {
+        public void setLease(@Nullable Duration lease) {
             this.lease = lease;
         }
 
         /** The heartbeat interval, or null for the default. */
-        public Duration getHeartbeatInterval() {
+        public @Nullable Duration getHeartbeatInterval() {
             return heartbeatInterval;
         }
 
         /** Sets the heartbeat interval. */
-        public void setHeartbeatInterval(Duration heartbeatInterval) {
+        public void setHeartbeatInterval(@Nullable Duration heartbeatInterval) {
             this.heartbeatInterval = heartbeatInterval;
         }
 
         /** The handler timeout, or null for the default. */
-        public Duration getTimeout() {
+        public @Nullable Duration getTimeout() {
             return timeout;
         }
 
         /** Sets the handler timeout. */
-        public void setTimeout(Duration timeout) {
+        public void setTimeout(@Nullable Duration timeout) {
             this.timeout = timeout;
         }
 
@@ -283,39 +284,39 @@ public class RdqProperties {
     /** The {@code rdq.queues.<name>.policy.*} properties. */
     public static class Policy {
         /** Attempts per life, the first included; the SDK's default (20) when unset. */
-        private Integer maxAttempts;
+        private @Nullable Integer maxAttempts;
 
         /** Whether tasks retry without limit (then leave max-attempts unset). */
         private boolean unlimitedAttempts;
 
         /** The delay after the first failed attempt; the SDK's default (1s) when unset. */
-        private Duration initialBackoff;
+        private @Nullable Duration initialBackoff;
 
         /** The growth of the delay per attempt, at least 1; the SDK's default (2) when unset. */
-        private Double multiplier;
+        private @Nullable Double multiplier;
 
         /** The cap of the delay; the SDK's default (1h) when unset. */
-        private Duration maxBackoff;
+        private @Nullable Duration maxBackoff;
 
         /** The fraction in [0, 1] by which a delay may be shortened, 0 for none; the SDK's default (0.2) when unset. */
-        private Double jitter;
+        private @Nullable Double jitter;
 
         /** The most attempts a single task may ask for at submission; the SDK's default (100) when unset. */
-        private Integer taskMaxAttempts;
+        private @Nullable Integer taskMaxAttempts;
 
         /** The longest timeout a single task may ask for at submission; the SDK's default (1h) when unset. */
-        private Duration taskMaxTimeout;
+        private @Nullable Duration taskMaxTimeout;
 
         /** How many times a task may snooze in one life without spending an attempt; the SDK's default (50) when unset. */
-        private Integer maxSnoozes;
+        private @Nullable Integer maxSnoozes;
 
         /** Max attempts, or null for the default. */
-        public Integer getMaxAttempts() {
+        public @Nullable Integer getMaxAttempts() {
             return maxAttempts;
         }
 
         /** Sets max attempts. */
-        public void setMaxAttempts(Integer maxAttempts) {
+        public void setMaxAttempts(@Nullable Integer maxAttempts) {
             this.maxAttempts = maxAttempts;
         }
 
@@ -330,72 +331,72 @@ public class RdqProperties {
         }
 
         /** The initial backoff, or null for the default. */
-        public Duration getInitialBackoff() {
+        public @Nullable Duration getInitialBackoff() {
             return initialBackoff;
         }
 
         /** Sets the initial backoff. */
-        public void setInitialBackoff(Duration initialBackoff) {
+        public void setInitialBackoff(@Nullable Duration initialBackoff) {
             this.initialBackoff = initialBackoff;
         }
 
         /** The multiplier, or null for the default. */
-        public Double getMultiplier() {
+        public @Nullable Double getMultiplier() {
             return multiplier;
         }
 
         /** Sets the multiplier. */
-        public void setMultiplier(Double multiplier) {
+        public void setMultiplier(@Nullable Double multiplier) {
             this.multiplier = multiplier;
         }
 
         /** The max backoff, or null for the default. */
-        public Duration getMaxBackoff() {
+        public @Nullable Duration getMaxBackoff() {
             return maxBackoff;
         }
 
         /** Sets the max backoff. */
-        public void setMaxBackoff(Duration maxBackoff) {
+        public void setMaxBackoff(@Nullable Duration maxBackoff) {
             this.maxBackoff = maxBackoff;
         }
 
         /** The jitter, or null for the default. */
-        public Double getJitter() {
+        public @Nullable Double getJitter() {
             return jitter;
         }
 
         /** Sets the jitter. */
-        public void setJitter(Double jitter) {
+        public void setJitter(@Nullable Double jitter) {
             this.jitter = jitter;
         }
 
         /** The per-task attempt bound, or null for the default. */
-        public Integer getTaskMaxAttempts() {
+        public @Nullable Integer getTaskMaxAttempts() {
             return taskMaxAttempts;
         }
 
         /** Sets the per-task attempt bound. */
-        public void setTaskMaxAttempts(Integer taskMaxAttempts) {
+        public void setTaskMaxAttempts(@Nullable Integer taskMaxAttempts) {
             this.taskMaxAttempts = taskMaxAttempts;
         }
 
         /** The per-task timeout bound, or null for the default. */
-        public Duration getTaskMaxTimeout() {
+        public @Nullable Duration getTaskMaxTimeout() {
             return taskMaxTimeout;
         }
 
         /** Sets the per-task timeout bound. */
-        public void setTaskMaxTimeout(Duration taskMaxTimeout) {
+        public void setTaskMaxTimeout(@Nullable Duration taskMaxTimeout) {
             this.taskMaxTimeout = taskMaxTimeout;
         }
 
         /** The snooze bound, or null for the default. */
-        public Integer getMaxSnoozes() {
+        public @Nullable Integer getMaxSnoozes() {
             return maxSnoozes;
         }
 
         /** Sets the snooze bound. */
-        public void setMaxSnoozes(Integer maxSnoozes) {
+        public void setMaxSnoozes(@Nullable Integer maxSnoozes) {
             this.maxSnoozes = maxSnoozes;
         }
     }

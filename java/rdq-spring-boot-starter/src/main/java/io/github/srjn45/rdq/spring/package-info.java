@@ -1,4 +1,8 @@
 /**
- * Spring Boot auto-configuration for rdq.
+ * Spring Boot auto-configuration for rdq. Types are non-null unless annotated
+ * {@code @Nullable}.
  */
+@NullMarked
 package io.github.srjn45.rdq.spring;
+
+import org.jspecify.annotations.NullMarked;

@@ -114,11 +114,14 @@ public final class WorkerMain {
                 .build();
         Worker.Builder b = Worker.builder(Env.dataSource())
                 .schema(Env.get("RDQ_SCHEMA", "rdq"))
-                .id(Env.get("RDQ_WORKER_ID", null))
                 .pollInterval(Env.millis("RDQ_POLL_MS", 50))
                 .reclaimInterval(Env.millis("RDQ_RECLAIM_MS", 250))
-                .purgeInterval(Worker.DISABLED)
+                .disablePurge()
                 .finishInterval(Duration.ofMillis(5));
+        String workerId = Env.get("RDQ_WORKER_ID", null);
+        if (workerId != null) {
+            b.id(workerId);
+        }
         for (String q : Env.get("RDQ_QUEUES", "chaos").split(",")) {
             b.queue(q, qc);
         }

@@ -61,7 +61,7 @@ public final class Quickstart {
     }
 
     /** A data source for a postgres:// URL (user and password in the URL, if any). */
-    static DataSource dataSource(String url) {
+    public static DataSource dataSource(String url) {
         URI u = URI.create(url);
         PGSimpleDataSource ds = new PGSimpleDataSource();
         ds.setServerNames(new String[] {u.getHost()});
@@ -86,7 +86,7 @@ public final class Quickstart {
                 .id("quickstart-java-worker")
                 .queue(QUEUE, QueueConfig.builder()
                         .policy(Policy.builder().maxAttempts(3).initialBackoff(Duration.ofMillis(100))
-                                .multiplier(2).jitter(Policy.NO_JITTER).build())
+                                .multiplier(2).jitter(0).build())
                         .concurrency(4)
                         .build())
                 .pollInterval(Duration.ofMillis(25))

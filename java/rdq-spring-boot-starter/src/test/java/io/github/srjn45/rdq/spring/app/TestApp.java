@@ -56,7 +56,7 @@ public class TestApp {
             try {
                 new CountDownLatch(1).await();
             } catch (InterruptedException e) {
-                interrupted.add(ctx.cancelReason());
+                interrupted.add(ctx.cancelReason().orElseThrow());
                 throw e;
             }
         }
