@@ -122,8 +122,12 @@ class BreakerTest extends DbTestBase {
         });
         assertEquals(6, scalar("SELECT count(*) FROM {schema}.tasks WHERE handler = 'charge' AND status = 'PENDING'"),
                 "every task of the handler waits, its budget untouched");
-        assertTrue(scalar("SELECT count(*) FROM {schema}.tasks WHERE handler = 'charge' AND held") >= 5,
-                "held (a finish written while the pause committed may miss it; claims skip it all the same)");
+        // The three tasks never tried were waiting when the pause committed;
+        // a failed attempt's result written while it committed may miss
+        // being held (the probe holds such strays), and claims skip it all
+        // the same, as the claim below shows.
+        long held = scalar("SELECT count(*) FROM {schema}.tasks WHERE handler = 'charge' AND held");
+        assertTrue(held >= 3, "held: " + held + " of 6, want the three never tried at least");
         try (Connection c = ds.getConnection()) {
             assertEquals(List.of(), store.claim(c, "q", 10, 60_000_000L, "other", new String[] {"charge"}),
                     "no worker claims a task of the paused handler");
