@@ -32,8 +32,10 @@ tools:
 # postgres://postgres@127.0.0.1:5432/test; the examples open RDQ_DATABASE_URL,
 # the same database by default), Redis (RDQ_TEST_REDIS_URL, default
 # redis://127.0.0.1:6390/0, as scripts/redis.sh starts it, and redis-server on
-# PATH), a JDK 17+ and Maven.
+# PATH), a Redis Cluster (RDQ_TEST_REDIS_CLUSTER, default the seed list
+# scripts/redis-cluster.sh prints), a JDK 17+ and Maven.
 test: export RDQ_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+test: export RDQ_TEST_REDIS_CLUSTER ?= 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103,127.0.0.1:7104,127.0.0.1:7105,127.0.0.1:7106
 test: tools
 	set -e; for m in $(MODULES) $(KAFKA) $(PEERBENCH); do \
 		echo "module $$m"; \
