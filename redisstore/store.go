@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,8 +11,10 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,6 +61,8 @@ type Store struct {
 	owned bool
 	// leased remembers the queues of the tasks this store claimed.
 	leased leased
+	// known holds the queues this store recorded in N:queues.
+	known sync.Map
 }
 
 var (
@@ -244,22 +249,113 @@ func flag(b bool) string {
 	return "0"
 }
 
-// run runs a script with the store's namespace as its first argument.
-func (s *Store) run(ctx context.Context, sc *redis.Script, args ...any) (any, error) {
-	return sc.Run(ctx, s.c, nil, append([]any{s.ns}, args...)...).Result()
-}
-
-// Enqueue implements store.Store.
+// Enqueue implements store.Store. A batch is split by queue, one script
+// per queue, run concurrently. Before them, the store records the queues
+// (N:queues) and claims each task's ID in the index (SET N:id:ID Q NX): a
+// task whose ID another queue holds is answered as that queue's task
+// once the scripts ran. An index entry whose task the script did not
+// insert (a duplicate by idempotency key) is removed after it.
 func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.EnqueueResult, error) {
 	if len(p.Tasks) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 3+18*len(p.Tasks))
-	args = append(args, nowArg(p.Now), micros(s.keyRetention), len(p.Tasks))
+	queues := make([]string, len(p.Tasks))
 	for i, nt := range p.Tasks {
 		if err := checkNew(nt); err != nil {
 			return nil, fmt.Errorf("redisstore: task %d: %w", i, err)
 		}
+		queues[i] = nt.Queue
+	}
+	order, idx := groups(queues)
+	if err := s.addQueues(ctx, order...); err != nil {
+		return nil, fmt.Errorf("redisstore: enqueue: %w", err)
+	}
+	// owner[i] is the queue the index held for task i's ID before this
+	// call ("" when this call set it).
+	owner := make([]string, len(p.Tasks))
+	cmds := make([]*redis.StatusCmd, len(p.Tasks))
+	_, err := s.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, nt := range p.Tasks {
+			cmds[i] = pipe.SetArgs(ctx, s.idKey(nt.ID.String()), nt.Queue, redis.SetArgs{Mode: "NX", Get: true})
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisstore: enqueue: indexing the tasks' IDs: %w", err)
+	}
+	for i, c := range cmds {
+		v, err := c.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, fmt.Errorf("redisstore: enqueue: indexing task %s: %w", p.Tasks[i].ID, err)
+		default:
+			owner[i] = v
+		}
+	}
+	out := make([]store.EnqueueResult, len(p.Tasks))
+	err = parallel(ctx, order, func(ctx context.Context, q string) error {
+		var mine []int
+		for _, i := range idx[q] {
+			if owner[i] == "" || owner[i] == q {
+				mine = append(mine, i)
+			}
+		}
+		if len(mine) == 0 {
+			return nil
+		}
+		return s.enqueueIn(ctx, q, p, mine, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: enqueue: %w", err)
+	}
+	var drop []int
+	for i := range p.Tasks {
+		if owner[i] == "" && (out[i].Task == nil || out[i].Duplicate) {
+			drop = append(drop, i)
+		}
+	}
+	if len(drop) > 0 {
+		_, err := s.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, i := range drop {
+				scriptUnindex.Eval(ctx, pipe, []string{s.idKey(p.Tasks[i].ID.String())}, p.Tasks[i].Queue)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: enqueue: removing the index entries of duplicates: %w", err)
+		}
+	}
+	for i, nt := range p.Tasks {
+		if owner[i] == "" || owner[i] == nt.Queue {
+			continue
+		}
+		fields, err := s.c.HGetAll(ctx, s.prefix(owner[i])+":t:"+nt.ID.String()).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: enqueue: reading task %s of queue %s: %w", nt.ID, owner[i], err)
+		}
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("redisstore: enqueue: task ID %s is held by queue %s, where no such task exists yet: an enqueue of it there is under way or did not finish; retry, or use a new ID", nt.ID, owner[i])
+		}
+		row := make([]any, 0, 2*len(fields))
+		for k, v := range fields {
+			row = append(row, k, v)
+		}
+		t, err := decodeTask(row)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: enqueue: task %d: %w", i, err)
+		}
+		out[i] = store.EnqueueResult{Task: t, Duplicate: true}
+	}
+	return out, nil
+}
+
+// enqueueIn runs the enqueue script of queue q for the tasks at idx.
+func (s *Store) enqueueIn(ctx context.Context, q string, p store.EnqueueParams, idx []int, out []store.EnqueueResult) error {
+	args := make([]any, 0, 3+18*len(idx))
+	args = append(args, nowArg(p.Now), micros(s.keyRetention), len(idx))
+	for _, i := range idx {
+		nt := p.Tasks[i]
 		ff := nt.FirstFailure
 		var rec store.AttemptRecord
 		if ff != nil {
@@ -270,49 +366,49 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 			string(rec.Outcome), cut(rec.Failure.Type), rec.Failure.Message, rec.Failure.Stack, cut(rec.Failure.Fingerprint),
 			rec.WorkerID, micros(max(rec.Duration, 0)))
 	}
-	res, err := s.run(ctx, scriptEnqueue, args...)
+	res, err := s.runQ(ctx, scriptEnqueue, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: enqueue: %w", err)
+		return fmt.Errorf("queue %s: %w", q, err)
 	}
 	rows, ok := res.([]any)
-	if !ok || len(rows) != len(p.Tasks) {
-		return nil, fmt.Errorf("redisstore: enqueue: unexpected reply %T", res)
+	if !ok || len(rows) != len(idx) {
+		return fmt.Errorf("queue %s: unexpected reply %T", q, res)
 	}
-	out := make([]store.EnqueueResult, len(rows))
-	for i, r := range rows {
+	for j, r := range rows {
+		i := idx[j]
 		row, _ := r.([]any)
 		if len(row) == 0 {
-			return nil, fmt.Errorf("redisstore: enqueue: empty reply for task %d", i)
+			return fmt.Errorf("empty reply for task %d", i)
 		}
 		kind, _ := row[0].(string)
 		switch kind {
 		case "purged":
 			if len(row) != 5 {
-				return nil, fmt.Errorf("redisstore: enqueue: malformed purged reply for task %d", i)
+				return fmt.Errorf("malformed purged reply for task %d", i)
 			}
 			id, err := rdq.ParseID(str(row[1]))
 			if err != nil {
-				return nil, fmt.Errorf("redisstore: enqueue: purged task's ID: %w", err)
+				return fmt.Errorf("purged task's ID: %w", err)
 			}
 			out[i] = store.EnqueueResult{Duplicate: true, Purged: true, Task: &rdq.Task{
 				ID: id, Queue: str(row[2]), IdempotencyKey: str(row[3]), CreatedAt: microTime(str(row[4])),
 			}}
 		case "new":
 			if len(row) != 2 {
-				return nil, fmt.Errorf("redisstore: enqueue: malformed reply for task %d", i)
+				return fmt.Errorf("malformed reply for task %d", i)
 			}
 			out[i] = store.EnqueueResult{Task: inserted(p.Tasks[i], microTime(str(row[1])))}
 		case "dup":
 			t, err := decodeTask(row[1:])
 			if err != nil {
-				return nil, fmt.Errorf("redisstore: enqueue: task %d: %w", i, err)
+				return fmt.Errorf("task %d: %w", i, err)
 			}
 			out[i] = store.EnqueueResult{Task: t, Duplicate: true}
 		default:
-			return nil, fmt.Errorf("redisstore: enqueue: unexpected reply kind %q", kind)
+			return fmt.Errorf("unexpected reply kind %q", kind)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // inserted is the task the enqueue script stored for nt at created, as Get
@@ -360,80 +456,187 @@ func checkNew(nt store.NewTask) error {
 // cut caps an indexed text (error type, fingerprint) at rdq.MaxErrorTypeLength.
 func cut(s string) string { return rdq.Truncate(s, rdq.MaxErrorTypeLength) }
 
-// Claim implements store.Store.
+// Claim implements store.Store. A claim of one queue is one script. A
+// claim of several runs, per queue, a read of the due tasks it would
+// lease (at most Limit each), merges them by due time, and then leases
+// each queue's share of the Limit in one script per queue, concurrently:
+// what another claimer took in between is not replaced, so such a claim
+// may return fewer than Limit tasks while more are due.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, error) {
 	if len(p.Queues) == 0 || p.Limit < 1 {
 		return nil, fmt.Errorf("%w: redisstore: claim needs at least one queue and a limit of at least 1 (got %d queues, limit %d)", rdq.ErrInvalid, len(p.Queues), p.Limit)
 	}
-	args := make([]any, 0, 6+len(p.Queues)+len(p.Handlers))
-	args = append(args, nowArg(p.Now), micros(p.Lease), p.WorkerID, p.Limit, len(p.Queues))
-	for _, q := range p.Queues {
-		args = append(args, q)
+	qs := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
+	args := func(q string, limit int, dry bool) []any {
+		a := make([]any, 0, 8+len(p.Handlers))
+		a = append(a, nowArg(p.Now), micros(p.Lease), p.WorkerID, limit, 1, q, len(p.Handlers))
+		for _, h := range p.Handlers {
+			a = append(a, h)
+		}
+		return append(a, flag(dry))
 	}
-	args = append(args, len(p.Handlers))
-	for _, h := range p.Handlers {
-		args = append(args, h)
+	quota := map[string]int{}
+	if len(qs) == 1 {
+		quota[qs[0]] = p.Limit
+	} else {
+		cands, err := s.peek(ctx, scriptClaim, qs, func(q string) []any { return args(q, p.Limit, true) })
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: claim: %w", err)
+		}
+		for _, c := range cands[:min(p.Limit, len(cands))] {
+			quota[c.q]++
+		}
 	}
-	res, err := s.run(ctx, scriptClaim, args...)
+	var mu sync.Mutex
+	var out []*rdq.Task
+	err := parallel(ctx, slices.Sorted(maps.Keys(quota)), func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptClaim, q, args(q, quota[q], false)...)
+		if err != nil {
+			return err
+		}
+		tasks, err := decodeTasks(res)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out = append(out, tasks...)
+		mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: claim: %w", err)
 	}
-	tasks, err := decodeTasks(res)
+	if len(quota) > 1 {
+		slices.SortFunc(out, func(a, b *rdq.Task) int {
+			return cmp.Or(a.NextAttemptAt.Compare(b.NextAttemptAt), strings.Compare(a.ID.String(), b.ID.String()))
+		})
+	}
+	s.leased.add(out)
+	return out, nil
+}
+
+// peek runs a script in its dry mode on each queue (args gives its
+// arguments) and returns the {score, ID} pairs they answered, merged by
+// score.
+func (s *Store) peek(ctx context.Context, sc *redis.Script, qs []string, args func(q string) []any) ([]scored, error) {
+	var mu sync.Mutex
+	var out []scored
+	err := parallel(ctx, qs, func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, sc, q, args(q)...)
+		if err != nil {
+			return err
+		}
+		rows, _ := res.([]any)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rows {
+			v, _ := r.([]any)
+			if len(v) != 2 {
+				return fmt.Errorf("queue %s: malformed dry reply", q)
+			}
+			at, _ := strconv.ParseInt(str(v[0]), 10, 64)
+			out = append(out, scored{at: at, id: str(v[1]), q: q})
+		}
+		return nil
+	})
+	slices.SortFunc(out, byScore)
+	return out, err
+}
+
+// leaseBatch runs a script that answers 1 or 0 per item on each queue's
+// items: queues[i] is item i's queue ("" for none: the lease is lost),
+// head the script's arguments before the item count, and item(i) item
+// i's arguments.
+func (s *Store) leaseBatch(ctx context.Context, sc *redis.Script, queues []string, head []any, item func(i int) []any) ([]error, error) {
+	errs := make([]error, len(queues))
+	for i, q := range queues {
+		if q == "" {
+			errs[i] = store.ErrLeaseLost
+		}
+	}
+	order, idx := groups(queues)
+	err := parallel(ctx, order, func(ctx context.Context, q string) error {
+		args := append(slices.Clone(head), len(idx[q]))
+		for _, i := range idx[q] {
+			args = append(args, item(i)...)
+		}
+		res, err := s.runQ(ctx, sc, q, args...)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+		got, err := leaseErrs(res, len(idx[q]))
+		if err != nil {
+			return err
+		}
+		for j, i := range idx[q] {
+			errs[i] = got[j]
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.leased.add(tasks)
-	return tasks, nil
+	return errs, nil
 }
 
-// Heartbeat implements store.Store.
+func leaseIDs(ls []store.Lease) []rdq.ID {
+	ids := make([]rdq.ID, len(ls))
+	for i, l := range ls {
+		ids[i] = l.ID
+	}
+	return ids
+}
+
+// Heartbeat implements store.Store: one script per queue of the leases.
 func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) ([]error, error) {
 	if len(p.Leases) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 3+2*len(p.Leases))
-	args = append(args, nowArg(p.Now), micros(p.Extend), len(p.Leases))
-	for _, l := range p.Leases {
-		args = append(args, l.ID.String(), l.Token)
-	}
-	res, err := s.run(ctx, scriptHeartbeat, args...)
+	qs, err := s.queuesOfLeased(ctx, leaseIDs(p.Leases), false)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
-	return leaseErrs(res, len(p.Leases))
+	errs, err := s.leaseBatch(ctx, scriptHeartbeat, qs, []any{nowArg(p.Now), micros(p.Extend)}, func(i int) []any {
+		return []any{p.Leases[i].ID.String(), p.Leases[i].Token}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: heartbeat: %w", err)
+	}
+	return errs, nil
 }
 
-// Finish implements store.Store.
+// Finish implements store.Store: one script per queue of the completions.
 func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
 	errs := make([]error, len(p.Completions))
-	args := make([]any, 0, 2+13*len(p.Completions))
-	args = append(args, nowArg(p.Now), 0)
 	var sent []int
+	var ids []rdq.ID
 	for i, c := range p.Completions {
 		if err := checkCompletion(c); err != nil {
 			errs[i] = err
 			continue
 		}
-		var a store.AttemptRecord
-		if c.Attempt != nil {
-			a = *c.Attempt
-		}
 		sent = append(sent, i)
-		args = append(args, c.ID.String(), s.leased.take(c.ID), c.Token, string(c.Status), micros(max(c.RetryIn, 0)), flag(c.Attempt != nil),
-			string(a.Outcome), cut(a.Failure.Type), a.Failure.Message, a.Failure.Stack, cut(a.Failure.Fingerprint),
-			a.WorkerID, micros(max(a.Duration, 0)))
+		ids = append(ids, c.ID)
 	}
 	if len(sent) == 0 {
 		return errs, nil
 	}
-	args[1] = len(sent)
-	res, err := s.run(ctx, scriptFinish, args...)
+	qs, err := s.queuesOfLeased(ctx, ids, true)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: finish: %w", err)
 	}
-	got, err := leaseErrs(res, len(sent))
+	got, err := s.leaseBatch(ctx, scriptFinish, qs, []any{nowArg(p.Now)}, func(j int) []any {
+		c := p.Completions[sent[j]]
+		var a store.AttemptRecord
+		if c.Attempt != nil {
+			a = *c.Attempt
+		}
+		return []any{c.ID.String(), qs[j], c.Token, string(c.Status), micros(max(c.RetryIn, 0)), flag(c.Attempt != nil),
+			string(a.Outcome), cut(a.Failure.Type), a.Failure.Message, a.Failure.Stack, cut(a.Failure.Fingerprint),
+			a.WorkerID, micros(max(a.Duration, 0))}
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("redisstore: finish: %w", err)
 	}
 	for j, i := range sent {
 		errs[i] = got[j]
@@ -457,45 +660,96 @@ func checkCompletion(c store.Completion) error {
 	return nil
 }
 
-// Release implements store.Store.
+// Release implements store.Store: one script per queue of the leases.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) ([]error, error) {
 	if len(p.Leases) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 2+2*len(p.Leases))
-	args = append(args, nowArg(p.Now), len(p.Leases))
-	for _, l := range p.Leases {
-		s.leased.take(l.ID)
-		args = append(args, l.ID.String(), l.Token)
-	}
-	res, err := s.run(ctx, scriptRelease, args...)
+	qs, err := s.queuesOfLeased(ctx, leaseIDs(p.Leases), true)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: release: %w", err)
 	}
-	return leaseErrs(res, len(p.Leases))
+	errs, err := s.leaseBatch(ctx, scriptRelease, qs, []any{nowArg(p.Now)}, func(i int) []any {
+		return []any{p.Leases[i].ID.String(), p.Leases[i].Token}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: release: %w", err)
+	}
+	return errs, nil
 }
 
-// ReclaimExpired implements store.Store.
+// ReclaimExpired implements store.Store. Over several queues (or every
+// queue, with none named) it reads each queue's expired leases, merges
+// them by expiry and takes over each queue's share of the Limit, one
+// script per queue, as Claim does.
 func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]*rdq.Task, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("%w: redisstore: reclaim needs a limit of at least 1 (got %d)", rdq.ErrInvalid, p.Limit)
 	}
 	le := rdq.LeaseExpiredFailure()
-	args := make([]any, 0, 8+len(p.Queues))
-	args = append(args, nowArg(p.Now), micros(p.Lease), p.WorkerID, p.Limit, le.Type, le.Message, le.Fingerprint, len(p.Queues))
-	for _, q := range p.Queues {
-		args = append(args, q)
+	qs := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
+	if len(qs) == 0 {
+		var err error
+		if qs, err = s.allQueues(ctx); err != nil {
+			return nil, fmt.Errorf("redisstore: reclaim: %w", err)
+		}
 	}
-	res, err := s.run(ctx, scriptReclaim, args...)
+	args := func(limit int, dry bool) []any {
+		return []any{nowArg(p.Now), micros(p.Lease), p.WorkerID, limit, le.Type, le.Message, le.Fingerprint, flag(dry)}
+	}
+	quota := map[string]int{}
+	switch len(qs) {
+	case 0:
+		return nil, nil
+	case 1:
+		quota[qs[0]] = p.Limit
+	default:
+		cands, err := s.peek(ctx, scriptReclaim, qs, func(string) []any { return args(p.Limit, true) })
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: reclaim: %w", err)
+		}
+		for _, c := range cands[:min(p.Limit, len(cands))] {
+			quota[c.q]++
+		}
+	}
+	var mu sync.Mutex
+	var out []*rdq.Task
+	err := parallel(ctx, slices.Sorted(maps.Keys(quota)), func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptReclaim, q, args(quota[q], false)...)
+		if err != nil {
+			return err
+		}
+		tasks, err := decodeTasks(res)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out = append(out, tasks...)
+		mu.Unlock()
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: reclaim: %w", err)
 	}
-	return decodeTasks(res)
+	return out, nil
 }
 
-// Get implements store.Store.
+// Get implements store.Store: the index names the task's queue, whose
+// script reads it. An index entry without its task reads as not found.
 func (s *Store) Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, error) {
-	res, err := s.run(ctx, scriptGet, id.String())
+	qs, err := s.queuesOf(ctx, []rdq.ID{id})
+	if err != nil {
+		return nil, nil, fmt.Errorf("redisstore: get %s: %w", id, err)
+	}
+	if qs[0] == "" {
+		return nil, nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
+	}
+	return s.getIn(ctx, qs[0], id)
+}
+
+// getIn reads task id of queue q.
+func (s *Store) getIn(ctx context.Context, q string, id rdq.ID) (*rdq.Task, []rdq.Attempt, error) {
+	res, err := s.runQ(ctx, scriptGet, q, id.String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstore: get %s: %w", id, err)
 	}
@@ -523,7 +777,10 @@ func (s *Store) Get(ctx context.Context, id rdq.ID) (*rdq.Task, []rdq.Attempt, e
 	return t, atts, nil
 }
 
-// PurgeSucceeded implements store.Store.
+// PurgeSucceeded implements store.Store: one script per queue, in queue
+// order, until Limit tasks were deleted; each queue that deletes any
+// writes its own "retention" audit entry. Every queue's purged keys are
+// pruned.
 func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams) (int64, error) {
 	if p.Limit < 1 {
 		return 0, fmt.Errorf("%w: redisstore: purge needs a limit of at least 1 (got %d)", rdq.ErrInvalid, p.Limit)
@@ -535,15 +792,40 @@ func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: purge succeeded: %w", err)
 	}
-	res, err := s.run(ctx, scriptPurgeSucceeded, nowArg(p.Now), micros(p.OlderThan), p.Limit, p.Actor, micros(s.keyRetention), string(filter))
+	qs, err := s.allQueues(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: purge succeeded: %w", err)
 	}
-	n, ok := res.(int64)
-	if !ok {
-		return 0, fmt.Errorf("redisstore: purge succeeded: unexpected reply %T", res)
+	var n int64
+	for _, q := range qs {
+		res, err := s.runAudited(ctx, scriptPurgeSucceeded, q, nowArg(p.Now), micros(p.OlderThan), int64(p.Limit)-n, p.Actor, micros(s.keyRetention), string(filter))
+		if err != nil {
+			return n, fmt.Errorf("redisstore: purge succeeded: queue %s: %w", q, err)
+		}
+		gone, _ := res.([]any)
+		if err := s.unindex(ctx, gone); err != nil {
+			return n, fmt.Errorf("redisstore: purge succeeded: %w", err)
+		}
+		n += int64(len(gone))
 	}
 	return n, nil
+}
+
+// unindex deletes the index entries of tasks a script deleted.
+func (s *Store) unindex(ctx context.Context, ids []any) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			p.Del(ctx, s.idKey(str(id)))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting the index entries of purged tasks: %w", err)
+	}
+	return nil
 }
 
 // Notifications implements store.Notifier with Redis pub/sub: every

@@ -1,0 +1,189 @@
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/srjn45/rdq"
+)
+
+// prefix returns queue q's key prefix N:{q}: the KEYS[1] of its scripts,
+// which routes them to the queue's slot.
+func (s *Store) prefix(q string) string { return s.ns + ":{" + q + "}" }
+
+// registry returns the prefix of the worker registry's keys, N:{~}: a
+// hash tag no queue name can be (names start with a letter or digit).
+func (s *Store) registry() string { return s.ns + ":{~}" }
+
+func (s *Store) idKey(id string) string { return s.ns + ":id:" + id }
+
+// runQ runs a script of queue q: its keys are the queue's, and its first
+// argument the namespace.
+func (s *Store) runQ(ctx context.Context, sc *redis.Script, q string, args ...any) (any, error) {
+	return s.runKey(ctx, sc, s.prefix(q), args...)
+}
+
+// runKey runs a script routed by key, with the namespace as its first
+// argument.
+func (s *Store) runKey(ctx context.Context, sc *redis.Script, key string, args ...any) (any, error) {
+	return sc.Run(ctx, s.c, []string{key}, append([]any{s.ns}, args...)...).Result()
+}
+
+// runAudited reserves an audit entry ID (INCR N:auditseq) and runs a
+// script of queue q with it as the script's last argument. A reservation
+// that fails changes nothing; a reserved ID the script does not use is a
+// gap in the IDs.
+func (s *Store) runAudited(ctx context.Context, sc *redis.Script, q string, args ...any) (any, error) {
+	id, err := s.c.Incr(ctx, s.ns+":auditseq").Result()
+	if err != nil {
+		return nil, fmt.Errorf("reserving an audit entry ID: %w", err)
+	}
+	return s.runQ(ctx, sc, q, append(args, id)...)
+}
+
+// addQueues records queues in N:queues, before the first script that
+// writes a key of theirs: a queue listed there without keys reads as
+// empty. Queues this store recorded already are skipped.
+func (s *Store) addQueues(ctx context.Context, qs ...string) error {
+	var add []any
+	for _, q := range qs {
+		if _, ok := s.known.Load(q); !ok {
+			add = append(add, q)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	if err := s.c.SAdd(ctx, s.ns+":queues", add...).Err(); err != nil {
+		return fmt.Errorf("recording queues: %w", err)
+	}
+	for _, q := range add {
+		s.known.Store(q, struct{}{})
+	}
+	return nil
+}
+
+// allQueues returns every queue of the namespace, sorted: a cross-queue
+// read costs one script per queue.
+func (s *Store) allQueues(ctx context.Context) ([]string, error) {
+	qs, err := s.c.SMembers(ctx, s.ns+":queues").Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading the queues: %w", err)
+	}
+	slices.Sort(qs)
+	return qs, nil
+}
+
+// queuesOf reads the queue of each task ID from the index (N:id:ID), in
+// one pipeline: "" where there is none.
+func (s *Store) queuesOf(ctx context.Context, ids []rdq.ID) ([]string, error) {
+	out := make([]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.Get(ctx, s.idKey(id.String()))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("reading the tasks' queues: %w", err)
+	}
+	for i, c := range cmds {
+		v, err := c.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the queue of task %s: %w", ids[i], err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// queuesOfLeased is queuesOf for leases: the queue this store claimed a
+// task in is known without the index (take forgets it).
+func (s *Store) queuesOfLeased(ctx context.Context, ids []rdq.ID, take bool) ([]string, error) {
+	out := make([]string, len(ids))
+	var missing []rdq.ID
+	var at []int
+	for i, id := range ids {
+		if take {
+			out[i] = s.leased.take(id)
+		} else {
+			out[i] = s.leased.peek(id)
+		}
+		if out[i] == "" {
+			missing = append(missing, id)
+			at = append(at, i)
+		}
+	}
+	qs, err := s.queuesOf(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = qs[j]
+	}
+	return out, nil
+}
+
+// groups returns the distinct queues of items (sorted, "" left out) and
+// the indexes of each queue's items, in order.
+func groups(queues []string) ([]string, map[string][]int) {
+	idx := map[string][]int{}
+	var order []string
+	for i, q := range queues {
+		if q == "" {
+			continue
+		}
+		if _, ok := idx[q]; !ok {
+			order = append(order, q)
+		}
+		idx[q] = append(idx[q], i)
+	}
+	slices.Sort(order)
+	return order, idx
+}
+
+// maxParallel bounds the scripts a cross-queue operation runs at once.
+const maxParallel = 16
+
+// parallel runs f for each queue, at most maxParallel at once, and joins
+// their errors.
+func parallel(ctx context.Context, qs []string, f func(ctx context.Context, q string) error) error {
+	if len(qs) == 1 {
+		return f(ctx, qs[0])
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(qs))
+	sem := make(chan struct{}, maxParallel)
+	for i, q := range qs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = f(ctx, q)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// scored is a task ID with its sort key in a sorted set, and its queue.
+type scored struct {
+	at    int64
+	id, q string
+}
+
+func byScore(a, b scored) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) }
