@@ -72,8 +72,12 @@ import "github.com/redis/go-redis/v9"
 // Every script here names the keys it touches in its comment; P is always
 // the prefix of the queue KEYS[1] names.
 
-// prelude is the shared head of every script.
-const prelude = `
+// prelude is the shared head of every script. Its first line is a
+// shebang (Redis 7.0 and later): a script with one may touch keys of one
+// slot only, which Redis Cluster enforces, so a script that strays from
+// its queue's slot fails there instead of working by chance when two
+// slots share a node.
+const prelude = `#!lua
 local N = ARGV[1]
 local P = KEYS[1]
 -- Q is the queue of P (N:{Q}); a namespace holds no brace.
@@ -1419,7 +1423,7 @@ return out
 // names the queue the store wrote it with (a task the enqueue script did
 // not insert).
 // KEYS: N:id:ID. ARGV: the queue.
-var scriptUnindex = redis.NewScript(`
+var scriptUnindex = redis.NewScript(`#!lua
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 `)

@@ -70,8 +70,9 @@ var (
 	_ store.Notifier = (*Store)(nil)
 )
 
-// New returns a store on an existing client (a *redis.Client on one
-// server). The caller keeps the client: Close does not close it.
+// New returns a store on an existing client: a *redis.Client on one
+// server, or a *redis.ClusterClient on a Redis Cluster (the same layout
+// serves both). The caller keeps the client: Close does not close it.
 func New(c redis.UniversalClient, cfg Config) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: redisstore.New: the client is nil", rdq.ErrInvalid)
@@ -98,8 +99,11 @@ func New(c redis.UniversalClient, cfg Config) (*Store, error) {
 }
 
 // Open connects to the Redis server a URL names (redis://, or rediss://
-// for TLS, as go-redis's ParseURL reads them) and returns a store on it,
-// which Close closes.
+// for TLS, as go-redis's ParseURL reads them), or to a Redis Cluster
+// (redis+cluster://, or rediss+cluster:// for TLS: a comma-separated seed
+// list of nodes, "redis+cluster://user:password@host1:7001,host2:7002",
+// with no database, and go-redis's cluster options as query parameters),
+// and returns a store on it, which Close closes.
 //
 // The URL may carry the store's namespace as a query parameter,
 // NamespaceParam ("redis://host:6379/0?namespace=billing"); it is removed
@@ -112,33 +116,92 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Store, error) {
 	if ns != "" {
 		cfg.Namespace = ns
 	}
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+	var c redis.UniversalClient
+	var where string
+	if copt, ok, err := clusterOptions(rawURL); err != nil {
+		return nil, err
+	} else if ok {
+		c, where = redis.NewClusterClient(copt), "cluster "+strings.Join(copt.Addrs, ",")
+	} else {
+		opt, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+		c, where = redis.NewClient(opt), opt.Addr+" ("+redactedDB(opt)+")"
 	}
-	c := redis.NewClient(opt)
 	s, err := New(c, cfg)
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	s.owned = true
 	if err := c.Ping(ctx).Err(); err != nil {
-		return nil, errors.Join(fmt.Errorf("redisstore: connecting to %s (%s): %w", opt.Addr, redactedDB(opt), err), c.Close())
+		return nil, errors.Join(fmt.Errorf("redisstore: connecting to %s: %w", where, err), c.Close())
 	}
 	problems, err := s.CheckDurability(ctx)
 	if err != nil {
 		if cfg.RequireDurable {
-			return nil, errors.Join(fmt.Errorf("redisstore: %s: durability required, and %w", opt.Addr, err), c.Close())
+			return nil, errors.Join(fmt.Errorf("redisstore: %s: durability required, and %w", where, err), c.Close())
 		}
-		s.log.WarnContext(ctx, "redisstore: could not check that the server keeps acknowledged tasks", "addr", opt.Addr, "err", err)
+		s.log.WarnContext(ctx, "redisstore: could not check that the server keeps acknowledged tasks", "addr", where, "err", err)
 	}
 	for _, p := range problems {
 		if cfg.RequireDurable {
-			return nil, errors.Join(fmt.Errorf("%w: redisstore: %s can lose acknowledged tasks: %s", ErrNotDurable, opt.Addr, strings.Join(problems, "; ")), c.Close())
+			return nil, errors.Join(fmt.Errorf("%w: redisstore: %s can lose acknowledged tasks: %s", ErrNotDurable, where, strings.Join(problems, "; ")), c.Close())
 		}
-		s.log.WarnContext(ctx, "redisstore: the server can lose acknowledged tasks", "addr", opt.Addr, "problem", p)
+		s.log.WarnContext(ctx, "redisstore: the server can lose acknowledged tasks", "addr", where, "problem", p)
 	}
 	return s, nil
+}
+
+// clusterOptions reads a redis+cluster:// or rediss+cluster:// URL; ok is
+// false for any other scheme.
+func clusterOptions(rawURL string) (*redis.ClusterOptions, bool, error) {
+	scheme, rest, found := strings.Cut(rawURL, "://")
+	if !found {
+		return nil, false, nil
+	}
+	var base string
+	switch strings.ToLower(scheme) {
+	case "redis+cluster":
+		base = "redis"
+	case "rediss+cluster":
+		base = "rediss"
+	default:
+		return nil, false, nil
+	}
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	path, query, _ := strings.Cut(tail, "?")
+	if path != "" && path != "/" && path != "/0" {
+		return nil, false, fmt.Errorf("%w: redisstore: a cluster URL names no database (got path %q): Redis Cluster has only database 0; want %s://host1:port1,host2:port2", rdq.ErrInvalid, path, scheme)
+	}
+	user := ""
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		user, authority = authority[:i+1], authority[i+1:]
+	}
+	var hosts []string
+	for _, h := range strings.Split(authority, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, false, fmt.Errorf("%w: redisstore: a cluster URL names no node; want %s://host1:port1,host2:port2", rdq.ErrInvalid, scheme)
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: redisstore: the cluster URL's query does not parse (%v)", rdq.ErrInvalid, err)
+	}
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	opt, err := redis.ParseClusterURL(base + "://" + user + hosts[0] + "?" + q.Encode())
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: redisstore: cluster URL: %v", rdq.ErrInvalid, redactErr(err))
+	}
+	return opt, true, nil
 }
 
 // ErrNotDurable is returned by Open with Config.RequireDurable when the
@@ -159,8 +222,33 @@ var ErrNotDurable = errors.New("redisstore: the Redis server is not configured t
 // appendfsync always closes that window at the cost of one fsync per
 // write. An error means the settings could not be read (a managed
 // service may refuse CONFIG).
+//
+// On Redis Cluster every node is checked, and each problem names its node.
 func (s *Store) CheckDurability(ctx context.Context) ([]string, error) {
-	cfg, err := s.c.ConfigGet(ctx, "*").Result()
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		return checkDurability(ctx, s.c)
+	}
+	var mu sync.Mutex
+	var problems []string
+	err := cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		ps, err := checkDurability(ctx, node)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", node.Options().Addr, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range ps {
+			problems = append(problems, node.Options().Addr+": "+p)
+		}
+		return nil
+	})
+	slices.Sort(problems)
+	return problems, err
+}
+
+func checkDurability(ctx context.Context, c redis.Cmdable) ([]string, error) {
+	cfg, err := c.ConfigGet(ctx, "*").Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading the server's settings (CONFIG GET): %w", err)
 	}
