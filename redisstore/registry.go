@@ -56,10 +56,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p store.RegisterWorkerParams
 
 // DeregisterWorker implements store.WorkerRegistry.
 func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
-	pipe := s.c.TxPipeline()
-	pipe.Del(ctx, s.registry()+":w:"+id)
-	pipe.SRem(ctx, s.registry()+":workers", id)
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := s.runKey(ctx, scriptDeregister, s.registry(), id); err != nil {
 		return fmt.Errorf("redisstore: deregister worker %s: %w", id, err)
 	}
 	return nil

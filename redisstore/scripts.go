@@ -1214,6 +1214,15 @@ redis.call('SADD', P .. ':workers', ARGV[3])
 return 1
 `)
 
+// scriptDeregister removes a worker's entry. KEYS[1] is the registry's
+// prefix N:{~}.
+// ARGV: N, id. Keys: N:{~}:workers, N:{~}:w:ID.
+var scriptDeregister = redis.NewScript(prelude + `
+redis.call('DEL', P .. ':w:' .. ARGV[2])
+redis.call('SREM', P .. ':workers', ARGV[2])
+return 1
+`)
+
 // scriptWorkers reads every worker entry. KEYS[1] is the registry's
 // prefix N:{~}.
 // ARGV: N, now. Keys: N:{~}:workers, N:{~}:w:ID of every worker.

@@ -30,9 +30,117 @@ func (s *Store) runQ(ctx context.Context, sc *redis.Script, q string, args ...an
 }
 
 // runKey runs a script routed by key, with the namespace as its first
-// argument.
+// argument; with Config.WaitReplicas, on the master of key's slot,
+// followed by WAIT on the same connection.
 func (s *Store) runKey(ctx context.Context, sc *redis.Script, key string, args ...any) (any, error) {
-	return sc.Run(ctx, s.c, []string{key}, append([]any{s.ns}, args...)...).Result()
+	argv := append([]any{s.ns}, args...)
+	if s.waitReplicas == 0 {
+		return sc.Run(ctx, s.c, []string{key}, argv...).Result()
+	}
+	node, err := s.master(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var ev *redis.Cmd
+	err = s.pipeWait(ctx, node, func(p redis.Pipeliner) { ev = sc.EvalSha(ctx, p, []string{key}, argv...) })
+	if ev.Err() != nil && redis.HasErrorPrefix(ev.Err(), "NOSCRIPT") {
+		if err := sc.Load(ctx, node).Err(); err != nil {
+			return nil, fmt.Errorf("loading a script: %w", err)
+		}
+		err = s.pipeWait(ctx, node, func(p redis.Pipeliner) { ev = sc.EvalSha(ctx, p, []string{key}, argv...) })
+	}
+	if ev.Err() != nil {
+		return nil, ev.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ev.Val(), nil
+}
+
+// master returns the client of the master that holds key's slot (the
+// store's client itself on a standalone server).
+func (s *Store) master(ctx context.Context, key string) (redis.UniversalClient, error) {
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		return s.c, nil
+	}
+	m, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("finding the master of %s: %w", key, err)
+	}
+	return m, nil
+}
+
+// pipeWait runs write's commands in one pipeline on node, then WAIT for
+// Config.WaitReplicas replicas on the same connection. Errors of the
+// commands are theirs to report (go-redis keeps each on its command); the
+// error returned is the wait's.
+func (s *Store) pipeWait(ctx context.Context, node redis.UniversalClient, write func(p redis.Pipeliner)) error {
+	var w *redis.Cmd
+	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error { //nolint:errcheck // each command's error is read from it
+		write(p)
+		w = p.Do(ctx, "WAIT", s.waitReplicas, s.waitTimeout.Milliseconds())
+		return nil
+	})
+	n, err := w.Int64()
+	if err != nil {
+		return fmt.Errorf("waiting for the replicas (WAIT): %w", err)
+	}
+	if n < int64(s.waitReplicas) {
+		return fmt.Errorf("%w: %d of %d within %s", ErrNotReplicated, n, s.waitReplicas, s.waitTimeout)
+	}
+	return nil
+}
+
+// pipeline runs write(p, i) for each of keys (the key command i writes)
+// in pipelines; with Config.WaitReplicas, one per master node, each
+// followed by WAIT on its connection. Each command keeps its own error;
+// the error returned is a pipeline's or a wait's, redis.Nil aside.
+func (s *Store) pipeline(ctx context.Context, keys []string, write func(p redis.Pipeliner, i int)) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if s.waitReplicas == 0 {
+		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range keys {
+				write(p, i)
+			}
+			return nil
+		})
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	}
+	type group struct {
+		node redis.UniversalClient
+		idx  []int
+	}
+	var groups []*group
+	byNode := map[redis.UniversalClient]*group{}
+	for i, k := range keys {
+		node, err := s.master(ctx, k)
+		if err != nil {
+			return err
+		}
+		g, ok := byNode[node]
+		if !ok {
+			g = &group{node: node}
+			byNode[node] = g
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	var errs []error
+	for _, g := range groups {
+		errs = append(errs, s.pipeWait(ctx, g.node, func(p redis.Pipeliner) {
+			for _, i := range g.idx {
+				write(p, i)
+			}
+		}))
+	}
+	return errors.Join(errs...)
 }
 
 // runAudited reserves an audit entry ID (INCR N:auditseq) and runs a
@@ -40,8 +148,10 @@ func (s *Store) runKey(ctx context.Context, sc *redis.Script, key string, args .
 // that fails changes nothing; a reserved ID the script does not use is a
 // gap in the IDs.
 func (s *Store) runAudited(ctx context.Context, sc *redis.Script, q string, args ...any) (any, error) {
-	id, err := s.c.Incr(ctx, s.ns+":auditseq").Result()
-	if err != nil {
+	var incr *redis.IntCmd
+	err := s.pipeline(ctx, []string{s.ns + ":auditseq"}, func(p redis.Pipeliner, _ int) { incr = p.Incr(ctx, s.ns+":auditseq") })
+	id, ierr := incr.Result()
+	if err := errors.Join(ierr, err); err != nil {
 		return nil, fmt.Errorf("reserving an audit entry ID: %w", err)
 	}
 	return s.runQ(ctx, sc, q, append(args, id)...)
@@ -60,7 +170,9 @@ func (s *Store) addQueues(ctx context.Context, qs ...string) error {
 	if len(add) == 0 {
 		return nil
 	}
-	if err := s.c.SAdd(ctx, s.ns+":queues", add...).Err(); err != nil {
+	var sadd *redis.IntCmd
+	err := s.pipeline(ctx, []string{s.ns + ":queues"}, func(p redis.Pipeliner, _ int) { sadd = p.SAdd(ctx, s.ns+":queues", add...) })
+	if err := errors.Join(sadd.Err(), err); err != nil {
 		return fmt.Errorf("recording queues: %w", err)
 	}
 	for _, q := range add {

@@ -47,7 +47,29 @@ type Config struct {
 	// tasks it acknowledged (see CheckDurability), or whose settings it
 	// cannot read. By default Open logs a warning for each and goes on.
 	RequireDurable bool
+	// WaitReplicas, when positive, makes every write of the store wait
+	// until that many replicas of the master that took it acknowledged it
+	// (Redis's WAIT, on the write's own connection), so a master that
+	// fails after answering loses nothing its replica does not have: a
+	// replica promoted by Sentinel or Redis Cluster holds every write the
+	// store acknowledged. A write the replicas do not acknowledge within
+	// WaitTimeout fails with ErrNotReplicated (the master applied it; a
+	// retry is answered as the store's operations answer a repeat). Zero
+	// waits for none: a failover may lose the writes of the last moments
+	// before it (Redis replicates asynchronously). Negative is invalid.
+	WaitReplicas int
+	// WaitTimeout bounds each wait of WaitReplicas. Zero means
+	// DefaultWaitTimeout; negative is invalid.
+	WaitTimeout time.Duration
 }
+
+// DefaultWaitTimeout is the WaitTimeout of a Config that sets none.
+const DefaultWaitTimeout = time.Second
+
+// ErrNotReplicated is returned, with Config.WaitReplicas, by a write that
+// the master applied but fewer replicas than asked acknowledged within
+// Config.WaitTimeout: a failover now could lose it.
+var ErrNotReplicated = errors.New("redisstore: the write was not acknowledged by the replicas Config.WaitReplicas asks for")
 
 // Store is rdq's Redis backend. It implements store.Store and the optional
 // capabilities the package documentation lists. It is safe for concurrent
@@ -63,6 +85,9 @@ type Store struct {
 	leased leased
 	// known holds the queues this store recorded in N:queues.
 	known sync.Map
+	// waitReplicas and waitTimeout are Config.WaitReplicas and WaitTimeout.
+	waitReplicas int
+	waitTimeout  time.Duration
 }
 
 var (
@@ -87,6 +112,13 @@ func New(c redis.UniversalClient, cfg Config) (*Store, error) {
 	if cfg.KeyRetention < 0 {
 		return nil, fmt.Errorf("%w: redisstore: KeyRetention is negative (%s); use a positive duration, or zero for %s", rdq.ErrInvalid, cfg.KeyRetention, DefaultKeyRetention)
 	}
+	if cfg.WaitReplicas < 0 || cfg.WaitTimeout < 0 {
+		return nil, fmt.Errorf("%w: redisstore: WaitReplicas (%d) and WaitTimeout (%s) cannot be negative; use 0 for no wait, or a count of replicas and a timeout", rdq.ErrInvalid, cfg.WaitReplicas, cfg.WaitTimeout)
+	}
+	wt := cfg.WaitTimeout
+	if wt == 0 {
+		wt = DefaultWaitTimeout
+	}
 	kr := cfg.KeyRetention
 	if kr == 0 {
 		kr = DefaultKeyRetention
@@ -95,7 +127,7 @@ func New(c redis.UniversalClient, cfg Config) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Store{c: c, ns: ns, keyRetention: kr, log: log}, nil
+	return &Store{c: c, ns: ns, keyRetention: kr, log: log, waitReplicas: cfg.WaitReplicas, waitTimeout: wt}, nil
 }
 
 // Open connects to the Redis server a URL names (redis://, or rediss://
@@ -362,13 +394,14 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 	// call ("" when this call set it).
 	owner := make([]string, len(p.Tasks))
 	cmds := make([]*redis.StatusCmd, len(p.Tasks))
-	_, err := s.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, nt := range p.Tasks {
-			cmds[i] = pipe.SetArgs(ctx, s.idKey(nt.ID.String()), nt.Queue, redis.SetArgs{Mode: "NX", Get: true})
-		}
-		return nil
+	keys := make([]string, len(p.Tasks))
+	for i, nt := range p.Tasks {
+		keys[i] = s.idKey(nt.ID.String())
+	}
+	err := s.pipeline(ctx, keys, func(pipe redis.Pipeliner, i int) {
+		cmds[i] = pipe.SetArgs(ctx, keys[i], p.Tasks[i].Queue, redis.SetArgs{Mode: "NX", Get: true})
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, fmt.Errorf("redisstore: enqueue: indexing the tasks' IDs: %w", err)
 	}
 	for i, c := range cmds {
@@ -404,12 +437,17 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 		}
 	}
 	if len(drop) > 0 {
-		_, err := s.c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for _, i := range drop {
-				scriptUnindex.Eval(ctx, pipe, []string{s.idKey(p.Tasks[i].ID.String())}, p.Tasks[i].Queue)
-			}
-			return nil
+		dkeys := make([]string, len(drop))
+		for j, i := range drop {
+			dkeys[j] = keys[i]
+		}
+		evals := make([]*redis.Cmd, len(drop))
+		err := s.pipeline(ctx, dkeys, func(pipe redis.Pipeliner, j int) {
+			evals[j] = scriptUnindex.Eval(ctx, pipe, []string{dkeys[j]}, p.Tasks[drop[j]].Queue)
 		})
+		for _, e := range evals {
+			err = errors.Join(err, e.Err())
+		}
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: enqueue: removing the index entries of duplicates: %w", err)
 		}
@@ -904,13 +942,11 @@ func (s *Store) unindex(ctx context.Context, ids []any) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, id := range ids {
-			p.Del(ctx, s.idKey(str(id)))
-		}
-		return nil
-	})
-	if err != nil {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = s.idKey(str(id))
+	}
+	if err := s.pipeline(ctx, keys, func(p redis.Pipeliner, i int) { p.Del(ctx, keys[i]) }); err != nil {
 		return fmt.Errorf("deleting the index entries of purged tasks: %w", err)
 	}
 	return nil
