@@ -78,11 +78,12 @@ func (s *Store) master(ctx context.Context, key string) (redis.UniversalClient, 
 // error returned is the wait's.
 func (s *Store) pipeWait(ctx context.Context, node redis.UniversalClient, write func(p redis.Pipeliner)) error {
 	var w *redis.Cmd
-	_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error { //nolint:errcheck // each command's error is read from it
+	cmds, _ := node.Pipelined(ctx, func(p redis.Pipeliner) error { //nolint:errcheck // each command's error is read from it
 		write(p)
 		w = p.Do(ctx, "WAIT", s.waitReplicas, s.waitTimeout.Milliseconds())
 		return nil
 	})
+	s.reloadOnMove(ctx, cmds)
 	n, err := w.Int64()
 	if err != nil {
 		return fmt.Errorf("waiting for the replicas (WAIT): %w", err)
@@ -91,6 +92,29 @@ func (s *Store) pipeWait(ctx context.Context, node redis.UniversalClient, write 
 		return fmt.Errorf("%w: %d of %d within %s", ErrNotReplicated, n, s.waitReplicas, s.waitTimeout)
 	}
 	return nil
+}
+
+// reloadOnMove makes a cluster client read the cluster's slots again when
+// a command sent to a master the store chose itself (MasterForKey) failed
+// as a command does when that node is gone or no longer holds the slot:
+// the client's own retries, which reload the slots, are not in that path.
+func (s *Store) reloadOnMove(ctx context.Context, cmds []redis.Cmder) {
+	cc, ok := s.c.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	for _, c := range cmds {
+		err := c.Err()
+		if err == nil || errors.Is(err, redis.Nil) {
+			continue
+		}
+		var rerr redis.Error
+		if !errors.As(err, &rerr) || redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK") ||
+			redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "READONLY") {
+			cc.ReloadState(ctx)
+			return
+		}
+	}
 }
 
 // pipeline runs write(p, i) for each of keys (the key command i writes)
