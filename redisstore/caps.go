@@ -90,7 +90,7 @@ func (s *Store) Snooze(ctx context.Context, p store.SnoozeParams) ([]error, erro
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: snooze: %w", err)
 	}
-	errs, err := s.leaseBatch(ctx, scriptSnooze, qs, []any{nowArg(p.Now)}, func(i int) []any {
+	errs, err := s.leaseBatch(ctx, scriptSnooze, qs, false, []any{nowArg(p.Now)}, func(i int) []any {
 		it := p.Snoozes[i]
 		return []any{it.ID.String(), it.Token, micros(max(it.Delay, 0))}
 	})

@@ -10,7 +10,10 @@ import "github.com/redis/go-redis/v9"
 // runs on the node that holds that queue's slot; KEYS[1] of every queue
 // script is the queue's prefix P (below), which routes it there and from
 // which the script reads the queue's name (Q). A batch that spans queues
-// is split by the store into one script per queue. The namespace's own
+// is split by the store into one script per queue on a cluster; on one
+// server, where every slot is local, an enqueue, a claim and a finish
+// batch across queues stay one script (these scripts read each task's
+// queue from their arguments, not from KEYS[1]). The namespace's own
 // keys are each in a slot of their own and are written by the store
 // outside the scripts, in an order that is safe without atomicity across
 // slots (see each).
@@ -318,11 +321,12 @@ for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
 return out
 `)
 
-// scriptClaim leases up to limit due PENDING tasks of the queue (and
+// scriptClaim leases up to limit due PENDING tasks of the queues (and
 // handlers), oldest due first; or, with dry "1", changes nothing and
 // returns the due times and IDs of the tasks it would lease (the store
 // merges the queues of a claim that spans several with them).
-// ARGV: N, now, lease (µs), worker, limit, queue count (1), the queue,
+// On Redis Cluster it is given one queue; on one server, several.
+// ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
 // handler count, handlers..., dry ("1"/"0").
 // Keys: P:paused, P:handlers (no handlers given), P:hp:H and P:ph:H of
 // each handler, P:inflight, P:t:ID of each claimed task. A paused queue
@@ -432,7 +436,8 @@ return out
 // ARGV: N, now, count, then per completion 13 fields: id, its queue (if
 // the caller knows it, else empty), token, status, retry in (µs), has attempt
 // ("1"/"0"), outcome, error type, message, stack, fingerprint, worker,
-// duration (µs). Every task is of the script's queue.
+// duration (µs). On Redis Cluster every task is of the script's queue;
+// on one server, a batch may span queues.
 // Keys: P:t:ID, P:a:ID, P:inflight, P:handlers, P:ph:H, P:done, and the
 // dead-letter indexes (bury).
 // Returns per completion 1 (applied) or 0 (lost).
@@ -454,7 +459,7 @@ end
 local fields = {'st', 'tk', 'lf', 'h', 'mn', 'at'}
 for i = 0, n - 1 do
   local b = 4 + i * 13
-  local id, q, token, status = ARGV[b], Q, tonumber(ARGV[b+2]), ARGV[b+3]
+  local id, q, token, status = ARGV[b], ARGV[b+1], tonumber(ARGV[b+2]), ARGV[b+3]
   local ok = 0
   local v = redis.call('HMGET', tkey(q, id), unpack(fields))
   if v[1] then

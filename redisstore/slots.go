@@ -17,6 +17,14 @@ import (
 // which routes them to the queue's slot.
 func (s *Store) prefix(q string) string { return s.ns + ":{" + q + "}" }
 
+// clustered reports whether the store is on Redis Cluster, where a
+// script reaches one slot only. On one server, the hot path's scripts
+// (enqueue, claim, finish) take a batch across queues whole.
+func (s *Store) clustered() bool {
+	_, ok := s.c.(*redis.ClusterClient)
+	return ok
+}
+
 // registry returns the prefix of the worker registry's keys, N:{~}: a
 // hash tag no queue name can be (names start with a letter or digit).
 func (s *Store) registry() string { return s.ns + ":{~}" }

@@ -369,8 +369,9 @@ func flag(b bool) string {
 	return "0"
 }
 
-// Enqueue implements store.Store. A batch is split by queue, one script
-// per queue, run concurrently. Before them, the store records the queues
+// Enqueue implements store.Store. On Redis Cluster a batch is split by
+// queue, one script per queue, run concurrently; on one server it is one
+// script. Before them, the store records the queues
 // (N:queues) and claims each task's ID in the index (SET N:id:ID Q NX): a
 // task whose ID another queue holds is answered as that queue's task
 // once the scripts ran. An index entry whose task the script did not
@@ -415,17 +416,29 @@ func (s *Store) Enqueue(ctx context.Context, p store.EnqueueParams) ([]store.Enq
 		}
 	}
 	out := make([]store.EnqueueResult, len(p.Tasks))
-	err = parallel(ctx, order, func(ctx context.Context, q string) error {
-		var mine []int
+	mine := map[string][]int{}
+	for _, q := range order {
 		for _, i := range idx[q] {
 			if owner[i] == "" || owner[i] == q {
-				mine = append(mine, i)
+				mine[q] = append(mine[q], i)
 			}
 		}
-		if len(mine) == 0 {
+	}
+	if !s.clustered() && len(order) > 1 {
+		// One server: the whole batch is one script.
+		var all []int
+		for i := range p.Tasks {
+			if owner[i] == "" || owner[i] == p.Tasks[i].Queue {
+				all = append(all, i)
+			}
+		}
+		order, mine = order[:1], map[string][]int{order[0]: all}
+	}
+	err = parallel(ctx, order, func(ctx context.Context, q string) error {
+		if len(mine[q]) == 0 {
 			return nil
 		}
-		return s.enqueueIn(ctx, q, p, mine, out)
+		return s.enqueueIn(ctx, q, p, mine[q], out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: enqueue: %w", err)
@@ -582,8 +595,9 @@ func checkNew(nt store.NewTask) error {
 // cut caps an indexed text (error type, fingerprint) at rdq.MaxErrorTypeLength.
 func cut(s string) string { return rdq.Truncate(s, rdq.MaxErrorTypeLength) }
 
-// Claim implements store.Store. A claim of one queue is one script. A
-// claim of several runs, per queue, a read of the due tasks it would
+// Claim implements store.Store. A claim of one queue is one script, and so
+// is a claim of several on one server. On Redis Cluster a claim of
+// several runs, per queue, a read of the due tasks it would
 // lease (at most Limit each), merges them by due time, and then leases
 // each queue's share of the Limit in one script per queue, concurrently:
 // what another claimer took in between is not replaced, so such a claim
@@ -594,17 +608,36 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 	}
 	qs := slices.Compact(slices.Sorted(slices.Values(p.Queues)))
 	args := func(q string, limit int, dry bool) []any {
-		a := make([]any, 0, 8+len(p.Handlers))
-		a = append(a, nowArg(p.Now), micros(p.Lease), p.WorkerID, limit, 1, q, len(p.Handlers))
+		a := make([]any, 0, 8+len(qs)+len(p.Handlers))
+		a = append(a, nowArg(p.Now), micros(p.Lease), p.WorkerID, limit)
+		if q == "" { // every queue, in one script
+			a = append(a, len(qs))
+			for _, q := range qs {
+				a = append(a, q)
+			}
+		} else {
+			a = append(a, 1, q)
+		}
+		a = append(a, len(p.Handlers))
 		for _, h := range p.Handlers {
 			a = append(a, h)
 		}
 		return append(a, flag(dry))
 	}
+	if len(qs) == 1 || !s.clustered() {
+		res, err := s.runQ(ctx, scriptClaim, qs[0], args("", p.Limit, false)...)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: claim: %w", err)
+		}
+		tasks, err := decodeTasks(res)
+		if err != nil {
+			return nil, err
+		}
+		s.leased.add(tasks)
+		return tasks, nil
+	}
 	quota := map[string]int{}
-	if len(qs) == 1 {
-		quota[qs[0]] = p.Limit
-	} else {
+	{
 		cands, err := s.peek(ctx, scriptClaim, qs, func(q string) []any { return args(q, p.Limit, true) })
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: claim: %w", err)
@@ -672,8 +705,9 @@ func (s *Store) peek(ctx context.Context, sc *redis.Script, qs []string, args fu
 // leaseBatch runs a script that answers 1 or 0 per item on each queue's
 // items: queues[i] is item i's queue ("" for none: the lease is lost),
 // head the script's arguments before the item count, and item(i) item
-// i's arguments.
-func (s *Store) leaseBatch(ctx context.Context, sc *redis.Script, queues []string, head []any, item func(i int) []any) ([]error, error) {
+// i's arguments. A mixed script reads each item's queue from its
+// arguments: on one server it takes every item in one call.
+func (s *Store) leaseBatch(ctx context.Context, sc *redis.Script, queues []string, mixed bool, head []any, item func(i int) []any) ([]error, error) {
 	errs := make([]error, len(queues))
 	for i, q := range queues {
 		if q == "" {
@@ -681,6 +715,15 @@ func (s *Store) leaseBatch(ctx context.Context, sc *redis.Script, queues []strin
 		}
 	}
 	order, idx := groups(queues)
+	if mixed && !s.clustered() && len(order) > 1 {
+		var all []int
+		for i, q := range queues {
+			if q != "" {
+				all = append(all, i)
+			}
+		}
+		order, idx = order[:1], map[string][]int{order[0]: all}
+	}
 	err := parallel(ctx, order, func(ctx context.Context, q string) error {
 		args := append(slices.Clone(head), len(idx[q]))
 		for _, i := range idx[q] {
@@ -722,7 +765,7 @@ func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) ([]error
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
-	errs, err := s.leaseBatch(ctx, scriptHeartbeat, qs, []any{nowArg(p.Now), micros(p.Extend)}, func(i int) []any {
+	errs, err := s.leaseBatch(ctx, scriptHeartbeat, qs, false, []any{nowArg(p.Now), micros(p.Extend)}, func(i int) []any {
 		return []any{p.Leases[i].ID.String(), p.Leases[i].Token}
 	})
 	if err != nil {
@@ -731,7 +774,8 @@ func (s *Store) Heartbeat(ctx context.Context, p store.HeartbeatParams) ([]error
 	return errs, nil
 }
 
-// Finish implements store.Store: one script per queue of the completions.
+// Finish implements store.Store: one script per queue of the completions
+// on Redis Cluster, one in all on one server.
 func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
 	errs := make([]error, len(p.Completions))
 	var sent []int
@@ -751,7 +795,7 @@ func (s *Store) Finish(ctx context.Context, p store.FinishParams) ([]error, erro
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: finish: %w", err)
 	}
-	got, err := s.leaseBatch(ctx, scriptFinish, qs, []any{nowArg(p.Now)}, func(j int) []any {
+	got, err := s.leaseBatch(ctx, scriptFinish, qs, true, []any{nowArg(p.Now)}, func(j int) []any {
 		c := p.Completions[sent[j]]
 		var a store.AttemptRecord
 		if c.Attempt != nil {
@@ -795,7 +839,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) ([]error, er
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: release: %w", err)
 	}
-	errs, err := s.leaseBatch(ctx, scriptRelease, qs, []any{nowArg(p.Now)}, func(i int) []any {
+	errs, err := s.leaseBatch(ctx, scriptRelease, qs, false, []any{nowArg(p.Now)}, func(i int) []any {
 		return []any{p.Leases[i].ID.String(), p.Leases[i].Token}
 	})
 	if err != nil {
