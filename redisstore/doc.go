@@ -43,13 +43,16 @@
 // holds that queue's slot; the scripts are marked so that the cluster
 // refuses one that strays. Needs Redis 7.0 or later.
 //
-// A batch that spans queues (an enqueue, a finish, a redrive by IDs) is
-// split into one script per queue, run concurrently: each queue's part is
-// atomic, the batch as a whole is not. A claim or reclaim over several
-// queues first reads each queue's candidates, merges them by due time and
-// then leases each queue's share of the limit, so it costs two scripts per
-// queue and may return fewer tasks than are due when other claimers race
-// it. Audited mutations that span queues write one audit entry per queue.
+// On a cluster, a batch that spans queues (an enqueue, a finish, a
+// redrive by IDs) is split into one script per queue, run concurrently:
+// each queue's part is atomic, the batch as a whole is not. A claim or
+// reclaim over several queues first reads each queue's candidates, merges
+// them by due time and then leases each queue's share of the limit, so it
+// costs two scripts per queue and may return fewer tasks than are due
+// when other claimers race it. On one server, where every slot is local,
+// an enqueue, a claim and a finish batch across queues stay one script
+// each. Audited mutations that span queues write one audit entry per
+// queue on both.
 //
 // The namespace's own keys live in slots of their own and are written
 // outside the scripts, in an order that needs no atomicity across slots:
