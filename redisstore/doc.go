@@ -41,7 +41,8 @@
 // queue's keys share a hash tag (the queue's name in braces), and every
 // script touches the keys of one queue only, so it runs on the node that
 // holds that queue's slot; the scripts are marked so that the cluster
-// refuses one that strays. Needs Redis 7.0 or later.
+// refuses one that strays. The store needs Redis 7.0 or later, on a
+// server and on a cluster.
 //
 // On a cluster, a batch that spans queues (an enqueue, a finish, a
 // redrive by IDs) is split into one script per queue, run concurrently:
