@@ -174,7 +174,8 @@ func (e *TimeoutError) Error() string {
 // RemoteError is a failure that a handler running in another process
 // reported about its attempt, such as the Failure of a gRPC handler's
 // answer: its error type, message and stack trace, recorded as it gave
-// them (cleaned and capped like every failure's).
+// them (cleaned and capped like every failure's), except that a reserved
+// error type (IsReservedErrorType) is recorded with RemoteTypePrefix.
 type RemoteError struct {
 	// Type groups the failure; empty reads as "error".
 	Type string
@@ -192,12 +193,42 @@ func (e *RemoteError) Error() string {
 	return e.Message
 }
 
-// ErrorType implements the error-type contract: e.Type, or "error".
+// ErrorType implements the error-type contract: e.Type, or "error"; a
+// reserved type (IsReservedErrorType) prefixed with RemoteTypePrefix, so
+// that no handler's failure passes for an event rdq records itself.
 func (e *RemoteError) ErrorType() string {
-	if e.Type == "" {
+	switch {
+	case e.Type == "":
 		return "error"
+	case IsReservedErrorType(e.Type):
+		return RemoteTypePrefix + e.Type
 	}
 	return e.Type
+}
+
+// RemoteTypePrefix prefixes a reserved error type that a remote handler
+// reports (see RemoteError): its "cancelled" is recorded as
+// "remote_cancelled".
+const RemoteTypePrefix = "remote_"
+
+// reservedErrorTypes are the error types of failures rdq records for
+// events outside any handler's execution: a lease that expired, an
+// operator's cancel, a handler no worker serves.
+var reservedErrorTypes = map[string]bool{
+	"lease_expired":          true,
+	CancelledErrorType:       true,
+	UnservedHandlerErrorType: true,
+}
+
+// IsReservedErrorType reports whether t is the error type of a failure
+// rdq records for an event outside any handler's execution:
+// "lease_expired" (LeaseExpiredFailure), "cancelled" (CancelledFailure)
+// or "unserved_handler" (UnservedHandlerFailure). The types of what a
+// handler's execution can end with ("timeout", "panic", "snoozed",
+// "error_method_panicked") are not reserved: a remote handler reports its
+// own, as rdq's receivers and SDKs do.
+func IsReservedErrorType(t string) bool {
+	return reservedErrorTypes[t]
 }
 
 // MethodPanicError is the failure recorded when user code called to classify

@@ -134,6 +134,34 @@ func TestRemoteError(t *testing.T) {
 	}
 }
 
+// A remote handler cannot record a failure as one of rdq's own events: a
+// reserved type gets RemoteTypePrefix; the types of what an execution can
+// end with, timeout included, are kept.
+func TestRemoteErrorReservedTypes(t *testing.T) {
+	for typ, want := range map[string]string{
+		"lease_expired":            "remote_lease_expired",
+		CancelledErrorType:         "remote_cancelled",
+		UnservedHandlerErrorType:   "remote_unserved_handler",
+		"timeout":                  "timeout",
+		"panic":                    "panic",
+		"snoozed":                  "snoozed",
+		"error_method_panicked":    "error_method_panicked",
+		"Cancelled":                "Cancelled",
+		"remote_cancelled":         "remote_cancelled",
+		"lease_expired_downstream": "lease_expired_downstream",
+	} {
+		if got := Describe(Permanent(&RemoteError{Type: typ, Message: "m"})).Type; got != want {
+			t.Errorf("remote type %q recorded as %q, want %q", typ, got, want)
+		}
+	}
+	// rdq's own failures keep their types.
+	for _, f := range []Failure{LeaseExpiredFailure(), CancelledFailure("r"), UnservedHandlerFailure("q", "h", time.Minute)} {
+		if !IsReservedErrorType(f.Type) {
+			t.Errorf("%q is not reserved", f.Type)
+		}
+	}
+}
+
 func TestTimeoutError(t *testing.T) {
 	err := &TimeoutError{After: 30 * time.Second}
 	if err.Error() != "handler timed out after 30s" {

@@ -23,7 +23,9 @@ import (
 // takes another version, which this version reads as plain text. A Caller records such a failure as an
 // rdq.RemoteError with the handler's type, message and stack, cleaned and
 // capped as every failure is (see rdq.Describe), exactly as it records the
-// Failure of a gRPC handler. A body that is not this document (another
+// Failure of a gRPC handler; one of rdq's reserved types
+// (rdq.IsReservedErrorType: lease_expired, cancelled, unserved_handler) is
+// recorded with the prefix rdq.RemoteTypePrefix ("remote_cancelled"). A body that is not this document (another
 // media type, another version, a member of the wrong type, invalid JSON,
 // more than MaxFailureBody bytes) is read as any other body: the status
 // names the failure ("http_500") and the start of the body is its message.

@@ -40,6 +40,20 @@ func remoteOf(t *testing.T, err error) *rdq.RemoteError {
 	return re
 }
 
+// A structured failure body naming one of rdq's reserved error types is
+// recorded with the remote_ prefix: a receiver cannot pass its failure off
+// as an operator's cancel or a lost lease.
+func TestFailureBodyReservedType(t *testing.T) {
+	for typ, want := range map[string]string{"cancelled": "remote_cancelled", "lease_expired": "remote_lease_expired", "timeout": "timeout"} {
+		srv := serve(t, respond(500, FailureContentType, "", `{"version":1,"error_type":"`+typ+`","message":"m"}`))
+		err := run(t, newCaller(t, Config{}), srv.URL, testTask())
+		remoteOf(t, err)
+		if got := rdq.Describe(err).Type; got != want {
+			t.Errorf("error_type %q recorded as %q, want %q", typ, got, want)
+		}
+	}
+}
+
 // A structured failure body is recorded with the handler's type, message
 // and stack, while the status keeps deciding the outcome class.
 func TestFailureBodyRecordsTheHandlersFailure(t *testing.T) {

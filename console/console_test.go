@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestEveryPageRenders(t *testing.T) {
 	mustContain(t, r.body, "<th scope=\"row\">emails</th>", "<th scope=\"row\">billing</th>", `class="chart"`, "Pause", "since redriven or purged are not counted")
 	// emails: 1 due, none retrying, 1 scheduled (the delayed one), none
 	// held, none in flight, 2 dead.
-	if !regexp.MustCompile(`emails</th>\s*<td class="n">1</td>\s*<td class="n">0</td>\s*<td class="n">1</td>\s*<td class="n">0</td>\s*<td class="n">0</td>\s*<td class="n"><a href="/dead\?queue=emails">2</a>`).MatchString(r.body) {
+	if !regexp.MustCompile(`emails</th>\s*<td class="n">1</td>\s*<td class="n">0</td>\s*<td class="n"><a href="/live\?queue=emails&amp;state=scheduled">1</a></td>\s*<td class="n">0</td>\s*<td class="n">0</td>\s*<td class="n"><a href="/dead\?queue=emails">2</a>`).MatchString(r.body) {
 		t.Errorf("overview counts of emails are wrong:\n%s", r.body)
 	}
 	if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") {
@@ -358,4 +359,48 @@ func TestOversizedFormIsRefused(t *testing.T) {
 	if task, _ := e.task(id); task.Status != rdq.StatusDead {
 		t.Error("the task changed")
 	}
+}
+
+// TestAuditQueueFindsRedriveByIDs checks that the audit log filtered by
+// queue finds a bulk redrive of ticked tasks and a purge of one task: their
+// selection is IDs, which name no queue.
+func TestAuditQueueFindsRedriveByIDs(t *testing.T) {
+	e := newEnv(t, "")
+	const n = 300
+	batch := make([]store.NewTask, n)
+	form := url.Values{"op": {"redrive"}, "selected": {"1"}, "confirmed": {strconv.Itoa(n)}, "reason": {"replay-payments"}}
+	for i := range batch {
+		batch[i] = store.NewTask{
+			ID: rdq.NewID(), Queue: "payments", Handler: "charge", Payload: []byte(`{}`), ContentType: "application/json",
+			FirstFailure: &store.AttemptRecord{Outcome: rdq.OutcomePermanentFailure, Failure: rdq.Failure{Type: "x", Message: "y", Fingerprint: rdq.Fingerprint("x", "y")}},
+		}
+		form.Add("id", batch[i].ID.String())
+	}
+	if _, err := e.s.Enqueue(context.Background(), store.EnqueueParams{Tasks: batch}); err != nil {
+		t.Fatal(err)
+	}
+	other := e.dead(deadSpec{queue: "emails", handler: "send", errType: "x", msg: "y"})
+	e.post(userAdmin, "/tasks/"+other.String()+"/purge", url.Values{"reason": {"purge-emails"}})
+
+	r := e.post(userAdmin, "/bulk/run", form)
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("bulk run: %d %s", r.status, excerpt(r.body))
+	}
+	e.waitJob(userAdmin, r.loc)
+	var redriven int64
+	for _, en := range e.auditEntries() {
+		if en.TouchesQueue("payments") {
+			redriven += en.Count
+		}
+	}
+	if redriven != n {
+		t.Fatalf("audit entries touching payments count %d tasks, want %d: %+v", redriven, n, e.auditEntries())
+	}
+
+	r = e.get(userAdmin, "/audit?queue=payments")
+	mustContain(t, r.body, "replay-payments", "<td>payments</td>")
+	mustNotContain(t, r.body, "purge-emails", "No entry matches")
+	r = e.get(userAdmin, "/audit?queue=emails")
+	mustContain(t, r.body, "purge-emails")
+	mustNotContain(t, r.body, "replay-payments")
 }

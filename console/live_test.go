@@ -35,9 +35,11 @@ func TestLiveTasksListAndActions(t *testing.T) {
 	retrying := e.addWaiting("emails", true)
 
 	mustContain(t, e.get(userAdmin, "/").body, `href="/live"`)
-	r := e.get(userOperator, "/live?state=pending&queue=emails")
+	r := e.get(userOperator, "/live?state=scheduled&queue=emails")
 	mustContain(t, r.body, "/tasks/"+fresh.String())
 	mustNotContain(t, r.body, "/tasks/"+retrying.String())
+	r = e.get(userOperator, "/live?state=pending&queue=emails")
+	mustNotContain(t, r.body, "/tasks/"+fresh.String(), "/tasks/"+retrying.String()) // due in an hour
 	r = e.get(userOperator, "/live?state=retrying&queue=emails")
 	mustContain(t, r.body, "/tasks/"+retrying.String(), "slow &lt;b&gt;relay&lt;/b&gt;")
 	mustNotContain(t, r.body, "/tasks/"+fresh.String(), "<b>relay")
@@ -142,7 +144,7 @@ func TestWaitingStates(t *testing.T) {
 		return out
 	}
 	// Due, Retrying, Scheduled, Held.
-	if got, want := cells("emails"), []string{"1", `<a href="/live?queue=emails&amp;state=retrying">1</a>`, "1", "0"}; !slices.Equal(got, want) {
+	if got, want := cells("emails"), []string{"1", `<a href="/live?queue=emails&amp;state=retrying">1</a>`, `<a href="/live?queue=emails&amp;state=scheduled">1</a>`, "0"}; !slices.Equal(got, want) {
 		t.Errorf("emails: %q, want %q", got, want)
 	}
 	if got, want := cells("sms"), []string{"1", `<a href="/live?queue=sms&amp;state=retrying">1</a>`, "0", "0"}; !slices.Equal(got, want) {
@@ -162,12 +164,22 @@ func TestWaitingStates(t *testing.T) {
 	r = e.get(userAdmin, "/live?state=retrying&queue=emails")
 	mustContain(t, r.body, "/tasks/"+retrying.String())
 	mustNotContain(t, r.body, ">held</span>", ">scheduled</span>")
+	// Pending lists the due task, Scheduled the delayed one; each tab
+	// counts what it lists.
 	r = e.get(userAdmin, "/live?state=pending&queue=emails")
-	mustContain(t, r.body, `aria-current="page">Pending</a>`, `state=in_flight">In flight</a>`)
+	mustContain(t, r.body, `aria-current="page">Pending <span class="count">1</span></a>`,
+		`state=retrying" title="Failed at least once in their current life, waiting for their next try">Retrying <span class="count">1</span></a>`,
+		`state=scheduled" title="Not tried yet in their current life, due later: submitted with a delay or redriven with a spread">Scheduled <span class="count">1</span></a>`,
+		`state=in_flight" title="Being run by a worker" class="empty">In flight <span class="count">0</span></a>`)
+	mustNotContain(t, r.body, "/tasks/"+delayed.String(), ">scheduled</span>")
+	r = e.get(userAdmin, "/live?state=scheduled&queue=emails")
+	mustContain(t, r.body, `aria-current="page">Scheduled <span class="count">1</span></a>`, "/tasks/"+delayed.String())
 	if n := strings.Count(r.body, ">scheduled</span>"); n != 1 {
-		t.Errorf("pending emails: %d tasks marked scheduled, want the delayed one only", n)
+		t.Errorf("scheduled emails: %d tasks marked scheduled, want the delayed one only", n)
 	}
-	mustContain(t, r.body, "/tasks/"+delayed.String())
+	mustNotContain(t, r.body, "/tasks/"+retrying.String())
+	r = e.get(userAdmin, "/live?state=scheduled&queue=sms")
+	mustContain(t, r.body, "No task in this state matches.", `class="empty">Scheduled <span class="count">0</span></a>`)
 }
 
 // TestTaskPageReading: a live task's page marks the Live section of the

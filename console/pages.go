@@ -510,7 +510,9 @@ type attemptRow struct {
 
 type auditRow struct {
 	store.AuditEntry
-	ByFilter   bool
+	ByFilter bool
+	// Queue names the queues the entry touched: its Queues, or the queue
+	// its filter names in an entry written before stores recorded them.
 	Queue      string
 	FilterText string
 	Details    [][2]string
@@ -665,7 +667,9 @@ func filterSelects(filterJSON string, t *rdq.Task) bool {
 func newAuditRow(e store.AuditEntry) auditRow {
 	row := auditRow{AuditEntry: e, FilterText: e.Filter}
 	var f auditFilter
-	if e.Filter != "" && json.Unmarshal([]byte(e.Filter), &f) == nil {
+	if len(e.Queues) > 0 {
+		row.Queue = strings.Join(e.Queues, ", ")
+	} else if e.Filter != "" && json.Unmarshal([]byte(e.Filter), &f) == nil {
 		row.Queue = f.Queue
 	}
 	for _, k := range slices.Sorted(maps.Keys(e.Details)) {
@@ -1179,7 +1183,7 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request) {
 		for _, e := range entries {
 			row := newAuditRow(e)
 			aq.BeforeID = e.ID
-			if d.Queue != "" && row.Queue != d.Queue {
+			if d.Queue != "" && !e.TouchesQueue(d.Queue) {
 				continue
 			}
 			d.Entries = append(d.Entries, row)

@@ -276,8 +276,11 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]store
 			ids     [][16]byte
 			details map[string]string
 		)
-		if err := rows.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Filter, &ids, &e.Count, &e.Reason, &details); err != nil {
+		if err := rows.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Filter, &ids, &e.Count, &e.Reason, &details, &e.Queues); err != nil {
 			return nil, fmt.Errorf("pgstore: list audit: %w", err)
+		}
+		if len(e.Queues) == 0 {
+			e.Queues = nil
 		}
 		for _, id := range ids {
 			e.IDs = append(e.IDs, id)

@@ -66,7 +66,7 @@ const attemptColumns = `a.task_id, a.number, a.life, a.outcome, a.error_type, a.
     a.stack, a.worker_id, a.lease_token, a.started_at, a.finished_at`
 
 // auditColumns are the audit columns scanAudit reads, in order.
-const auditColumns = `a.id, a.at, a.actor, a.action, a.filter, a.ids, a.count, a.reason, a.details`
+const auditColumns = `a.id, a.at, a.actor, a.action, a.filter, a.ids, a.count, a.reason, a.details, a.queues`
 
 // --- Migrations -------------------------------------------------------------
 
@@ -774,13 +774,21 @@ notified AS (
 )
 SELECT count(*) FROM redriven CROSS JOIN notified`
 
-// sqlInsertAudit writes one audit entry. Index: audit_pkey.
+// sqlInsertAudit writes one audit entry, after the change it records and in
+// its transaction. Its queues are those of the tasks $5 (changed, not
+// deleted, by the callers) and the queue the filter $4 names, if any.
+// Indexes: audit_pkey; tasks_pkey (the tasks' queues).
 //
 // $1 Now override, $2 actor, $3 action, $4 filter JSON, $5 ids, $6 count,
 // $7 reason, $8 details JSON.
 const sqlInsertAudit = `
-INSERT INTO {schema}.audit (at, actor, action, filter, ids, count, reason, details)
-VALUES (coalesce($1::timestamptz, now()), $2, $3, $4, $5::uuid[], $6, $7, $8::jsonb)`
+INSERT INTO {schema}.audit (at, actor, action, filter, ids, count, reason, details, queues)
+VALUES (coalesce($1::timestamptz, now()), $2, $3, $4, $5::uuid[], $6, $7, $8::jsonb,
+    ARRAY(SELECT DISTINCT q.queue FROM (
+        SELECT t.queue FROM {schema}.tasks AS t WHERE t.id = ANY ($5::uuid[])
+        UNION ALL
+        SELECT nullif($4::text, '')::jsonb ->> 'queue'
+    ) AS q WHERE q.queue IS NOT NULL ORDER BY q.queue))`
 
 // sqlPurgeSucceeded deletes up to $2 SUCCEEDED tasks that finished more than
 // $1 µs ago, with their history, and audits the deletion as "retention"
@@ -819,8 +827,9 @@ retired AS (
     WHERE k.queue = d.queue AND k.key = d.idempotency_key
 ),
 audited AS (
-    INSERT INTO {schema}.audit (at, actor, action, filter, count)
-    SELECT coalesce($3::timestamptz, now()), $4, 'retention', $5, count(*)
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, queues)
+    SELECT coalesce($3::timestamptz, now()), $4, 'retention', $5, count(*),
+        ARRAY(SELECT DISTINCT d.queue FROM deleted d ORDER BY d.queue)
     FROM deleted
     HAVING count(*) > 0
 )
@@ -998,8 +1007,9 @@ uncounted AS (
     ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 audited AS (
-    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason, details)
-    SELECT (SELECT now FROM clock), {actor}, 'redrive', {filter_json}, count(*), {reason}, {details}::jsonb
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason, details, queues)
+    SELECT (SELECT now FROM clock), {actor}, 'redrive', {filter_json}, count(*), {reason}, {details}::jsonb,
+        ARRAY(SELECT DISTINCT r.queue FROM redriven r ORDER BY r.queue)
     FROM redriven
     HAVING count(*) > 0
 ),
@@ -1060,8 +1070,9 @@ uncounted AS (
     ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 audited AS (
-    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
-    SELECT now(), {actor}, {action}, {filter_json}, count(*), {reason}
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason, queues)
+    SELECT now(), {actor}, {action}, {filter_json}, count(*), {reason},
+        ARRAY(SELECT DISTINCT d.queue FROM deleted d ORDER BY d.queue)
     FROM deleted
     HAVING count(*) > 0
 )
@@ -1175,8 +1186,8 @@ WITH paused AS (
     ON CONFLICT (queue) DO NOTHING
     RETURNING queue
 ), audited AS (
-    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
-    SELECT now(), $2, 'pause', $4, 0, $3 FROM paused
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason, queues)
+    SELECT now(), $2, 'pause', $4, 0, $3, ARRAY[queue] FROM paused
     RETURNING id
 )
 SELECT count(*) FROM audited`
@@ -1189,8 +1200,8 @@ WITH resumed AS (
     DELETE FROM {schema}.paused_queues WHERE queue = $1
     RETURNING queue
 ), audited AS (
-    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason)
-    SELECT now(), $2, 'resume', $4, 0, $3 FROM resumed
+    INSERT INTO {schema}.audit (at, actor, action, filter, count, reason, queues)
+    SELECT now(), $2, 'resume', $4, 0, $3, ARRAY[queue] FROM resumed
     RETURNING id
 ), notified AS (
     SELECT count(pg_notify($5, queue)) AS n FROM resumed
@@ -1592,8 +1603,8 @@ counted AS (
     ON CONFLICT (queue, handler, error_type, fingerprint, shard) DO UPDATE SET n = d.n + excluded.n
 ),
 audited AS (
-    INSERT INTO {schema}.audit (at, actor, action, filter, ids, count, reason, details)
-    SELECT c.now, $9, 'dead_letter_unserved', $10, array_agg(x.id), count(*), $7, '{}'::jsonb
+    INSERT INTO {schema}.audit (at, actor, action, filter, ids, count, reason, details, queues)
+    SELECT c.now, $9, 'dead_letter_unserved', $10, array_agg(x.id), count(*), $7, '{}'::jsonb, ARRAY[$1::text]
     FROM dead x CROSS JOIN clock c
     GROUP BY c.now
 )

@@ -8,10 +8,10 @@
 //
 // A *Store implements store.Store and every optional capability the SQL
 // stores have (store.Notifier, Admin, Pauser, HandlerPauser, LiveTasks,
-// WorkerRegistry, Snoozer, InPlaceRetrier, NotDueCounter,
-// DeadHistogrammer, DeadGroupKeyer) with their semantics, checked by the
-// same compliance kit (package storetest). Every operation on a queue is
-// one Lua script, which Redis runs atomically: a claim of a batch of one
+// WorkerRegistry, Snoozer, InPlaceRetrier, NotDueCounter, WaitingCounter,
+// GroupOriginReader, DeadHistogrammer, DeadGroupKeyer, SeriesReader) with
+// their semantics, checked by the same compliance kit (package storetest).
+// Every operation on a queue is one Lua script, which Redis runs atomically: a claim of a batch of one
 // queue is one script, as is a finish batch of one queue (see Redis
 // Cluster below for batches across queues). The store owns the clock:
 // scripts read the server's TIME, never the caller's clock. Each claim
@@ -52,8 +52,10 @@
 // costs two scripts per queue and may return fewer tasks than are due
 // when other claimers race it. On one server, where every slot is local,
 // an enqueue, a claim and a finish batch across queues stay one script
-// each. Audited mutations that span queues write one audit entry per
-// queue on both.
+// each. An audited mutation that spans queues writes its part of one
+// audit entry in each queue it touches, under one reserved ID, and the
+// audit log reads the parts as one entry (its queues, IDs and counts
+// added up).
 //
 // The namespace's own keys live in slots of their own and are written
 // outside the scripts, in an order that needs no atomicity across slots:

@@ -189,6 +189,7 @@ func harnessOn(open func(testing.TB) (*redisstore.Store, string)) storetest.Harn
 		Capabilities: storetest.Capabilities{
 			Notifications: true, Admin: true, Pause: true, Snooze: true, RetryInPlace: true,
 			NotDueCounts: true, DeadHistogram: true, DeadGroupKeys: true, Live: true, Registry: true, PauseHandlers: true,
+			Series: true, WaitingCounts: true, GroupOrigins: true,
 		},
 	}
 }

@@ -131,7 +131,7 @@ func (s *Store) Cancel(ctx context.Context, p store.CancelParams) ([]error, erro
 }
 
 // byIDs runs an audited script of live tasks by ID, one per queue of
-// theirs (each writing its own audit entry): head are its arguments
+// theirs (each writing its part of one audit entry): head are its arguments
 // before the IDs' count.
 func (s *Store) byIDs(ctx context.Context, what string, sc *redis.Script, ids []rdq.ID, head []any) ([]error, error) {
 	if len(ids) == 0 {
@@ -148,12 +148,16 @@ func (s *Store) byIDs(ctx context.Context, what string, sc *redis.Script, ids []
 		}
 	}
 	order, idx := groups(qs)
+	aid, err := s.reserveAudit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", what, err)
+	}
 	err = parallel(ctx, order, func(ctx context.Context, q string) error {
 		args := append(slices.Clone(head), len(idx[q]))
 		for _, i := range idx[q] {
 			args = append(args, ids[i].String())
 		}
-		res, err := s.runAudited(ctx, sc, q, args...)
+		res, err := s.runQ(ctx, sc, q, append(args, aid)...)
 		if err != nil {
 			return fmt.Errorf("queue %s: %w", q, err)
 		}

@@ -34,8 +34,11 @@ import "github.com/redis/go-redis/v9"
 //	P:paused   string   present while the queue is paused
 //	P:handlers set      handlers whose tasks have waited in the queue
 //	P:audit    zset     the queue's audit entries (record below), by ID
-//	P:dead, P:dh:H, P:de:E, P:df:F, P:dfs, P:dfk:F  dead-letter indexes
-//	                    (see bury)
+//	P:dead, P:dh:H, P:de:E, P:df:F, P:dfs, P:dfk:F, P:dm  dead-letter
+//	                    indexes (see bury)
+//	P:sm:M     hash     series counts of minute M (minutes since the
+//	                    epoch), fields kind and handler (see tally)
+//	P:sh:H     hash     the same of hour H (hours since the epoch)
 //
 // and the namespace's own keys, each in a slot of its own:
 //
@@ -64,7 +67,8 @@ import "github.com/redis/go-redis/v9"
 // ("LEN:BYTES"), so any bytes survive. An attempt: number, life, token,
 // started, finished, outcome, error type, message, stack, worker. An
 // audit entry: id, at, actor, action, filter, ids (comma-separated),
-// count, reason, details (netstrings of keys and values).
+// count, reason, details (netstrings of keys and values), queues touched
+// (sorted, comma-separated; entries written before it have 9 fields).
 //
 // Times are microseconds since the Unix epoch, integers well below 2^53,
 // so Lua's doubles hold them exactly; every number a script writes goes
@@ -97,19 +101,68 @@ local function tkey(q, id) return qp(q) .. ':t:' .. id end
 local function akey(q, id) return qp(q) .. ':a:' .. id end
 local function num(v) if v then return tonumber(v) or 0 end return 0 end
 
--- append appends attempt number n to task id's history; the caller keeps
--- the task's highest number (mn).
-local function append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
+-- tallies holds the series counts of this script's attempts and
+-- dead-letterings, written once per key and field by flush; tm and th are
+-- the minute's and the hour's of the last (queue, time) tallied, which a
+-- batch shares.
+local tallies, tq, tat, tm, th = {}, nil, nil, nil, nil
+
+-- tally adds one to the series count of kind (S success, R retryable
+-- failure or lost lease, P permanent failure, D dead-lettering) of handler
+-- h of queue q in the minute and the hour holding at (µs): fields kind..h
+-- of P:sm:MINUTE and P:sh:HOUR (minutes and hours since the epoch).
+local function tally(q, h, at, kind)
+  if q ~= tq or at ~= tat then
+    local p = qp(q)
+    local mk, hk = p .. ':sm:' .. fmt(math.floor(at / 60000000)), p .. ':sh:' .. fmt(math.floor(at / 3600000000))
+    tm = tallies[mk]
+    if not tm then tm = {}; tallies[mk] = tm end
+    th = tallies[hk]
+    if not th then th = {}; tallies[hk] = th end
+    tq, tat = q, at
+  end
+  local f = kind .. h
+  tm[f] = (tm[f] or 0) + 1
+  th[f] = (th[f] or 0) + 1
+end
+
+-- tallyout tallies an attempt's outcome (a cancellation is none).
+local outkinds = {SUCCESS = 'S', RETRYABLE_FAILURE = 'R', LEASE_EXPIRED = 'R', PERMANENT_FAILURE = 'P'}
+local function tallyout(q, h, at, outcome)
+  local kind = outkinds[outcome]
+  if kind then tally(q, h, at, kind) end
+end
+
+-- flush writes the tallies: a HINCRBY per key and field; a key whose
+-- field this created is given the series retention (ARGV of no script:
+-- the constant below, 8 days and an hour) from now.
+local seriesttl = 8 * 24 * 3600 + 3600
+local function flush()
+  for k, t in pairs(tallies) do
+    local fresh = false
+    for f, n in pairs(t) do
+      if redis.call('HINCRBY', k, f, n) == n then fresh = true end
+    end
+    if fresh then redis.call('EXPIRE', k, seriesttl) end
+  end
+  tallies, tq, tat = {}, nil, nil
+end
+
+-- append appends attempt number n to task id's history, numbered after
+-- its highest recorded number, and tallies its outcome; the caller keeps
+-- the task's highest number (mn) and flushes the tallies.
+local function append(q, id, h, n, life, token, started, finished, outcome, etype, msg, stack, worker)
   redis.call('RPUSH', akey(q, id), nstr(fmt(n)) .. nstr(fmt(life)) .. nstr(fmt(token)) ..
     nstr(fmt(started)) .. nstr(fmt(finished)) .. nstr(outcome) .. nstr(etype) .. nstr(msg) ..
     nstr(stack) .. nstr(worker))
+  tallyout(q, h, finished, outcome)
 end
 
 -- record appends an attempt to task id's history, numbered after its
--- highest recorded number, and returns the number.
-local function record(q, id, life, token, started, finished, outcome, etype, msg, stack, worker)
+-- highest recorded number (mn), and returns the number.
+local function record(q, id, h, life, token, started, finished, outcome, etype, msg, stack, worker)
   local n = redis.call('HINCRBY', tkey(q, id), 'mn', 1)
-  append(q, id, n, life, token, started, finished, outcome, etype, msg, stack, worker)
+  append(q, id, h, n, life, token, started, finished, outcome, etype, msg, stack, worker)
   return n
 end
 
@@ -151,17 +204,21 @@ end
 
 -- bury adds DEAD task id of queue q to the queue's dead-letter indexes,
 -- each a zset by finish time: P:dead, P:dh:H (handler), P:de:E (error
--- type), P:df:F (fingerprint); and counts it in the group summaries P:dfs
--- (fingerprint -> count) and P:dfk:F (handler -> count).
+-- type), P:df:F (fingerprint); counts it in the group summaries P:dfs
+-- (fingerprint -> count) and P:dfk:F (handler -> count); and tallies it.
+-- P:dm (id -> "LIFE:message in lower case") holds what a count by message
+-- or life checks (scriptCountDeadQueue).
 local function bury(q, id)
-  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi')
+  local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi', 'lf', 'em')
   local p, fi = qp(q), v[4]
+  redis.call('HSET', p .. ':dm', id, (v[5] or '0') .. ':' .. string.lower(v[6] or ''))
   redis.call('ZADD', p .. ':dead', fi, id)
   redis.call('ZADD', p .. ':dh:' .. v[1], fi, id)
   redis.call('ZADD', p .. ':de:' .. v[2], fi, id)
   redis.call('ZADD', p .. ':df:' .. v[3], fi, id)
   redis.call('ZINCRBY', p .. ':dfs', 1, v[3])
   redis.call('HINCRBY', p .. ':dfk:' .. v[3], v[1], 1)
+  tally(q, v[1], tonumber(fi), 'D')
 end
 
 -- unbury removes DEAD task id of queue q from the dead-letter indexes.
@@ -169,6 +226,7 @@ local function unbury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef')
   local p = qp(q)
   redis.call('ZREM', p .. ':dead', id)
+  redis.call('HDEL', p .. ':dm', id)
   redis.call('ZREM', p .. ':dh:' .. v[1], id)
   redis.call('ZREM', p .. ':de:' .. v[2], id)
   redis.call('ZREM', p .. ':df:' .. v[3], id)
@@ -218,11 +276,12 @@ local function look(id)
 end
 
 -- audit writes an audit entry of this script's queue, with the ID the
--- store reserved (the script's last argument), and returns the ID.
+-- store reserved (the script's last argument), and returns the ID. The
+-- entries of one mutation across queues share their ID (see ListAudit).
 local function audit(at, actor, action, filter, ids, count, reason, details)
   local id = tonumber(ARGV[#ARGV])
   redis.call('ZADD', P .. ':audit', fmt(id), nstr(fmt(id)) .. nstr(fmt(at)) .. nstr(actor) .. nstr(action) ..
-    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details))
+    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details) .. nstr(Q))
   return id
 end
 `
@@ -296,7 +355,7 @@ for i = 0, n - 1 do
     if ARGV[b+11] == '1' then
       local outcome = ARGV[b+12]
       local dur = tonumber(ARGV[b+18])
-      record(q, id, 0, 0, now - dur, now, outcome, ARGV[b+13], ARGV[b+14], ARGV[b+15], ARGV[b+17])
+      record(q, id, h, 0, 0, now - dur, now, outcome, ARGV[b+13], ARGV[b+14], ARGV[b+15], ARGV[b+17])
       redis.call('HSET', k, 'at', '1', 'et', ARGV[b+13], 'em', ARGV[b+14], 'ef', ARGV[b+16])
       if outcome == 'PERMANENT_FAILURE' then
         redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now))
@@ -318,6 +377,7 @@ for i = 0, n - 1 do
 end
 for k, l in pairs(waits) do variadic('ZADD', k, l) end
 for q in pairs(queues) do redis.call('PUBLISH', N .. ':notify', q) end
+flush()
 return out
 `)
 
@@ -470,7 +530,7 @@ for i = 0, n - 1 do
       if ARGV[b+5] == '1' then
         local outcome = ARGV[b+6]
         local n = tonumber(v[5]) + 1
-        append(q, id, n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
+        append(q, id, v[4], n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
           ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+11])
         set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(tonumber(v[6]) + 1)
         if outcome ~= 'SUCCESS' then
@@ -505,6 +565,7 @@ end
 for k, ids in pairs(gone) do variadic('ZREM', k, ids) end
 for k, l in pairs(done) do variadic('ZADD', k, l) end
 for k, l in pairs(waits) do variadic('ZADD', k, l) end
+flush()
 return out
 `)
 
@@ -562,8 +623,8 @@ for i = 1, math.min(limit, #cands) do
   local c = cands[i]
   local id, q = c[2], c[3]
   local k = tkey(q, id)
-  local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo')
-  record(q, id, tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
+  local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo', 'h')
+  record(q, id, v[5], tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
   local exp = now + lease
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HINCRBY', k, 'tk', 1)
@@ -572,6 +633,7 @@ for i = 1, math.min(limit, #cands) do
   redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
   out[#out+1] = redis.call('HGETALL', k)
 end
+flush()
 return out
 `)
 
@@ -951,7 +1013,7 @@ for i = 0, n - 1 do
     local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
       local worker = ARGV[b+9]
-      record(q, id, tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
+      record(q, id, v[4], tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
         ARGV[b+5], ARGV[b+6], ARGV[b+7], worker)
       redis.call('HINCRBY', k, 'at', 1)
       local due = now + tonumber(ARGV[b+3])
@@ -973,6 +1035,7 @@ for i = 0, n - 1 do
   end
   out[#out+1] = res
 end
+flush()
 return out
 `)
 
@@ -1187,11 +1250,12 @@ for _, t in ipairs(todo) do
   local q, id = t[1], t[2]
   local k = tkey(q, id)
   unwait(q, id, t[3])
-  record(q, id, t[4], 0, now, now, 'CANCELLED', etype, emsg, '', actor)
+  record(q, id, t[3], t[4], 0, now, now, 'CANCELLED', etype, emsg, '', actor)
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
   bury(q, id)
 end
+flush()
 return res
 `)
 
@@ -1287,11 +1351,12 @@ audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', 
 for _, id in ipairs(ids) do
   local k = tkey(q, id)
   unwait(q, id, h)
-  record(q, id, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
+  record(q, id, h, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
   bury(q, id)
 end
+flush()
 return #ids
 `)
 
@@ -1440,4 +1505,90 @@ return out
 var scriptUnindex = redis.NewScript(`#!lua
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
+`)
+
+// scriptWaiting counts handler H's waiting tasks of a queue: all of them
+// when the handler is paused (held), else those due after now split by
+// whether they were tried in their current life (at > 0: retrying) or
+// not (scheduled), walking at most budget of them by due time from rank
+// from (-1: the first one not due).
+// ARGV: N, now, handler, from, budget.
+// Keys: of the queue P:hp:H, P:ph:H, P:t:ID of each task walked.
+// Returns {held, retrying, scheduled, next rank (-1: done)}.
+var scriptWaiting = redis.NewScript(prelude + `
+local now = clock(ARGV[2])
+local q, h = Q, ARGV[3]
+local from, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
+local key = qp(q) .. ':ph:' .. h
+if held(q, h) then return {redis.call('ZCARD', key), 0, 0, -1} end
+if from < 0 then from = redis.call('ZCOUNT', key, '-inf', fmt(now)) end
+local ids = redis.call('ZRANGE', key, from, from + budget - 1)
+local r, s = 0, 0
+for _, id in ipairs(ids) do
+  if num(redis.call('HGET', tkey(q, id), 'at')) > 0 then r = r + 1 else s = s + 1 end
+end
+local nxt = -1
+if #ids == budget then nxt = from + budget end
+return {0, r, s, nxt}
+`)
+
+// scriptCountDeadQueue counts a queue's dead tasks whose life and message
+// match, oldest first from a cursor, examining at most a budget of
+// entries: two commands per page of 1,000 (the page of P:dead by rank,
+// the HMGET of their P:dm records), never a task's own hash unless it has
+// no record (a task buried before P:dm was kept).
+// ARGV: N, dead after (µs or empty), dead before (µs or empty), message
+// (lower case), life min, life below, cursor finish time (µs or empty),
+// cursor ID, budget.
+// Keys: of the queue P:dead, P:dm, P:t:ID of a task without a record.
+// Returns {count, last examined finish time, last examined ID} (empty when
+// the walk is done).
+var scriptCountDeadQueue = redis.NewScript(prelude + `
+local q, p = Q, P
+local key = p .. ':dead'
+local msg, lmin, lbelow = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local cfi, cid, budget = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local hi = tonumber(ARGV[3])
+-- Pages by rank, which nothing changes while the script runs: each is
+-- O(log n) plus its size, however far the walk went.
+local rank = 0
+if cfi ~= '' then rank = redis.call('ZCOUNT', key, '-inf', '(' .. cfi)
+elseif ARGV[2] ~= '' then rank = redis.call('ZCOUNT', key, '-inf', '(' .. ARGV[2]) end
+local cf = tonumber(cfi)
+local found, seen = 0, 0
+local lastfi, lastid = '', ''
+while seen < budget do
+  local r = redis.call('ZRANGE', key, rank, rank + 999, 'WITHSCORES')
+  if #r == 0 then return {found, '', ''} end
+  rank = rank + #r / 2
+  local ids, ended = {}, false
+  for j = 1, #r, 2 do
+    local fi = tonumber(r[j+1])
+    if hi and fi >= hi then ended = true break end
+    if not (cf and fi == cf and r[j] <= cid) then
+      ids[#ids+1] = r[j]
+      lastfi, lastid = r[j+1], r[j]
+    end
+  end
+  if #ids > 0 then
+    local recs = redis.call('HMGET', p .. ':dm', unpack(ids))
+    for j = 1, #ids do
+      local rec, lf, m = recs[j], 0, ''
+      if rec then
+        local c = string.find(rec, ':', 1, true)
+        lf, m = tonumber(string.sub(rec, 1, c - 1)), string.sub(rec, c + 1)
+      else
+        local v = redis.call('HMGET', tkey(q, ids[j]), 'lf', 'em')
+        lf, m = num(v[1]), string.lower(v[2] or '')
+      end
+      if (msg == '' or string.find(m, msg, 1, true)) and (lmin <= 0 or lf >= lmin) and
+        (lbelow <= 0 or lf < lbelow) then
+        found = found + 1
+      end
+    end
+    seen = seen + #ids
+  end
+  if ended then return {found, '', ''} end
+end
+return {found, lastfi, lastid}
 `)

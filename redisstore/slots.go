@@ -175,18 +175,28 @@ func (s *Store) pipeline(ctx context.Context, keys []string, write func(p redis.
 	return errors.Join(errs...)
 }
 
-// runAudited reserves an audit entry ID (INCR N:auditseq) and runs a
-// script of queue q with it as the script's last argument. A reservation
-// that fails changes nothing; a reserved ID the script does not use is a
-// gap in the IDs.
+// runAudited reserves an audit entry ID (reserveAudit) and runs a script
+// of queue q with it as the script's last argument.
 func (s *Store) runAudited(ctx context.Context, sc *redis.Script, q string, args ...any) (any, error) {
+	id, err := s.reserveAudit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.runQ(ctx, sc, q, append(args, id)...)
+}
+
+// reserveAudit reserves an audit entry ID (INCR N:auditseq). A mutation
+// across queues reserves one and passes it to each queue's script, whose
+// entries ListAudit merges into one. A reservation that fails changes
+// nothing; a reserved ID no script uses is a gap in the IDs.
+func (s *Store) reserveAudit(ctx context.Context) (int64, error) {
 	var incr *redis.IntCmd
 	err := s.pipeline(ctx, []string{s.ns + ":auditseq"}, func(p redis.Pipeliner, _ int) { incr = p.Incr(ctx, s.ns+":auditseq") })
 	id, ierr := incr.Result()
 	if err := errors.Join(ierr, err); err != nil {
-		return nil, fmt.Errorf("reserving an audit entry ID: %w", err)
+		return 0, fmt.Errorf("reserving an audit entry ID: %w", err)
 	}
-	return s.runQ(ctx, sc, q, append(args, id)...)
+	return id, nil
 }
 
 // addQueues records queues in N:queues, before the first script that

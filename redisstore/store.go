@@ -247,9 +247,9 @@ var ErrNotDurable = errors.New("redisstore: the Redis server is not configured t
 // operating system decides when the file reaches the disk), and an
 // eviction policy that may delete any key (maxmemory-policy allkeys-*).
 // rdq requires appendonly yes and a policy that evicts no key of rdq's
-// (noeviction; rdq's keys have no expiry, so the volatile-* policies
-// never evict them either). appendfsync everysec, Redis's default, is
-// accepted: a crash of the server process loses nothing acknowledged, and
+// (noeviction; only the series counters expire, so the volatile-*
+// policies evict at most series counts, never a task). appendfsync
+// everysec, Redis's default, is accepted: a crash of the server process loses nothing acknowledged, and
 // a crash of the whole host loses up to about a second of writes;
 // appendfsync always closes that window at the cost of one fsync per
 // write. An error means the settings could not be read (a managed
@@ -949,7 +949,7 @@ func (s *Store) getIn(ctx context.Context, q string, id rdq.ID) (*rdq.Task, []rd
 
 // PurgeSucceeded implements store.Store: one script per queue, in queue
 // order, until Limit tasks were deleted; each queue that deletes any
-// writes its own "retention" audit entry. Every queue's purged keys are
+// writes its part of one "retention" audit entry. Every queue's purged keys are
 // pruned.
 func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams) (int64, error) {
 	if p.Limit < 1 {
@@ -966,9 +966,13 @@ func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: purge succeeded: %w", err)
 	}
+	aid, err := s.reserveAudit(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: purge succeeded: %w", err)
+	}
 	var n int64
 	for _, q := range qs {
-		res, err := s.runAudited(ctx, scriptPurgeSucceeded, q, nowArg(p.Now), micros(p.OlderThan), int64(p.Limit)-n, p.Actor, micros(s.keyRetention), string(filter))
+		res, err := s.runQ(ctx, scriptPurgeSucceeded, q, nowArg(p.Now), micros(p.OlderThan), int64(p.Limit)-n, p.Actor, micros(s.keyRetention), string(filter), aid)
 		if err != nil {
 			return n, fmt.Errorf("redisstore: purge succeeded: queue %s: %w", q, err)
 		}

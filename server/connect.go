@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
@@ -49,9 +48,8 @@ func (s *Service) newRPCHandler() (http.Handler, error) {
 }
 
 // guardRPC serves a call of RPCPath before next, connect-go's handler,
-// reads its body: it authenticates the call from its headers, holds one of
-// the principal's body places while the call is served, and reads the
-// body within the size limit and the body read deadline. A call refused
+// reads its body: admit lets it in as it lets in a REST request, and the
+// body is read within the size limit and the body read deadline. A call refused
 // here is answered in its protocol's form, with the stable code, and
 // counted in the request metrics when it names a method of the service.
 func (s *Service) guardRPC(next http.Handler, methods map[string]bool) http.Handler {
@@ -75,35 +73,22 @@ func (s *Service) guardRPC(next http.Handler, methods map[string]bool) http.Hand
 				s.log.DebugContext(ctx, "rdq api: writing a Connect error", "error", werr)
 			}
 		}
-		ctx, err := s.authenticate(r.Context(), r.Header.Get("Authorization"))
+		// A gRPC or gRPC-Web message comes after a 5-byte prefix; a
+		// Connect unary message is the whole body.
+		limit := s.maxBody
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			limit += 5
+		}
+		ctx, release, err := s.admit(r.Context(), w, r, limit)
+		defer release()
 		if err != nil {
-			refuse(r.Context(), err)
+			refuse(ctx, err)
 			return
 		}
 		if r.Method == http.MethodPost {
-			p, _ := PrincipalFrom(ctx)
-			actx, cancel := context.WithTimeout(ctx, s.timeout)
-			release, aerr := s.bodies.acquire(actx, p.Name)
-			cancel()
-			if aerr != nil {
-				refuse(ctx, errorf(CodeUnavailable, "the server is handling as many request bodies of yours as it may; retry later"))
-				return
-			}
-			defer release()
-			if derr := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyRead)); derr != nil && !errors.Is(derr, http.ErrNotSupported) {
-				s.log.DebugContext(ctx, "rdq api: setting the body's read deadline", "error", derr)
-			}
-			// A gRPC or gRPC-Web message comes after a 5-byte prefix;
-			// a Connect unary message is the whole body.
-			limit := s.maxBody
-			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-				limit += 5
-			}
-			if r.ContentLength > limit {
-				refuse(ctx, errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody)))
-				return
-			}
-			body, rerr := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+			// Read here, so that a body too large or too slow is refused
+			// with the stable code before connect-go sees it.
+			body, rerr := io.ReadAll(r.Body)
 			if rerr != nil {
 				refuse(ctx, s.readError(rerr))
 				return

@@ -223,5 +223,6 @@ func auditToProto(e store.AuditEntry) *rdqv1.AuditEntry {
 		Count:   e.Count,
 		Reason:  e.Reason,
 		Details: e.Details,
+		Queues:  e.Queues,
 	}
 }

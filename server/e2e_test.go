@@ -667,12 +667,14 @@ func TestEndToEnd(t *testing.T) {
 				Action string   `json:"action"`
 				IDs    []string `json:"ids"`
 				Reason string   `json:"reason"`
+				Queues []string `json:"queues"`
 			} `json:"entries"`
 		}
 		if resp := e.do("GET", "/v1/audit?action=redrive", tokOperator, nil, &audit); resp.StatusCode != 200 || len(audit.Entries) != 1 {
 			t.Fatalf("audit: %d %+v", resp.StatusCode, audit)
 		}
-		if a := audit.Entries[0]; a.Actor != "orders-team" || a.Reason != "pool size raised" || len(a.IDs) != 1 || a.IDs[0] != deadID {
+		if a := audit.Entries[0]; a.Actor != "orders-team" || a.Reason != "pool size raised" || len(a.IDs) != 1 || a.IDs[0] != deadID ||
+			len(a.Queues) != 1 || a.Queues[0] != "fail500" {
 			t.Errorf("audit entry: %+v", a)
 		}
 	})

@@ -16,6 +16,11 @@ import (
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/genproto/googleapis/api/annotations"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/srjn45/rdq/proto/rdqv1"
 )
 
 // readyTimeout bounds the readiness check of /readyz.
@@ -42,12 +47,15 @@ const readyTimeout = 5 * time.Second
 //	GET  /v1/breakers           ListBreakers    query: queue
 //	POST /v1/breakers:set       SetBreaker      body: {"queue", "handler", "state": "open"|"closed", "cool_off_ms", "reason"}
 //	GET  /v1/workers            ListWorkers     query: queue
+//	GET  /v1/series             GetSeries       query: queue, handler, resolution (minute|hour), since, until
 //	GET  /healthz               200 while the process serves
 //	GET  /readyz                200 when the store answers, else 503
 //	GET  /metrics               Prometheus exposition of Config.Gatherer (when set), behind Config.MetricsToken (when set)
 //	POST /rdq.v1.RdqService/*   every method over the Connect protocol and gRPC-Web (see RPCPath)
 //
-// Every /v1 request needs "Authorization: Bearer <token>". Request bodies
+// Each /v1 route is the google.api.http annotation of its method in
+// proto/rdq/v1/rdq.proto. Every /v1 request needs "Authorization: Bearer
+// <token>". Request bodies
 // are JSON (Content-Type application/json, or none) of at most
 // Config.MaxBodyBytes; unknown fields are ignored. Times are RFC 3339,
 // durations whole milliseconds. Errors are RFC 9457 problem documents
@@ -117,22 +125,28 @@ func (s *Service) opsRoutes(mux *http.ServeMux) {
 
 // restRoute maps one RPC onto REST.
 type restRoute struct {
-	method string // the HTTP method
-	path   string // the ServeMux path pattern
+	method string // the HTTP method, of the RPC's google.api.http rule
+	path   string // the ServeMux path pattern, of the rule's path template
 	rpc    string // the RPC called, named as in the rdq.v1 service
 	status int    // the HTTP status of a success
 	// serve decodes the request, calls the RPC and renders its response.
 	serve func(s *Service, ctx context.Context, r *http.Request) (any, error)
 }
 
-// rest makes the route of one RPC: decode makes the RPC's request of the
-// HTTP request (its path, query or body), call is the RPC, and render makes
-// the response body of the request and the RPC's response.
-func rest[Req, Res any](method, path, rpc string, status int,
+// rest makes the route of one RPC, at the method and path of its
+// google.api.http annotation in rdq.proto: decode makes the RPC's request
+// of the HTTP request (its path, query or body), call is the RPC, and
+// render makes the response body of the request and the RPC's response.
+func rest[Req, Res any](rpc string, status int,
 	decode func(*Service, *http.Request) (Req, error),
 	call func(*Service, context.Context, Req) (Res, error),
 	render func(Req, Res) (any, error),
 ) restRoute {
+	method, path, err := httpRule(rpc)
+	if err != nil {
+		// rdq.proto is compiled in: every test starts here.
+		panic(err)
+	}
 	return restRoute{method: method, path: path, rpc: rpc, status: status,
 		serve: func(s *Service, ctx context.Context, r *http.Request) (any, error) {
 			req, err := decode(s, r)
@@ -148,34 +162,68 @@ func rest[Req, Res any](method, path, rpc string, status int,
 	}
 }
 
-// restRoutes is the REST mapping of the rdq.v1 service, one route per RPC
-// (TestEveryRPCHasAPolicyAndARoute keeps it so), as Handler documents it.
-// A POST's body is read by decode, within the limits api sets.
-var restRoutes = []restRoute{
-	rest("POST", "/v1/tasks", "Submit", http.StatusOK, decodeSubmit, (*Service).Submit, renderSubmit),
-	rest("POST", "/v1/tasks:batch", "SubmitBatch", http.StatusOK, decodeSubmitBatch, submitBatch, renderSubmitBatch),
-	rest("GET", "/v1/tasks/{id}", "GetTask", http.StatusOK, decodeGetTask, (*Service).GetTask, renderTask),
-	rest("GET", "/v1/dlq/tasks", "ListDead", http.StatusOK, decodeListDead, (*Service).ListDead, renderListDead),
-	rest("GET", "/v1/dlq/tasks/{id}", "ShowDead", http.StatusOK, decodeShowDead, (*Service).ShowDead, renderTask),
-	rest("GET", "/v1/dlq/groups", "DeadGroups", http.StatusOK, decodeDeadGroups, (*Service).DeadGroups, renderDeadGroups),
-	rest("POST", "/v1/dlq:redrive", "Redrive", http.StatusOK, decodeRedrive, (*Service).Redrive, renderRedrive),
-	rest("POST", "/v1/dlq:purge", "Purge", http.StatusOK, decodePurge, (*Service).Purge, renderPurge),
-	rest("GET", "/v1/audit", "ListAudit", http.StatusOK, decodeListAudit, (*Service).ListAudit, renderListAudit),
-	rest("GET", "/v1/queues", "QueueStats", http.StatusOK, decodeQueueStats, (*Service).QueueStats, renderQueueStats),
-	rest("POST", "/v1/queues:pause", "PauseQueue", http.StatusOK, decodePause, (*Service).PauseQueue, renderPause),
-	rest("POST", "/v1/queues:resume", "ResumeQueue", http.StatusOK, decodeResume, (*Service).ResumeQueue, renderResume),
-	rest("GET", "/v1/tasks", "ListTasks", http.StatusOK, decodeListTasks, (*Service).ListTasks, renderListTasks),
-	rest("GET", "/v1/tasks:by-key", "TaskByKey", http.StatusOK, decodeTaskByKey, (*Service).TaskByKey, renderTask),
-	rest("POST", "/v1/tasks:retry", "RetryTasks", http.StatusOK, decodeChange, (*Service).RetryTasks, renderChange),
-	rest("POST", "/v1/tasks:cancel", "CancelTasks", http.StatusOK, decodeChange, (*Service).CancelTasks, renderChange),
-	rest("GET", "/v1/breakers", "ListBreakers", http.StatusOK, decodeListBreakers, (*Service).ListBreakers, renderListBreakers),
-	rest("POST", "/v1/breakers:set", "SetBreaker", http.StatusOK, decodeSetBreaker, (*Service).SetBreaker, renderSetBreaker),
-	rest("GET", "/v1/workers", "ListWorkers", http.StatusOK, decodeListWorkers, (*Service).ListWorkers, renderListWorkers),
+// httpRule returns the HTTP method and the ServeMux path pattern of the
+// google.api.http annotation of RPC rpc of rdq.v1.RdqService: a GET
+// without a body or a POST with one, its path literal segments and
+// single-segment variables ("/v1/tasks/{id}").
+func httpRule(rpc string) (method, path string, err error) {
+	md := rdqv1.File_rdq_v1_rdq_proto.Services().ByName("RdqService").Methods().ByName(protoreflect.Name(rpc))
+	if md == nil {
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService has no method %s", rpc)
+	}
+	rule, ok := proto.GetExtension(md.Options(), annotations.E_Http).(*annotations.HttpRule)
+	if !ok || rule == nil {
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s has no google.api.http annotation", rpc)
+	}
+	switch {
+	case rule.GetGet() != "" && rule.GetBody() == "":
+		method, path = http.MethodGet, rule.GetGet()
+	case rule.GetPost() != "" && rule.GetBody() != "":
+		method, path = http.MethodPost, rule.GetPost()
+	default:
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s: the REST mapping serves a GET without a body or a POST with one, not %v", rpc, rule)
+	}
+	if len(rule.GetAdditionalBindings()) > 0 || rule.GetResponseBody() != "" {
+		return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s: additional_bindings and response_body are not served", rpc)
+	}
+	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		if strings.ContainsAny(seg, "*=") || strings.HasPrefix(seg, "{") != strings.HasSuffix(seg, "}") {
+			return "", "", fmt.Errorf("server: rdq.v1.RdqService.%s: path %q: only literal segments and single-segment variables ({id}) are served", rpc, path)
+		}
+	}
+	return method, path, nil
 }
 
-// api serves one route: timeout, trace context, authentication, a place
-// and a read deadline for a POST's body, errors as problem documents,
-// metrics.
+// restRoutes is the REST mapping of the rdq.v1 service, one route per RPC
+// (TestEveryRPCHasAPolicyAndARoute keeps it so), as Handler documents it:
+// each RPC's method and path are those of its google.api.http annotation.
+// A POST's body is read by decode, within the limits admit sets.
+var restRoutes = []restRoute{
+	rest("Submit", http.StatusOK, decodeSubmit, (*Service).Submit, renderSubmit),
+	rest("SubmitBatch", http.StatusOK, decodeSubmitBatch, submitBatch, renderSubmitBatch),
+	rest("GetTask", http.StatusOK, decodeGetTask, (*Service).GetTask, renderTask),
+	rest("ListDead", http.StatusOK, decodeListDead, (*Service).ListDead, renderListDead),
+	rest("ShowDead", http.StatusOK, decodeShowDead, (*Service).ShowDead, renderTask),
+	rest("DeadGroups", http.StatusOK, decodeDeadGroups, (*Service).DeadGroups, renderDeadGroups),
+	rest("Redrive", http.StatusOK, decodeRedrive, (*Service).Redrive, renderRedrive),
+	rest("Purge", http.StatusOK, decodePurge, (*Service).Purge, renderPurge),
+	rest("ListAudit", http.StatusOK, decodeListAudit, (*Service).ListAudit, renderListAudit),
+	rest("QueueStats", http.StatusOK, decodeQueueStats, (*Service).QueueStats, renderQueueStats),
+	rest("PauseQueue", http.StatusOK, decodePause, (*Service).PauseQueue, renderPause),
+	rest("ResumeQueue", http.StatusOK, decodeResume, (*Service).ResumeQueue, renderResume),
+	rest("ListTasks", http.StatusOK, decodeListTasks, (*Service).ListTasks, renderListTasks),
+	rest("TaskByKey", http.StatusOK, decodeTaskByKey, (*Service).TaskByKey, renderTask),
+	rest("RetryTasks", http.StatusOK, decodeChange, (*Service).RetryTasks, renderChange),
+	rest("CancelTasks", http.StatusOK, decodeChange, (*Service).CancelTasks, renderChange),
+	rest("ListBreakers", http.StatusOK, decodeListBreakers, (*Service).ListBreakers, renderListBreakers),
+	rest("SetBreaker", http.StatusOK, decodeSetBreaker, (*Service).SetBreaker, renderSetBreaker),
+	rest("ListWorkers", http.StatusOK, decodeListWorkers, (*Service).ListWorkers, renderListWorkers),
+	rest("GetSeries", http.StatusOK, decodeGetSeries, (*Service).GetSeries, renderGetSeries),
+}
+
+// api serves one route: timeout, trace context, admission (admit:
+// authentication, and a place, a read deadline and the size limit for a
+// POST's body), errors as problem documents, metrics.
 func (s *Service) api(rt restRoute) http.Handler {
 	name := rt.rpc
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,22 +234,8 @@ func (s *Service) api(rt restRoute) http.Handler {
 		defer span.End()
 
 		var out any
-		ctx, err := s.authenticate(ctx, r.Header.Get("Authorization"))
-		if err == nil && r.Method == http.MethodPost {
-			// The body, and what is decoded from it, live until serve
-			// returns: hold a place for them meanwhile, one of the
-			// principal's own, and read the body under a deadline.
-			p, _ := PrincipalFrom(ctx)
-			release, aerr := s.bodies.acquire(ctx, p.Name)
-			if aerr != nil {
-				err = errorf(CodeUnavailable, "the server is handling as many request bodies of yours as it may; retry later")
-			} else {
-				defer release()
-				if derr := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyRead)); derr != nil && !errors.Is(derr, http.ErrNotSupported) {
-					s.log.DebugContext(ctx, "rdq api: setting the body's read deadline", "error", derr)
-				}
-			}
-		}
+		ctx, release, err := s.admit(ctx, w, r, s.maxBody)
+		defer release()
 		refusedUnread := err != nil && r.Method == http.MethodPost
 		if err == nil {
 			out, err = rt.serve(s, ctx, r)
@@ -240,6 +274,39 @@ func (s *Service) outcome(ctx context.Context, span trace.Span, name string, err
 	return e
 }
 
+// admit lets a request of the API in, on either transport, before its
+// body is read: it authenticates the request from its Authorization
+// header and, for a POST, holds one of the principal's body places
+// (Config.MaxConcurrentBodies), sets the body's read deadline
+// (Config.BodyReadTimeout) and limits the body to limit bytes, refusing at
+// once one whose Content-Length says it is larger. It returns ctx with the
+// principal and a release to call once the request is served (also after
+// an error), or the error to answer the request with, its body unread.
+func (s *Service) admit(ctx context.Context, w http.ResponseWriter, r *http.Request, limit int64) (_ context.Context, release func(), err error) {
+	release = func() {}
+	ctx, err = s.authenticate(ctx, r.Header.Get("Authorization"))
+	if err != nil || r.Method != http.MethodPost {
+		return ctx, release, err
+	}
+	// The body, and what is decoded from it, live until the request is
+	// served: they hold a place meanwhile, one of the principal's own.
+	p, _ := PrincipalFrom(ctx)
+	actx, cancel := context.WithTimeout(ctx, s.timeout)
+	release, err = s.bodies.acquire(actx, p.Name)
+	cancel()
+	if err != nil {
+		return ctx, func() {}, errorf(CodeUnavailable, "the server is handling as many request bodies of yours as it may; retry later")
+	}
+	if derr := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyRead)); derr != nil && !errors.Is(derr, http.ErrNotSupported) {
+		s.log.DebugContext(ctx, "rdq api: setting the body's read deadline", "error", derr)
+	}
+	if r.ContentLength > limit {
+		return ctx, release, errorf(CodePayloadTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.maxBody))
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	return ctx, release, nil
+}
+
 // authenticate returns ctx with the principal of the Authorization value.
 func (s *Service) authenticate(ctx context.Context, authz string) (context.Context, error) {
 	tok, ok := bearerToken(authz)
@@ -267,7 +334,7 @@ func (s *Service) writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // bodyReader checks the request's content type and returns its body,
-// limited to the size limit.
+// which admit limited to the size limit.
 func (s *Service) bodyReader(r *http.Request) (io.Reader, error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -275,7 +342,7 @@ func (s *Service) bodyReader(r *http.Request) (io.Reader, error) {
 			return nil, errorf(CodeUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
 		}
 	}
-	return http.MaxBytesReader(nil, r.Body, s.maxBody), nil
+	return r.Body, nil
 }
 
 // readError turns an error reading a request body into an API error.

@@ -542,6 +542,7 @@ type restAuditEntry struct {
 	Count   int64             `json:"count"`
 	Reason  string            `json:"reason,omitempty"`
 	Details map[string]string `json:"details,omitempty"`
+	Queues  []string          `json:"queues,omitempty"`
 }
 
 func decodeListAudit(_ *Service, r *http.Request) (*rdqv1.ListAuditRequest, error) {
@@ -567,7 +568,7 @@ func renderListAudit(_ *rdqv1.ListAuditRequest, res *rdqv1.ListAuditResponse) (a
 	for i, e := range res.GetEntries() {
 		entries[i] = restAuditEntry{
 			ID: e.GetId(), At: e.GetAt().AsTime().UTC(), Actor: e.GetActor(), Action: e.GetAction(), Filter: e.GetFilter(),
-			IDs: e.GetIds(), Count: e.GetCount(), Reason: e.GetReason(), Details: e.GetDetails(),
+			IDs: e.GetIds(), Count: e.GetCount(), Reason: e.GetReason(), Details: e.GetDetails(), Queues: e.GetQueues(),
 		}
 	}
 	return struct {

@@ -45,6 +45,7 @@ var rpcPolicies = map[string]rpcPolicy{
 	"ListBreakers": {RoleOperator, scopeQueueOrOwn, needsStore}, // without store.HandlerPauser, none to list
 	"SetBreaker":   {RoleAdmin, scopeQueue, needsHandlerPauser},
 	"ListWorkers":  {RoleOperator, scopeQueueOrOwn, needsRegistry},
+	"GetSeries":    {RoleOperator, scopeQueueOrOwn, needsSeries},
 }
 
 // scope is where an RPC's caller needs the RPC's role.
@@ -91,6 +92,7 @@ const (
 	needsLiveTasks                       // store.LiveTasks, for package tasks
 	needsHandlerPauser                   // store.HandlerPauser
 	needsRegistry                        // store.WorkerRegistry
+	needsSeries                          // store.SeriesReader
 )
 
 // provides returns nil if the store implements what c names, and an
@@ -118,6 +120,10 @@ func (s *Service) provides(c capability) error {
 	case needsRegistry:
 		if s.registry == nil {
 			return errorf(CodeUnimplemented, "the store keeps no worker registry (it does not implement store.WorkerRegistry)")
+		}
+	case needsSeries:
+		if s.series == nil {
+			return errorf(CodeUnimplemented, "the store keeps no series of attempts (it does not implement store.SeriesReader)")
 		}
 	default:
 		return fmt.Errorf("server: unknown capability %d", c)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/proto/rdqv1"
@@ -173,6 +174,7 @@ func TestEveryRPCRefusesCallersOutsideItsScope(t *testing.T) {
 		"ListBreakers": {&rdqv1.ListBreakersRequest{Queue: "orders"}, CodePermissionDenied},
 		"SetBreaker":   {&rdqv1.SetBreakerRequest{Queue: "orders", Handler: "call", State: "open", Reason: "outage"}, CodePermissionDenied},
 		"ListWorkers":  {&rdqv1.ListWorkersRequest{Queue: "orders"}, CodePermissionDenied},
+		"GetSeries":    {&rdqv1.GetSeriesRequest{Queue: "orders", Since: timestamppb.Now()}, CodePermissionDenied},
 	}
 
 	// invoke calls the RPC through the service descriptor, as the gRPC

@@ -171,6 +171,7 @@ type Service struct {
 	pauser       store.Pauser
 	handlers     store.HandlerPauser
 	registry     store.WorkerRegistry
+	series       store.SeriesReader
 	dlq          *dlq.DLQ
 	live         *tasks.Tasks // nil without store.LiveTasks
 	auth         Authenticator
@@ -271,6 +272,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if r, ok := store.RegistryOf(cfg.Store); ok {
 		s.registry = r
+	}
+	if sr, ok := store.SeriesReaderOf(cfg.Store); ok {
+		s.series = sr
 	}
 	switch lt, err := tasks.New(cfg.Store, tasks.Config{Logger: s.log}); {
 	case err == nil:
@@ -385,8 +389,12 @@ func (s *Service) taskFromSpec(c *call, spec *rdqv1.TaskSpec) (client.Task, erro
 	}
 	if ff := spec.GetFirstFailure(); ff != nil {
 		typ, msg := ff.GetErrorType(), ff.GetMessage()
-		if typ == "" {
+		switch {
+		case typ == "":
 			typ = "remote"
+		case rdq.IsReservedErrorType(typ):
+			// A submitter cannot record one of rdq's own events.
+			typ = rdq.RemoteTypePrefix + typ
 		}
 		if msg == "" {
 			msg = "failure reported by the submitter"

@@ -292,9 +292,13 @@ func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (sto
 			if res.Redriven == 0 {
 				return nil
 			}
+			queues, err := s.queuesOfRows(ctx, tx, rowids)
+			if err != nil {
+				return err
+			}
 			return s.audit(ctx, tx, now, auditRecord{
 				actor: p.Actor, action: "redrive", filter: filter, count: res.Redriven, reason: p.Reason,
-				details: store.RedriveDetails(p),
+				details: store.RedriveDetails(p), queues: queues,
 			})
 		})
 	})
@@ -302,6 +306,27 @@ func (s *Store) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (sto
 		return store.RedriveDeadResult{}, fmt.Errorf("sqlitestore: redrive dead: %w", err)
 	}
 	return res, nil
+}
+
+// queuesOfRows returns the queues of the tasks rowids (a JSON array of row
+// ids), for the audit entry of a redrive by filter.
+func (s *Store) queuesOfRows(ctx context.Context, tx *sql.Tx, rowids string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, sqlRedriveDeadQueues, rowids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the redriven queues: %w", err)
+	}
+	var queues []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			return nil, errors.Join(fmt.Errorf("reading the redriven queues: %w", err), rows.Close())
+		}
+		queues = append(queues, q)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("reading the redriven queues: %w", err)
+	}
+	return queues, nil
 }
 
 // BulkChunkSize implements store.BulkChunker. Each RedriveDead or
@@ -367,7 +392,7 @@ func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, 
 			if err != nil {
 				return fmt.Errorf("deleting: %w", err)
 			}
-			ids, err := s.forgetKeys(ctx, tx, rows, action == "retention", now)
+			ids, queues, err := s.forgetKeys(ctx, tx, rows, action == "retention", now)
 			if err != nil {
 				return fmt.Errorf("deleting: %w", err)
 			}
@@ -375,7 +400,7 @@ func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, 
 			if n == 0 {
 				return nil
 			}
-			rec := auditRecord{actor: p.Actor, action: action, filter: filter, count: n, reason: p.Reason}
+			rec := auditRecord{actor: p.Actor, action: action, filter: filter, count: n, reason: p.Reason, queues: queues}
 			if len(p.Filter.IDs) > 0 {
 				sort.Slice(ids, func(i, j int) bool { return compareID(ids[i], ids[j]) < 0 })
 				rec.ids = ids
@@ -424,12 +449,18 @@ func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]store
 		defer rows.Close()
 		for rows.Next() {
 			var (
-				e            store.AuditEntry
-				at           int64
-				ids, details string
+				e                    store.AuditEntry
+				at                   int64
+				ids, details, queues string
 			)
-			if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Filter, &ids, &e.Count, &e.Reason, &details); err != nil {
+			if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Filter, &ids, &e.Count, &e.Reason, &details, &queues); err != nil {
 				return err
+			}
+			if err := json.Unmarshal([]byte(queues), &e.Queues); err != nil {
+				return fmt.Errorf("decoding the queues of audit entry %d: %w", e.ID, err)
+			}
+			if len(e.Queues) == 0 {
+				e.Queues = nil
 			}
 			e.At = fromMicros(at)
 			var idStrings []string

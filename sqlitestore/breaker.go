@@ -120,7 +120,7 @@ func (s *Store) auditHandler(ctx context.Context, tx *sql.Tx, now int64, actor, 
 	if err != nil {
 		return err
 	}
-	return s.audit(ctx, tx, now, auditRecord{actor: actor, action: action, filter: string(filter), reason: reason, count: count, details: details})
+	return s.audit(ctx, tx, now, auditRecord{actor: actor, action: action, filter: string(filter), reason: reason, count: count, details: details, queues: []string{queue}})
 }
 
 // ClaimProbe implements store.HandlerPauser. Under the write lock it finds

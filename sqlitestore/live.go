@@ -158,13 +158,16 @@ func (s *Store) liveAction(ctx context.Context, override *time.Time, ids []rdq.I
 	err := s.writeAt(ctx, override, func(tx *sql.Tx, now int64) error {
 		errs = make([]error, len(ids))
 		done := map[rdq.ID]bool{}
-		var changed []rdq.ID
+		var (
+			changed []rdq.ID
+			queues  []string
+		)
 		for i, id := range ids {
 			if done[id] {
 				continue
 			}
-			var status string
-			err := tx.QueryRowContext(ctx, sqlLiveStatus, idArg(id)).Scan(&status)
+			var status, queue string
+			err := tx.QueryRowContext(ctx, sqlLiveStatus, idArg(id)).Scan(&status, &queue)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				errs[i] = fmt.Errorf("task %s: %w", id, store.ErrNotFound)
@@ -180,11 +183,12 @@ func (s *Store) liveAction(ctx context.Context, override *time.Time, ids []rdq.I
 			}
 			done[id] = true
 			changed = append(changed, id)
+			queues = append(queues, queue)
 		}
 		if len(changed) == 0 {
 			return nil
 		}
-		return s.audit(ctx, tx, now, auditRecord{actor: actor, action: action, ids: changed, count: int64(len(changed)), reason: reason})
+		return s.audit(ctx, tx, now, auditRecord{actor: actor, action: action, ids: changed, count: int64(len(changed)), reason: reason, queues: queues})
 	})
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func (s *Store) setPaused(ctx context.Context, action string, p store.PauseParam
 		if err != nil || n == 0 {
 			return err
 		}
-		return s.audit(ctx, tx, now, auditRecord{actor: p.Actor, action: action, filter: string(filter), reason: p.Reason})
+		return s.audit(ctx, tx, now, auditRecord{actor: p.Actor, action: action, filter: string(filter), reason: p.Reason, queues: []string{p.Queue}})
 	})
 	if err != nil {
 		return fmt.Errorf("sqlitestore: %s queue %s: %w", action, p.Queue, err)

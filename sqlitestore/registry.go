@@ -178,7 +178,7 @@ func (s *Store) DeadLetterUnserved(ctx context.Context, p store.DeadLetterUnserv
 			return nil
 		}
 		return s.audit(ctx, tx, now, auditRecord{actor: p.Actor, action: "dead_letter_unserved", filter: string(filter),
-			ids: ids, count: int64(len(ids)), reason: f.Message})
+			ids: ids, count: int64(len(ids)), reason: f.Message, queues: []string{p.Queue}})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: dead-letter unserved tasks of %s in %s: %w", p.Handler, p.Queue, err)

@@ -158,7 +158,7 @@ FROM rdq_attempts WHERE task_id = ? ORDER BY number`
 // Redrive by ID.
 const (
 	// Primary key.
-	sqlRedriveLookup = `SELECT status, life, payload FROM rdq_tasks WHERE id = ?`
+	sqlRedriveLookup = `SELECT status, life, payload, queue FROM rdq_tasks WHERE id = ?`
 
 	// Primary key. ?1 next attempt time, ?2 now, ?3 whether the payload
 	// is replaced, ?4 the new payload, ?5 id.
@@ -183,14 +183,14 @@ const (
 // Audit log.
 const (
 	// Primary key (AUTOINCREMENT).
-	sqlInsertAudit = `INSERT INTO rdq_audit (at, actor, action, filter, ids, count, reason, details)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertAudit = `INSERT INTO rdq_audit (at, actor, action, filter, ids, count, reason, details, queues)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	// sqlListAudit is completed with auditFilter* fragments and
 	// sqlListAuditTail. Served by the primary key (newest first), or by
 	// rdq_audit_actor (actor, id) / rdq_audit_action (action, id) when
 	// those filters are set, or rdq_audit_at (at) for a time range.
-	sqlListAudit = `SELECT id, at, actor, action, filter, ids, count, reason, details FROM rdq_audit WHERE 1 = 1`
+	sqlListAudit = `SELECT id, at, actor, action, filter, ids, count, reason, details, queues FROM rdq_audit WHERE 1 = 1`
 
 	auditFilterActor    = ` AND actor = ?`
 	auditFilterAction   = ` AND action = ?`
@@ -261,6 +261,10 @@ const (
 	// of two tasks are independent of each other (but for a chance of
 	// 1/p): the squaring keeps tasks with consecutive row ids from falling
 	// into a few evenly spaced bursts. Every product stays below 2^62.
+	// sqlRedriveDeadQueues reads the queues of the rows a redrive changed
+	// (?1, their row ids as a JSON array), for its audit entry; by row id,
+	// the table's own key.
+	sqlRedriveDeadQueues   = `SELECT DISTINCT queue FROM rdq_tasks WHERE rowid IN (SELECT value FROM json_each(?1)) ORDER BY queue`
 	sqlRedriveDeadPickHead = `SELECT count(*), json_group_array(rowid) FROM (SELECT rowid FROM rdq_tasks`
 	sqlRedriveDeadPickTail = `)`
 	sqlRedriveDeadRows     = `UPDATE OR FAIL rdq_tasks
@@ -336,7 +340,7 @@ const (
 	sqlTaskByKey = sqlFindByKey
 
 	// Primary key.
-	sqlLiveStatus = `SELECT status FROM rdq_tasks WHERE id = ?`
+	sqlLiveStatus = `SELECT status, queue FROM rdq_tasks WHERE id = ?`
 
 	// Primary key. ?1 now, ?2 id.
 	sqlRetryNow = `UPDATE rdq_tasks SET next_attempt_at = ?1, updated_at = ?1

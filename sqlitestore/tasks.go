@@ -116,7 +116,7 @@ func (s *Store) purgedKey(ctx context.Context, tx *sql.Tx, queue, key string, no
 // (the rows of a DELETE … RETURNING id, queue, idempotency_key, which it
 // closes): kept, marked purged at now, when retire is set; deleted
 // otherwise. It returns the deleted tasks' IDs.
-func (s *Store) forgetKeys(ctx context.Context, tx *sql.Tx, rows *sql.Rows, retire bool, now int64) ([]rdq.ID, error) {
+func (s *Store) forgetKeys(ctx context.Context, tx *sql.Tx, rows *sql.Rows, retire bool, now int64) ([]rdq.ID, []string, error) {
 	type gone struct {
 		id         rdq.ID
 		queue, key string
@@ -129,20 +129,22 @@ func (s *Store) forgetKeys(ctx context.Context, tx *sql.Tx, rows *sql.Rows, reti
 			key   sql.NullString
 		)
 		if err := rows.Scan(&b, &queue, &key); err != nil {
-			return nil, errors.Join(err, rows.Close())
+			return nil, nil, errors.Join(err, rows.Close())
 		}
 		id, err := scanID(b)
 		if err != nil {
-			return nil, errors.Join(err, rows.Close())
+			return nil, nil, errors.Join(err, rows.Close())
 		}
 		all = append(all, gone{id, queue, key.String})
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ids := make([]rdq.ID, len(all))
+	queues := make([]string, len(all))
 	for i, g := range all {
 		ids[i] = g.id
+		queues[i] = g.queue
 		if g.key == "" {
 			continue
 		}
@@ -153,10 +155,10 @@ func (s *Store) forgetKeys(ctx context.Context, tx *sql.Tx, rows *sql.Rows, reti
 			_, err = s.exec(ctx, tx, sqlKeyDrop, g.queue, g.key)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("idempotency key of task %s: %w", g.id, err)
+			return nil, nil, fmt.Errorf("idempotency key of task %s: %w", g.id, err)
 		}
 	}
-	return ids, nil
+	return ids, store.AuditQueues(queues...), nil
 }
 
 func validateNewTask(nt *store.NewTask) error {
@@ -789,13 +791,14 @@ func (s *Store) Redrive(ctx context.Context, p store.RedriveParams) ([]error, er
 		errs = make([]error, len(p.IDs))
 		var (
 			done    []rdq.ID
+			queues  []string
 			details map[string]string
 		)
 		for i, id := range p.IDs {
 			var (
-				status  string
-				life    int
-				payload []byte
+				status, queue string
+				life          int
+				payload       []byte
 			)
 			rows, err := s.query(ctx, tx, sqlRedriveLookup, idArg(id))
 			if err != nil {
@@ -804,7 +807,7 @@ func (s *Store) Redrive(ctx context.Context, p store.RedriveParams) ([]error, er
 			found := false
 			for rows.Next() {
 				found = true
-				if err := rows.Scan(&status, &life, &payload); err != nil {
+				if err := rows.Scan(&status, &life, &payload, &queue); err != nil {
 					return errors.Join(fmt.Errorf("looking up task %s: %w", id, err), rows.Close())
 				}
 			}
@@ -835,6 +838,7 @@ func (s *Store) Redrive(ctx context.Context, p store.RedriveParams) ([]error, er
 				details = map[string]string{"old_sha256": sha256Hex(payload), "new_sha256": sha256Hex(p.Payload)}
 			}
 			done = append(done, id)
+			queues = append(queues, queue)
 		}
 		if len(done) == 0 {
 			return nil
@@ -844,7 +848,7 @@ func (s *Store) Redrive(ctx context.Context, p store.RedriveParams) ([]error, er
 			action = "edit_payload"
 		}
 		return s.audit(ctx, tx, now, auditRecord{
-			actor: p.Actor, action: action, ids: done, count: int64(len(done)), reason: p.Reason, details: details,
+			actor: p.Actor, action: action, ids: done, count: int64(len(done)), reason: p.Reason, details: details, queues: queues,
 		})
 	})
 	if err != nil {
@@ -872,7 +876,7 @@ func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams
 		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
-		ids, err := s.forgetKeys(ctx, tx, rows, true, now)
+		ids, queues, err := s.forgetKeys(ctx, tx, rows, true, now)
 		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
@@ -886,7 +890,7 @@ func (s *Store) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededParams
 		if err != nil {
 			return fmt.Errorf("encoding the audit filter: %w", err)
 		}
-		return s.audit(ctx, tx, now, auditRecord{actor: p.Actor, action: "retention", filter: string(filter), count: n})
+		return s.audit(ctx, tx, now, auditRecord{actor: p.Actor, action: "retention", filter: string(filter), count: n, queues: queues})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: purge succeeded: %w", err)
@@ -900,6 +904,9 @@ type auditRecord struct {
 	ids                           []rdq.ID
 	count                         int64
 	details                       map[string]string
+	// queues are the queues the mutation touched, in any order, repeats
+	// allowed.
+	queues []string
 }
 
 // audit writes an audit entry in tx, the transaction of the mutation it
@@ -920,7 +927,11 @@ func (s *Store) audit(ctx context.Context, tx *sql.Tx, now int64, a auditRecord)
 	if err != nil {
 		return fmt.Errorf("encoding audit details: %w", err)
 	}
-	if _, err := s.exec(ctx, tx, sqlInsertAudit, now, a.actor, a.action, a.filter, string(idsJSON), a.count, a.reason, string(details)); err != nil {
+	queues, err := json.Marshal(store.AuditQueues(a.queues...))
+	if err != nil {
+		return fmt.Errorf("encoding audit queues: %w", err)
+	}
+	if _, err := s.exec(ctx, tx, sqlInsertAudit, now, a.actor, a.action, a.filter, string(idsJSON), a.count, a.reason, string(details), string(queues)); err != nil {
 		return fmt.Errorf("writing the audit entry: %w", err)
 	}
 	return nil

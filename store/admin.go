@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -230,6 +231,12 @@ type AuditEntry struct {
 	Filter string
 	// IDs are the tasks affected, when the mutation was by ID.
 	IDs []rdq.ID
+	// Queues are the queues the mutation touched (of the tasks it changed,
+	// or the queue it paused or resumed), sorted and without repeats. It is
+	// written with the entry, whatever the selection (IDs, a group, a
+	// filter); entries written before stores recorded it have none (see
+	// TouchesQueue).
+	Queues []string
 	// Count is how many tasks were affected.
 	Count int64
 	// Reason is the caller's explanation.
@@ -237,6 +244,34 @@ type AuditEntry struct {
 	// Details holds action-specific facts, e.g. the old and new payload
 	// hashes of a payload edit.
 	Details map[string]string
+}
+
+// TouchesQueue reports whether the entry's mutation touched queue: Queues
+// holds it, or, for an entry without Queues, its Filter selects that queue.
+func (e AuditEntry) TouchesQueue(queue string) bool {
+	if len(e.Queues) > 0 {
+		return slices.Contains(e.Queues, queue)
+	}
+	if e.Filter == "" {
+		return false
+	}
+	var f struct {
+		Queue string `json:"queue"`
+	}
+	return json.Unmarshal([]byte(e.Filter), &f) == nil && f.Queue == queue
+}
+
+// AuditQueues returns names sorted, without repeats or empty names: the
+// form of AuditEntry.Queues.
+func AuditQueues(names ...string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ListAuditParams is the input of Admin.ListAudit. Zero fields match

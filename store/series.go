@@ -137,6 +137,49 @@ func ValidateSeries(p SeriesParams) error {
 	return nil
 }
 
+// SeriesWindow returns the SeriesParams (Queue and Handler left empty) of a
+// series of width whose first bucket holds since and whose last holds
+// until, or now when until is zero. until is passed as Now when it is
+// set; it may not be after now. The error wraps rdq.ErrInvalid and says
+// what to change.
+func SeriesWindow(width time.Duration, since, until, now time.Time) (SeriesParams, error) {
+	if width != time.Minute && width != time.Hour {
+		return SeriesParams{}, fmt.Errorf("%w: series: resolution %s: use minute or hour", rdq.ErrInvalid, width)
+	}
+	p := SeriesParams{Width: width}
+	end := now
+	if !until.IsZero() {
+		if until.After(now) {
+			return SeriesParams{}, fmt.Errorf("%w: series: until %s is in the future: leave it out to read up to now",
+				rdq.ErrInvalid, until.UTC().Format(time.RFC3339))
+		}
+		end = until
+		p.Now = &end
+	}
+	if since.IsZero() || !since.Before(end) {
+		return SeriesParams{}, fmt.Errorf("%w: series: since %s must be set and before %s", rdq.ErrInvalid,
+			since.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339))
+	}
+	if end.Sub(since) > SeriesRetention {
+		return SeriesParams{}, fmt.Errorf("%w: series: since %s is more than %s before %s, past the counts kept: start later",
+			rdq.ErrInvalid, since.UTC().Format(time.RFC3339), SeriesRetention, end.UTC().Format(time.RFC3339))
+	}
+	last := end.Truncate(width)
+	p.Buckets = int((last.Sub(since)+width-1)/width) + 1
+	if p.Buckets > MaxSeriesBuckets {
+		return SeriesParams{}, fmt.Errorf("%w: series: %d buckets of %s from %s: the limit is %d; read hours, or a shorter span",
+			rdq.ErrInvalid, p.Buckets, width, since.UTC().Format(time.RFC3339), MaxSeriesBuckets)
+	}
+	if err := ValidateSeries(p); err != nil {
+		// One bucket more than the retention when since is just inside it.
+		p.Buckets--
+		if err := ValidateSeries(p); err != nil {
+			return SeriesParams{}, err
+		}
+	}
+	return p, nil
+}
+
 // SortSeriesLines sorts lines by queue, then handler (byte order).
 func SortSeriesLines(lines []SeriesLine) {
 	slices.SortFunc(lines, func(a, b SeriesLine) int {

@@ -22,6 +22,7 @@ func runAdmin(t *testing.T, h Harness) {
 		{"PurgeDead", testPurgeDead},
 		{"PurgeDead/IdempotencyKeyReusable", testPurgeDeadKeyReusable},
 		{"Audit/EveryMutation", testAuditEveryMutation},
+		{"Audit/QueuesTouched", testAuditQueues},
 		{"Audit/FailureChangesNothing", testAuditFailure},
 		{"ListAudit/Filters", testListAudit},
 		{"Stats", testStats},
@@ -584,6 +585,64 @@ func testAuditEveryMutation(t *testing.T, e *env) {
 	edit := got[len(got)-1]
 	eq(t, "edit_payload old_sha256", edit.Details["old_sha256"], sha(before.Payload))
 	eq(t, "edit_payload new_sha256", edit.Details["new_sha256"], sha(newPayload))
+}
+
+// testAuditQueues checks that every audit entry of a mutation of dead
+// tasks names the queues it touched, whatever selected the tasks: IDs, a
+// group (a fingerprint) or a queue filter.
+func testAuditQueues(t *testing.T, e *env) {
+	boom := func(int) rdq.Failure { return mkFailure("E", "boom") }
+	a := e.makeDead(boom, tasks("qa", 3)...)
+	b := e.makeDead(boom, tasks("qb", 3)...)
+	c := e.makeDead(boom, tasks("qc", 3)...)
+	other := e.makeDead(func(int) rdq.Failure { return mkFailure("F", "other") }, tasks("qd", 2)...)
+
+	wantErrs(t, "redrive by IDs", e.redrive(store.RedriveParams{IDs: []rdq.ID{b[0], a[0], b[1]}, Actor: "alice"}), nil, nil, nil)
+	wantErrs(t, "edit", e.redrive(store.RedriveParams{IDs: other[:1], Payload: []byte(`{"v":2}`), Actor: "alice"}), nil)
+	if _, err := e.admin().PurgeDead(e.ctx, store.PurgeDeadParams{Filter: store.DeadFilter{IDs: []rdq.ID{c[0], b[2]}}, Limit: 10, Action: "purge", Actor: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	// The group of fingerprint boom: a[1:], c[1:] are left.
+	if _, err := e.admin().RedriveDead(e.ctx, store.RedriveDeadParams{Filter: store.DeadFilter{Fingerprint: rdq.Fingerprint("E", "boom")}, Limit: 10, Actor: "carol", Now: e.at()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin().PurgeDead(e.ctx, store.PurgeDeadParams{Filter: store.DeadFilter{Queue: "qd"}, Limit: 10, Action: "purge", Actor: "dave"}); err != nil {
+		t.Fatal(err)
+	}
+	e.makeSucceeded(task("qs"))
+	e.advance(2 * time.Hour)
+	if _, err := e.s.PurgeSucceeded(e.ctx, store.PurgeSucceededParams{OlderThan: time.Hour, Limit: 10, Actor: "janitor", Now: e.at()}); err != nil {
+		t.Fatal(err)
+	}
+
+	got := nonEmpty(auditEntries(t, e, store.ListAuditParams{}))
+	wants := []struct {
+		action string
+		queues []string
+	}{ // newest first
+		{"retention", []string{"qs"}},
+		{"purge", []string{"qd"}},
+		{"redrive", []string{"qa", "qc"}},
+		{"purge", []string{"qb", "qc"}},
+		{"edit_payload", []string{"qd"}},
+		{"redrive", []string{"qa", "qb"}},
+	}
+	if len(got) != len(wants) {
+		t.Fatalf("%d audit entries, want %d: %+v", len(got), len(wants), got)
+	}
+	for i, w := range wants {
+		en := got[i]
+		what := fmt.Sprintf("audit entry %d (%s by %s)", i, en.Action, en.Actor)
+		eq(t, what+" Action", en.Action, w.action)
+		if !slices.Equal(en.Queues, w.queues) {
+			t.Errorf("%s Queues = %q, want %q (sorted, each once)", what, en.Queues, w.queues)
+		}
+		for _, q := range []string{"qa", "qb", "qc", "qd", "qs"} {
+			if en.TouchesQueue(q) != slices.Contains(w.queues, q) {
+				t.Errorf("%s TouchesQueue(%q) = %v, want %v", what, q, en.TouchesQueue(q), !en.TouchesQueue(q))
+			}
+		}
+	}
 }
 
 func testListAudit(t *testing.T, e *env) {

@@ -373,7 +373,10 @@ func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error,
 	}
 	now := clock(p.Now)
 	errs := make([]error, len(p.IDs))
-	var done []rdq.ID
+	var (
+		done   []rdq.ID
+		queues []string
+	)
 	details := map[string]string(nil)
 	for i, id := range p.IDs {
 		mt := m.tasks[id]
@@ -392,6 +395,7 @@ func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error,
 			}
 			m.redriveOne(mt, now, p.Delay, p.Spread)
 			done = append(done, id)
+			queues = append(queues, mt.t.Queue)
 		}
 	}
 	if len(done) > 0 {
@@ -399,7 +403,7 @@ func (m *memStore) Redrive(ctx context.Context, p store.RedriveParams) ([]error,
 		if details != nil {
 			action = "edit_payload"
 		}
-		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: action, IDs: done, Count: int64(len(done)), Reason: p.Reason, Details: details}); err != nil {
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: action, IDs: done, Count: int64(len(done)), Reason: p.Reason, Details: details, Queues: store.AuditQueues(queues...)}); err != nil {
 			return nil, err
 		}
 	}
@@ -417,7 +421,9 @@ func (m *memStore) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededPar
 		return mt.t.Status == rdq.StatusSucceeded && mt.t.FinishedAt.Before(now.Add(-p.OlderThan))
 	}, func(a, b *memTask) int { return a.t.FinishedAt.Compare(b.t.FinishedAt) })
 	old = old[:min(p.Limit, len(old))]
+	var queues []string
 	for _, mt := range old {
+		queues = append(queues, mt.t.Queue)
 		m.retireKey(mt, now)
 		delete(m.tasks, mt.t.ID)
 	}
@@ -427,7 +433,7 @@ func (m *memStore) PurgeSucceeded(ctx context.Context, p store.PurgeSucceededPar
 		}
 	}
 	if len(old) > 0 {
-		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "retention", Count: int64(len(old))}); err != nil {
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "retention", Count: int64(len(old)), Queues: store.AuditQueues(queues...)}); err != nil {
 			return 0, err
 		}
 	}
@@ -515,7 +521,10 @@ func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (
 		return store.RedriveDeadResult{}, err
 	}
 	now := clock(p.Now)
-	var res store.RedriveDeadResult
+	var (
+		res    store.RedriveDeadResult
+		queues []string
+	)
 	for _, mt := range m.dead(p.Filter) {
 		if p.MaxLife > 0 && mt.t.Life >= p.MaxLife {
 			res.AtLimit++
@@ -524,10 +533,11 @@ func (m *memStore) RedriveDead(ctx context.Context, p store.RedriveDeadParams) (
 		if res.Redriven < int64(p.Limit) {
 			m.redriveOne(mt, now, p.Delay, p.Spread)
 			res.Redriven++
+			queues = append(queues, mt.t.Queue)
 		}
 	}
 	if res.Redriven > 0 {
-		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason, Details: store.RedriveDetails(p)}); err != nil {
+		if err := m.addAudit(now, store.AuditEntry{Actor: p.Actor, Action: "redrive", Filter: filterJSON(p.Filter), Count: res.Redriven, Reason: p.Reason, Details: store.RedriveDetails(p), Queues: store.AuditQueues(queues...)}); err != nil {
 			return store.RedriveDeadResult{}, err
 		}
 	}
@@ -542,14 +552,16 @@ func (m *memStore) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int6
 	}
 	victims := m.dead(p.Filter)
 	victims = victims[:min(p.Limit, len(victims))]
+	var queues []string
 	for _, mt := range victims {
+		queues = append(queues, mt.t.Queue)
 		if p.Action == "retention" {
 			m.retireKey(mt, clock(nil))
 		}
 		delete(m.tasks, mt.t.ID)
 	}
 	if len(victims) > 0 {
-		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: p.Action, Filter: filterJSON(p.Filter), Count: int64(len(victims)), Reason: p.Reason}); err != nil {
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: p.Action, Filter: filterJSON(p.Filter), Count: int64(len(victims)), Reason: p.Reason, Queues: store.AuditQueues(queues...)}); err != nil {
 			return 0, err
 		}
 	}
@@ -630,7 +642,7 @@ func (m *memStore) PauseQueue(ctx context.Context, p store.PauseParams) error {
 	}
 	if !m.paused[p.Queue] {
 		m.paused[p.Queue] = true
-		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "pause", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})}); err != nil {
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "pause", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue}), Queues: []string{p.Queue}}); err != nil {
 			return err
 		}
 	}
@@ -645,7 +657,7 @@ func (m *memStore) ResumeQueue(ctx context.Context, p store.PauseParams) error {
 	}
 	if m.paused[p.Queue] {
 		delete(m.paused, p.Queue)
-		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "resume", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue})}); err != nil {
+		if err := m.addAudit(clock(nil), store.AuditEntry{Actor: p.Actor, Action: "resume", Reason: p.Reason, Filter: filterJSON(store.DeadFilter{Queue: p.Queue}), Queues: []string{p.Queue}}); err != nil {
 			return err
 		}
 	}

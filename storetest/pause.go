@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,15 +87,15 @@ func testPause(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("ListAudit: %v", err)
 		}
-		var got [][3]string
+		var got [][4]string
 		for _, en := range entries {
-			got = append(got, [3]string{en.Action, en.Actor, en.Reason})
+			got = append(got, [4]string{en.Action, en.Actor, en.Reason, strings.Join(en.Queues, ",")})
 		}
-		want := [][3]string{ // newest first; repeats wrote nothing
-			{"resume", "ops", "fixed"},
-			{"pause", "ops", "incident 7"},
-			{"pause", "ops", "incident 7"},
-			{"pause", "ops", "incident 7"},
+		want := [][4]string{ // newest first; repeats wrote nothing; each names its queue
+			{"resume", "ops", "fixed", "a"},
+			{"pause", "ops", "incident 7", "empty-queue"},
+			{"pause", "ops", "incident 7", "a"},
+			{"pause", "ops", "incident 7", "b"},
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("audit entries = %v, want %v", got, want)

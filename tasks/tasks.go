@@ -129,6 +129,12 @@ type ListOptions struct {
 	// PageToken continues a listing: the NextPageToken of the previous
 	// page, issued for the same state and filter.
 	PageToken string
+	// DueAfter, if set, starts a listing of pending or retrying tasks
+	// after the tasks due at or before it: only tasks due strictly later
+	// (scheduled, or waiting out a backoff) are listed. It is refused for
+	// the other states and ignored with a PageToken, which continues
+	// past it.
+	DueAfter time.Time
 }
 
 // Page is one page of tasks.
@@ -139,6 +145,9 @@ type Page struct {
 	// URL-safe and valid only with the same state and filter.
 	NextPageToken string
 }
+
+// lastID sorts after every task ID.
+var lastID = rdq.ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // List returns one page of the tasks in state matching f. Following
 // NextPageToken visits every task that stays in the state, at the same
@@ -160,12 +169,20 @@ func (t *Tasks) List(ctx context.Context, state store.TaskState, f Filter, opts 
 		return Page{}, fmt.Errorf("%w: page size %d: use 1 to %d", rdq.ErrInvalid, size, MaxPageSize)
 	}
 	p := store.ListTasksParams{State: state, Filter: f.toStore(), Limit: size + 1}
-	if opts.PageToken != "" {
+	if !opts.DueAfter.IsZero() && state != store.StatePending && state != store.StateRetrying {
+		return Page{}, fmt.Errorf("%w: due-after lists waiting tasks: use it with state %s or %s, not %s", rdq.ErrInvalid,
+			store.StatePending, store.StateRetrying, state)
+	}
+	switch {
+	case opts.PageToken != "":
 		c, err := decodeToken(opts.PageToken, state, f)
 		if err != nil {
 			return Page{}, err
 		}
 		p.After = &c
+	case !opts.DueAfter.IsZero():
+		// Past every ID due at DueAfter: the listing is in (due, ID) order.
+		p.After = &store.TaskCursor{At: opts.DueAfter, ID: lastID}
 	}
 	ts, err := t.b.ListTasks(ctx, p)
 	if err != nil {

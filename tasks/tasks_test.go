@@ -195,3 +195,41 @@ func TestCancelGoesToTheDLQ(t *testing.T) {
 		t.Errorf("ByKey of an unknown key: %v, want store.ErrNotFound", err)
 	}
 }
+
+func TestListDueAfter(t *testing.T) {
+	st := newStore(t)
+	lt, err := tasks.New(st, tasks.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit(t, st, 3, client.Task{Queue: "emails", Handler: "send"})
+	later := submit(t, st, 4, client.Task{Queue: "emails", Handler: "send", Delay: time.Hour})
+	ctx := t.Context()
+	var got []rdq.ID
+	var token string
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("listing did not end")
+		}
+		page, err := lt.List(ctx, store.StatePending, tasks.Filter{}, tasks.ListOptions{PageSize: 3, PageToken: token, DueAfter: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range page.Tasks {
+			got = append(got, tk.ID)
+		}
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if !sameSet(got, later) {
+		t.Errorf("tasks due after a minute from now = %v, want the 4 delayed ones %v", got, later)
+	}
+	all, err := lt.List(ctx, store.StatePending, tasks.Filter{}, tasks.ListOptions{})
+	if err != nil || len(all.Tasks) != 7 {
+		t.Fatalf("without DueAfter: %d tasks, %v; want all 7", len(all.Tasks), err)
+	}
+	if _, err := lt.List(ctx, store.StateInFlight, tasks.Filter{}, tasks.ListOptions{DueAfter: time.Now()}); !errors.Is(err, rdq.ErrInvalid) {
+		t.Errorf("DueAfter with in_flight: %v, want rdq.ErrInvalid", err)
+	}
+}

@@ -24,7 +24,9 @@
 // dead-letter queue at once, and retry_after is retryable no earlier than
 // its delay (capped by Config.MaxRetryAfter); the failure's error type,
 // message and stack are recorded as the handler gave them
-// (rdq.RemoteError), cleaned and capped. A response with no outcome is a
+// (rdq.RemoteError), cleaned and capped, a reserved type prefixed
+// ("cancelled" is recorded "remote_cancelled"; see
+// rdq.IsReservedErrorType). A response with no outcome is a
 // retryable failure of type "grpc_no_outcome". A gRPC error status is a
 // retryable failure of type "grpc_" + the status name in lower case
 // ("grpc_unavailable"), except INVALID_ARGUMENT, FAILED_PRECONDITION,
@@ -56,6 +58,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -151,8 +154,10 @@ type Target struct {
 // concurrent use. Each registered target has its own connection, made at
 // the first call and kept; Close closes them.
 type Caller struct {
-	allow            netguard.Allowlist
-	guard            *netguard.DialGuard
+	allow netguard.Allowlist
+	guard *netguard.DialGuard
+	// control checks each dialled address: guard.Control.
+	control          func(network, address string, rc syscall.RawConn) error
 	tls              *tls.Config
 	timeout          time.Duration
 	maxRetryAfter    time.Duration
@@ -185,6 +190,7 @@ func New(cfg Config) (*Caller, error) {
 	c := &Caller{
 		allow:            allow,
 		guard:            guard,
+		control:          guard.Control,
 		tls:              cfg.TLS,
 		timeout:          cmpOr(cfg.Timeout, DefaultTimeout),
 		maxRetryAfter:    cmpOr(cfg.MaxRetryAfter, DefaultMaxRetryAfter),
@@ -255,8 +261,9 @@ type endpoint struct {
 	name   string // the URL, for messages
 	md     metadata.MD
 	client rdqv1.HandlerServiceClient
-	// refused holds the latest dial refused by the address check, until a
-	// dial succeeds: an Unavailable status then means that refusal.
+	// refused holds the error of the latest dial when the address check
+	// refused it, nil when that dial was allowed (connected or not): an
+	// Unavailable status then means that refusal.
 	refused atomic.Pointer[error]
 }
 
@@ -293,7 +300,7 @@ func (c *Caller) endpoint(t Target) (*endpoint, error) {
 		}
 	}
 	addr := net.JoinHostPort(u.Hostname(), port)
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: c.guard.Control}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: c.control}
 	cc, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent(c.userAgent),
@@ -305,10 +312,11 @@ func (c *Caller) endpoint(t Target) (*endpoint, error) {
 		// address check sees the address connected to.
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			conn, err := dialer.DialContext(ctx, "tcp", a)
-			switch {
-			case errors.Is(err, netguard.ErrNotAllowed):
+			// Every dial replaces the record: a handler refused once and
+			// down since (connection refused, say) fails retryably.
+			if errors.Is(err, netguard.ErrNotAllowed) {
 				ep.refused.Store(&err)
-			case err == nil:
+			} else {
 				ep.refused.Store(nil)
 			}
 			return conn, err

@@ -9,11 +9,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,6 +196,8 @@ func TestOutcomes(t *testing.T) {
 			wantErr: true, retryAfter: 0, wantType: "error"},
 		{name: "no outcome", resp: &rdqv1.ExecuteResponse{}, wantErr: true, retryAfter: -1, wantType: "grpc_no_outcome"},
 		{name: "empty failure", resp: &rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Retryable{}}, wantErr: true, retryAfter: -1, wantType: "error"},
+		{name: "reserved type", resp: &rdqv1.ExecuteResponse{Outcome: &rdqv1.ExecuteResponse_Permanent{Permanent: &rdqv1.Failure{ErrorType: "lease_expired", Message: "m"}}},
+			wantErr: true, permanent: true, retryAfter: -1, wantType: "remote_lease_expired"},
 	}
 	h := &handler{}
 	addr := serveHandler(t, h)
@@ -629,5 +634,51 @@ func TestHugeAnswerIsRefused(t *testing.T) {
 	f := rdq.Describe(err)
 	if f.Type != "grpc_resource_exhausted" || len(f.Message)+len(f.Stack) > rdq.MaxMessageBytes+rdq.MaxStackBytes {
 		t.Errorf("a 3 MiB answer recorded as %s, %d bytes of message, %d of stack", f.Type, len(f.Message), len(f.Stack))
+	}
+}
+
+// A refused dial is reported as such only while it is the latest: once the
+// address check lets a dial through, a handler that does not answer fails
+// the attempt retryably, as Unavailable, not as the old refusal.
+func TestRefusalDoesNotOutliveTheNextDial(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil { // nothing listens there now
+		t.Fatal(err)
+	}
+	c := newCaller(t, Config{})
+	var refuse atomic.Bool
+	refuse.Store(true)
+	guard := c.control
+	c.control = func(network, address string, rc syscall.RawConn) error {
+		if refuse.Load() {
+			return fmt.Errorf("%w: refused by the test", callback.ErrNotAllowed)
+		}
+		return guard(network, address, rc)
+	}
+	call := mustHandler(t, c, Target{URL: "grpc://" + addr})
+	if err := call(context.Background(), testTask()); !errors.Is(err, callback.ErrNotAllowed) || !rdq.IsPermanent(err) {
+		t.Fatalf("refused dial: err = %v, want a permanent ErrNotAllowed", err)
+	}
+	refuse.Store(false)
+	// The connection dials again by itself, after a backoff of at most
+	// a few seconds; until it has, the refusal is still the latest.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := call(context.Background(), testTask())
+		if !errors.Is(err, callback.ErrNotAllowed) {
+			var se *StatusError
+			if !errors.As(err, &se) || se.Code != codes.Unavailable || rdq.IsPermanent(err) {
+				t.Fatalf("dial allowed, nothing listening: err = %v, want a retryable Unavailable StatusError", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s after the address check allows the dial, the call still fails with the old refusal: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
 	}
 }

@@ -57,6 +57,7 @@ Commands:
   queue close Q HANDLER force it closed: its waiting tasks run again
   audit ls             list audit entries: who changed what, when and why
   workers              list the registered workers, and the tasks no live worker can run
+  series               attempts and their outcomes per minute or hour (--since 15m, --by hour)
   console              serve the DLQ console in a browser, for the local user
   bench                no-op, fail-once and storm throughput next to the database's ceiling
                        (scratch databases only)
@@ -195,6 +196,8 @@ func (e *env) dispatch(args []string) error {
 		return e.stats(rest)
 	case "workers":
 		return e.workers(rest)
+	case "series":
+		return e.series(rest)
 	case "bench":
 		return e.bench(rest)
 	case "queue":

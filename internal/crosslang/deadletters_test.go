@@ -157,6 +157,10 @@ func TestJavaDeadLetterOperationsAreGos(t *testing.T) {
 		goes, java := entries[i], entries[i+1]
 		goes.ID, goes.At, java.ID, java.At = 0, time.Time{}, 0, time.Time{}
 		goes.Filter = strings.Replace(goes.Filter, `"queue":"go"`, `"queue":"java"`, 1)
+		if !slices.Equal(goes.Queues, []string{"go"}) || !slices.Equal(java.Queues, []string{"java"}) {
+			t.Errorf("%s entries name queues %q (Go) and %q (Java), want [go] and [java]", java.Action, goes.Queues, java.Queues)
+		}
+		goes.Queues = java.Queues
 		if !reflect.DeepEqual(java, goes) {
 			t.Errorf("Java wrote %+v\nGo wrote   %+v", java, goes)
 		}
@@ -243,6 +247,10 @@ func TestJavaLiveTaskOperationsAreGos(t *testing.T) {
 			t.Errorf("Java's %s entry names %v (count %d), want %v", java.Action, java.IDs, java.Count, wantIDs)
 		}
 		java.IDs, java.Count = nil, 0
+		if !slices.Equal(goes.Queues, []string{"go"}) || !slices.Equal(java.Queues, []string{"java"}) {
+			t.Errorf("%s entries name queues %q (Go) and %q (Java), want [go] and [java]", java.Action, goes.Queues, java.Queues)
+		}
+		goes.Queues = java.Queues
 		if !reflect.DeepEqual(java, goes) {
 			t.Errorf("Java wrote %+v\nGo wrote   %+v", java, goes)
 		}

@@ -76,6 +76,13 @@ var javaStatements = []string{
 	"sqlResumeHandler",
 	"sqlUnholdTasks",
 	"sqlPausedHandlers",
+	"sqlReopenHandler",
+	"sqlHoldStrays",
+	"sqlClaimProbe",
+	"sqlListTasks",
+	"sqlListTasksHeld",
+	"sqlListTasksWaiting",
+	"sqlJITOff",
 }
 
 // pgstoreConstants evaluates the string constants of pgstore/sql.go:

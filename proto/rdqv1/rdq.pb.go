@@ -2,7 +2,9 @@
 //
 // One contract, two transports: the RdqService below is served over gRPC and
 // as REST/JSON under /v1/... by package server, from the same
-// implementation. REST bodies use the field names below; a task, submitted
+// implementation. Each method's REST route is its google.api.http
+// annotation, which the server routes by. REST bodies use the field names
+// below; a task, submitted
 // or returned, is rdq's JSON wire envelope (payload in base64, "version": 1,
 // attempt history as "history"); other numbers are JSON numbers, durations
 // whole milliseconds (*_ms), timestamps RFC 3339 strings. Unknown JSON
@@ -24,6 +26,7 @@
 package rdqv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -38,6 +41,56 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// SeriesResolution is the width of a series' buckets.
+type SeriesResolution int32
+
+const (
+	SeriesResolution_SERIES_RESOLUTION_UNSPECIFIED SeriesResolution = 0
+	SeriesResolution_SERIES_RESOLUTION_MINUTE      SeriesResolution = 1
+	SeriesResolution_SERIES_RESOLUTION_HOUR        SeriesResolution = 2
+)
+
+// Enum value maps for SeriesResolution.
+var (
+	SeriesResolution_name = map[int32]string{
+		0: "SERIES_RESOLUTION_UNSPECIFIED",
+		1: "SERIES_RESOLUTION_MINUTE",
+		2: "SERIES_RESOLUTION_HOUR",
+	}
+	SeriesResolution_value = map[string]int32{
+		"SERIES_RESOLUTION_UNSPECIFIED": 0,
+		"SERIES_RESOLUTION_MINUTE":      1,
+		"SERIES_RESOLUTION_HOUR":        2,
+	}
+)
+
+func (x SeriesResolution) Enum() *SeriesResolution {
+	p := new(SeriesResolution)
+	*p = x
+	return p
+}
+
+func (x SeriesResolution) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SeriesResolution) Descriptor() protoreflect.EnumDescriptor {
+	return file_rdq_v1_rdq_proto_enumTypes[0].Descriptor()
+}
+
+func (SeriesResolution) Type() protoreflect.EnumType {
+	return &file_rdq_v1_rdq_proto_enumTypes[0]
+}
+
+func (x SeriesResolution) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SeriesResolution.Descriptor instead.
+func (SeriesResolution) EnumDescriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{0}
+}
 
 // TaskSpec is a task to submit. Its JSON form is rdq's wire envelope.
 type TaskSpec struct {
@@ -1978,11 +2031,14 @@ type AuditEntry struct {
 	// action is redrive, edit_payload, purge, retention, pause or resume.
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
 	// filter is the selection as JSON, for a mutation by filter.
-	Filter        string            `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
-	Ids           []string          `protobuf:"bytes,6,rep,name=ids,proto3" json:"ids,omitempty"`
-	Count         int64             `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
-	Reason        string            `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
-	Details       map[string]string `protobuf:"bytes,9,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Filter  string            `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	Ids     []string          `protobuf:"bytes,6,rep,name=ids,proto3" json:"ids,omitempty"`
+	Count   int64             `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	Reason  string            `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	Details map[string]string `protobuf:"bytes,9,rep,name=details,proto3" json:"details,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// queues the mutation touched, sorted; empty in entries written before
+	// stores recorded them.
+	Queues        []string `protobuf:"bytes,10,rep,name=queues,proto3" json:"queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2076,6 +2132,13 @@ func (x *AuditEntry) GetReason() string {
 func (x *AuditEntry) GetDetails() map[string]string {
 	if x != nil {
 		return x.Details
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetQueues() []string {
+	if x != nil {
+		return x.Queues
 	}
 	return nil
 }
@@ -3616,11 +3679,298 @@ func (x *ListWorkersResponse) GetUnserved() []*UnservedHandler {
 	return nil
 }
 
+type GetSeriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// queue and handler, when set, limit the lines to that queue and handler.
+	Queue   string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Handler string `protobuf:"bytes,2,opt,name=handler,proto3" json:"handler,omitempty"`
+	// resolution is minute or hour; unspecified means minute.
+	Resolution SeriesResolution `protobuf:"varint,3,opt,name=resolution,proto3,enum=rdq.v1.SeriesResolution" json:"resolution,omitempty"`
+	// since is the start of the window, required; it reaches back at most 8
+	// days and 1,440 buckets. until is its end, now when unset; the last
+	// bucket is the one holding it.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=until,proto3" json:"until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSeriesRequest) Reset() {
+	*x = GetSeriesRequest{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSeriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSeriesRequest) ProtoMessage() {}
+
+func (x *GetSeriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSeriesRequest.ProtoReflect.Descriptor instead.
+func (*GetSeriesRequest) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *GetSeriesRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *GetSeriesRequest) GetHandler() string {
+	if x != nil {
+		return x.Handler
+	}
+	return ""
+}
+
+func (x *GetSeriesRequest) GetResolution() SeriesResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return SeriesResolution_SERIES_RESOLUTION_UNSPECIFIED
+}
+
+func (x *GetSeriesRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *GetSeriesRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+// SeriesCounts counts what happened in one bucket.
+type SeriesCounts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attempts that finished, successes and failures (a lost lease included).
+	Attempts  int64 `protobuf:"varint,1,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Successes int64 `protobuf:"varint,2,opt,name=successes,proto3" json:"successes,omitempty"`
+	// retryable counts failures retried or lost with their lease; permanent
+	// the failures for good.
+	Retryable int64 `protobuf:"varint,3,opt,name=retryable,proto3" json:"retryable,omitempty"`
+	Permanent int64 `protobuf:"varint,4,opt,name=permanent,proto3" json:"permanent,omitempty"`
+	// dead_lettered counts the tasks that went to the dead-letter queue.
+	DeadLettered  int64 `protobuf:"varint,5,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesCounts) Reset() {
+	*x = SeriesCounts{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesCounts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesCounts) ProtoMessage() {}
+
+func (x *SeriesCounts) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesCounts.ProtoReflect.Descriptor instead.
+func (*SeriesCounts) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SeriesCounts) GetAttempts() int64 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *SeriesCounts) GetSuccesses() int64 {
+	if x != nil {
+		return x.Successes
+	}
+	return 0
+}
+
+func (x *SeriesCounts) GetRetryable() int64 {
+	if x != nil {
+		return x.Retryable
+	}
+	return 0
+}
+
+func (x *SeriesCounts) GetPermanent() int64 {
+	if x != nil {
+		return x.Permanent
+	}
+	return 0
+}
+
+func (x *SeriesCounts) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+// SeriesLine is one queue and handler: a SeriesCounts per bucket.
+type SeriesLine struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Handler       string                 `protobuf:"bytes,2,opt,name=handler,proto3" json:"handler,omitempty"`
+	Counts        []*SeriesCounts        `protobuf:"bytes,3,rep,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesLine) Reset() {
+	*x = SeriesLine{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesLine) ProtoMessage() {}
+
+func (x *SeriesLine) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesLine.ProtoReflect.Descriptor instead.
+func (*SeriesLine) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SeriesLine) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SeriesLine) GetHandler() string {
+	if x != nil {
+		return x.Handler
+	}
+	return ""
+}
+
+func (x *SeriesLine) GetCounts() []*SeriesCounts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+type GetSeriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// start is the start of the first bucket; bucket i starts at
+	// start + i * width_seconds.
+	Start        *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	WidthSeconds int64                  `protobuf:"varint,2,opt,name=width_seconds,json=widthSeconds,proto3" json:"width_seconds,omitempty"`
+	// lines holds a line per queue and handler with any count, by queue then
+	// handler.
+	Lines         []*SeriesLine `protobuf:"bytes,3,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSeriesResponse) Reset() {
+	*x = GetSeriesResponse{}
+	mi := &file_rdq_v1_rdq_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSeriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSeriesResponse) ProtoMessage() {}
+
+func (x *GetSeriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_rdq_v1_rdq_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSeriesResponse.ProtoReflect.Descriptor instead.
+func (*GetSeriesResponse) Descriptor() ([]byte, []int) {
+	return file_rdq_v1_rdq_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *GetSeriesResponse) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *GetSeriesResponse) GetWidthSeconds() int64 {
+	if x != nil {
+		return x.WidthSeconds
+	}
+	return 0
+}
+
+func (x *GetSeriesResponse) GetLines() []*SeriesLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
 var File_rdq_v1_rdq_proto protoreflect.FileDescriptor
 
 const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\n" +
-	"\x10rdq/v1/rdq.proto\x12\x06rdq.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x03\n" +
+	"\x10rdq/v1/rdq.proto\x12\x06rdq.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc6\x03\n" +
 	"\bTaskSpec\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x05R\aversion\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x18\n" +
@@ -3791,7 +4141,7 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\x05until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
 	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageToken\"\xc5\x02\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"\xdd\x02\n" +
 	"\n" +
 	"AuditEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12*\n" +
@@ -3802,7 +4152,9 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"\x03ids\x18\x06 \x03(\tR\x03ids\x12\x14\n" +
 	"\x05count\x18\a \x01(\x03R\x05count\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x129\n" +
-	"\adetails\x18\t \x03(\v2\x1f.rdq.v1.AuditEntry.DetailsEntryR\adetails\x1a:\n" +
+	"\adetails\x18\t \x03(\v2\x1f.rdq.v1.AuditEntry.DetailsEntryR\adetails\x12\x16\n" +
+	"\x06queues\x18\n" +
+	" \x03(\tR\x06queues\x1a:\n" +
 	"\fDetailsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
@@ -3913,33 +4265,63 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"waiting_ms\x18\x05 \x01(\x03R\twaitingMs\"x\n" +
 	"\x13ListWorkersResponse\x12,\n" +
 	"\aworkers\x18\x01 \x03(\v2\x12.rdq.v1.WorkerInfoR\aworkers\x123\n" +
-	"\bunserved\x18\x02 \x03(\v2\x17.rdq.v1.UnservedHandlerR\bunserved2\xfd\t\n" +
+	"\bunserved\x18\x02 \x03(\v2\x17.rdq.v1.UnservedHandlerR\bunserved\"\xe0\x01\n" +
+	"\x10GetSeriesRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\ahandler\x18\x02 \x01(\tR\ahandler\x128\n" +
 	"\n" +
-	"RdqService\x127\n" +
-	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\x12F\n" +
-	"\vSubmitBatch\x12\x1a.rdq.v1.SubmitBatchRequest\x1a\x1b.rdq.v1.SubmitBatchResponse\x12:\n" +
-	"\aGetTask\x12\x16.rdq.v1.GetTaskRequest\x1a\x17.rdq.v1.GetTaskResponse\x12=\n" +
-	"\bListDead\x12\x17.rdq.v1.ListDeadRequest\x1a\x18.rdq.v1.ListDeadResponse\x12C\n" +
+	"resolution\x18\x03 \x01(\x0e2\x18.rdq.v1.SeriesResolutionR\n" +
+	"resolution\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\"\xa9\x01\n" +
+	"\fSeriesCounts\x12\x1a\n" +
+	"\battempts\x18\x01 \x01(\x03R\battempts\x12\x1c\n" +
+	"\tsuccesses\x18\x02 \x01(\x03R\tsuccesses\x12\x1c\n" +
+	"\tretryable\x18\x03 \x01(\x03R\tretryable\x12\x1c\n" +
+	"\tpermanent\x18\x04 \x01(\x03R\tpermanent\x12#\n" +
+	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\"j\n" +
 	"\n" +
-	"DeadGroups\x12\x19.rdq.v1.DeadGroupsRequest\x1a\x1a.rdq.v1.DeadGroupsResponse\x12=\n" +
-	"\bShowDead\x12\x17.rdq.v1.ShowDeadRequest\x1a\x18.rdq.v1.ShowDeadResponse\x12:\n" +
-	"\aRedrive\x12\x16.rdq.v1.RedriveRequest\x1a\x17.rdq.v1.RedriveResponse\x124\n" +
-	"\x05Purge\x12\x14.rdq.v1.PurgeRequest\x1a\x15.rdq.v1.PurgeResponse\x12@\n" +
-	"\tListAudit\x12\x18.rdq.v1.ListAuditRequest\x1a\x19.rdq.v1.ListAuditResponse\x12C\n" +
+	"SeriesLine\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\ahandler\x18\x02 \x01(\tR\ahandler\x12,\n" +
+	"\x06counts\x18\x03 \x03(\v2\x14.rdq.v1.SeriesCountsR\x06counts\"\x94\x01\n" +
+	"\x11GetSeriesResponse\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12#\n" +
+	"\rwidth_seconds\x18\x02 \x01(\x03R\fwidthSeconds\x12(\n" +
+	"\x05lines\x18\x03 \x03(\v2\x12.rdq.v1.SeriesLineR\x05lines*o\n" +
+	"\x10SeriesResolution\x12!\n" +
+	"\x1dSERIES_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18SERIES_RESOLUTION_MINUTE\x10\x01\x12\x1a\n" +
+	"\x16SERIES_RESOLUTION_HOUR\x10\x022\xb1\x0e\n" +
 	"\n" +
-	"QueueStats\x12\x19.rdq.v1.QueueStatsRequest\x1a\x1a.rdq.v1.QueueStatsResponse\x12C\n" +
+	"RdqService\x12P\n" +
+	"\x06Submit\x12\x15.rdq.v1.SubmitRequest\x1a\x16.rdq.v1.SubmitResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x04task\"\t/v1/tasks\x12b\n" +
+	"\vSubmitBatch\x12\x1a.rdq.v1.SubmitBatchRequest\x1a\x1b.rdq.v1.SubmitBatchResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/tasks:batch\x12R\n" +
+	"\aGetTask\x12\x16.rdq.v1.GetTaskRequest\x1a\x17.rdq.v1.GetTaskResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/tasks/{id}\x12T\n" +
+	"\bListDead\x12\x17.rdq.v1.ListDeadRequest\x1a\x18.rdq.v1.ListDeadResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/dlq/tasks\x12[\n" +
 	"\n" +
-	"PauseQueue\x12\x19.rdq.v1.PauseQueueRequest\x1a\x1a.rdq.v1.PauseQueueResponse\x12F\n" +
-	"\vResumeQueue\x12\x1a.rdq.v1.ResumeQueueRequest\x1a\x1b.rdq.v1.ResumeQueueResponse\x12@\n" +
-	"\tListTasks\x12\x18.rdq.v1.ListTasksRequest\x1a\x19.rdq.v1.ListTasksResponse\x12@\n" +
-	"\tTaskByKey\x12\x18.rdq.v1.TaskByKeyRequest\x1a\x19.rdq.v1.TaskByKeyResponse\x12E\n" +
+	"DeadGroups\x12\x19.rdq.v1.DeadGroupsRequest\x1a\x1a.rdq.v1.DeadGroupsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/dlq/groups\x12Y\n" +
+	"\bShowDead\x12\x17.rdq.v1.ShowDeadRequest\x1a\x18.rdq.v1.ShowDeadResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/dlq/tasks/{id}\x12V\n" +
+	"\aRedrive\x12\x16.rdq.v1.RedriveRequest\x1a\x17.rdq.v1.RedriveResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/dlq:redrive\x12N\n" +
+	"\x05Purge\x12\x14.rdq.v1.PurgeRequest\x1a\x15.rdq.v1.PurgeResponse\"\x18\x82\xd3\xe4\x93\x02\x12:\x01*\"\r/v1/dlq:purge\x12S\n" +
+	"\tListAudit\x12\x18.rdq.v1.ListAuditRequest\x1a\x19.rdq.v1.ListAuditResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/audit\x12W\n" +
 	"\n" +
-	"RetryTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12F\n" +
-	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\x12I\n" +
-	"\fListBreakers\x12\x1b.rdq.v1.ListBreakersRequest\x1a\x1c.rdq.v1.ListBreakersResponse\x12C\n" +
+	"QueueStats\x12\x19.rdq.v1.QueueStatsRequest\x1a\x1a.rdq.v1.QueueStatsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/queues\x12`\n" +
 	"\n" +
-	"SetBreaker\x12\x19.rdq.v1.SetBreakerRequest\x1a\x1a.rdq.v1.SetBreakerResponse\x12F\n" +
-	"\vListWorkers\x12\x1a.rdq.v1.ListWorkersRequest\x1a\x1b.rdq.v1.ListWorkersResponseB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
+	"PauseQueue\x12\x19.rdq.v1.PauseQueueRequest\x1a\x1a.rdq.v1.PauseQueueResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/queues:pause\x12d\n" +
+	"\vResumeQueue\x12\x1a.rdq.v1.ResumeQueueRequest\x1a\x1b.rdq.v1.ResumeQueueResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/queues:resume\x12S\n" +
+	"\tListTasks\x12\x18.rdq.v1.ListTasksRequest\x1a\x19.rdq.v1.ListTasksResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/tasks\x12Z\n" +
+	"\tTaskByKey\x12\x18.rdq.v1.TaskByKeyRequest\x1a\x19.rdq.v1.TaskByKeyResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/tasks:by-key\x12a\n" +
+	"\n" +
+	"RetryTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\"\x1a\x82\xd3\xe4\x93\x02\x14:\x01*\"\x0f/v1/tasks:retry\x12c\n" +
+	"\vCancelTasks\x12\x1a.rdq.v1.ChangeTasksRequest\x1a\x1b.rdq.v1.ChangeTasksResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/tasks:cancel\x12_\n" +
+	"\fListBreakers\x12\x1b.rdq.v1.ListBreakersRequest\x1a\x1c.rdq.v1.ListBreakersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/breakers\x12`\n" +
+	"\n" +
+	"SetBreaker\x12\x19.rdq.v1.SetBreakerRequest\x1a\x1a.rdq.v1.SetBreakerResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/breakers:set\x12[\n" +
+	"\vListWorkers\x12\x1a.rdq.v1.ListWorkersRequest\x1a\x1b.rdq.v1.ListWorkersResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/workers\x12T\n" +
+	"\tGetSeries\x12\x18.rdq.v1.GetSeriesRequest\x1a\x19.rdq.v1.GetSeriesResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/seriesB)Z'github.com/srjn45/rdq/proto/rdqv1;rdqv1b\x06proto3"
 
 var (
 	file_rdq_v1_rdq_proto_rawDescOnce sync.Once
@@ -3953,163 +4335,177 @@ func file_rdq_v1_rdq_proto_rawDescGZIP() []byte {
 	return file_rdq_v1_rdq_proto_rawDescData
 }
 
-var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_rdq_v1_rdq_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_rdq_v1_rdq_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_rdq_v1_rdq_proto_goTypes = []any{
-	(*TaskSpec)(nil),              // 0: rdq.v1.TaskSpec
-	(*FailureSpec)(nil),           // 1: rdq.v1.FailureSpec
-	(*Task)(nil),                  // 2: rdq.v1.Task
-	(*ErrorSummary)(nil),          // 3: rdq.v1.ErrorSummary
-	(*Attempt)(nil),               // 4: rdq.v1.Attempt
-	(*Error)(nil),                 // 5: rdq.v1.Error
-	(*SubmitRequest)(nil),         // 6: rdq.v1.SubmitRequest
-	(*SubmitResponse)(nil),        // 7: rdq.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),    // 8: rdq.v1.SubmitBatchRequest
-	(*SubmitResult)(nil),          // 9: rdq.v1.SubmitResult
-	(*SubmitBatchResponse)(nil),   // 10: rdq.v1.SubmitBatchResponse
-	(*GetTaskRequest)(nil),        // 11: rdq.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),       // 12: rdq.v1.GetTaskResponse
-	(*DeadFilter)(nil),            // 13: rdq.v1.DeadFilter
-	(*ListDeadRequest)(nil),       // 14: rdq.v1.ListDeadRequest
-	(*ListDeadResponse)(nil),      // 15: rdq.v1.ListDeadResponse
-	(*DeadGroupsRequest)(nil),     // 16: rdq.v1.DeadGroupsRequest
-	(*Group)(nil),                 // 17: rdq.v1.Group
-	(*DeadGroupsResponse)(nil),    // 18: rdq.v1.DeadGroupsResponse
-	(*ShowDeadRequest)(nil),       // 19: rdq.v1.ShowDeadRequest
-	(*ShowDeadResponse)(nil),      // 20: rdq.v1.ShowDeadResponse
-	(*RedriveRequest)(nil),        // 21: rdq.v1.RedriveRequest
-	(*RedriveResult)(nil),         // 22: rdq.v1.RedriveResult
-	(*RedriveResponse)(nil),       // 23: rdq.v1.RedriveResponse
-	(*PurgeRequest)(nil),          // 24: rdq.v1.PurgeRequest
-	(*PurgeResponse)(nil),         // 25: rdq.v1.PurgeResponse
-	(*ListAuditRequest)(nil),      // 26: rdq.v1.ListAuditRequest
-	(*AuditEntry)(nil),            // 27: rdq.v1.AuditEntry
-	(*ListAuditResponse)(nil),     // 28: rdq.v1.ListAuditResponse
-	(*QueueStatsRequest)(nil),     // 29: rdq.v1.QueueStatsRequest
-	(*QueueStat)(nil),             // 30: rdq.v1.QueueStat
-	(*QueueStatsResponse)(nil),    // 31: rdq.v1.QueueStatsResponse
-	(*PauseQueueRequest)(nil),     // 32: rdq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 33: rdq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 34: rdq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 35: rdq.v1.ResumeQueueResponse
-	(*TaskFilter)(nil),            // 36: rdq.v1.TaskFilter
-	(*ListTasksRequest)(nil),      // 37: rdq.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),     // 38: rdq.v1.ListTasksResponse
-	(*TaskByKeyRequest)(nil),      // 39: rdq.v1.TaskByKeyRequest
-	(*TaskByKeyResponse)(nil),     // 40: rdq.v1.TaskByKeyResponse
-	(*ChangeTasksRequest)(nil),    // 41: rdq.v1.ChangeTasksRequest
-	(*ChangeTaskResult)(nil),      // 42: rdq.v1.ChangeTaskResult
-	(*ChangeTasksResponse)(nil),   // 43: rdq.v1.ChangeTasksResponse
-	(*ListBreakersRequest)(nil),   // 44: rdq.v1.ListBreakersRequest
-	(*Breaker)(nil),               // 45: rdq.v1.Breaker
-	(*ListBreakersResponse)(nil),  // 46: rdq.v1.ListBreakersResponse
-	(*SetBreakerRequest)(nil),     // 47: rdq.v1.SetBreakerRequest
-	(*SetBreakerResponse)(nil),    // 48: rdq.v1.SetBreakerResponse
-	(*ListWorkersRequest)(nil),    // 49: rdq.v1.ListWorkersRequest
-	(*WorkerInfo)(nil),            // 50: rdq.v1.WorkerInfo
-	(*UnservedHandler)(nil),       // 51: rdq.v1.UnservedHandler
-	(*ListWorkersResponse)(nil),   // 52: rdq.v1.ListWorkersResponse
-	nil,                           // 53: rdq.v1.TaskSpec.HeadersEntry
-	nil,                           // 54: rdq.v1.Task.HeadersEntry
-	nil,                           // 55: rdq.v1.AuditEntry.DetailsEntry
-	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
+	(SeriesResolution)(0),         // 0: rdq.v1.SeriesResolution
+	(*TaskSpec)(nil),              // 1: rdq.v1.TaskSpec
+	(*FailureSpec)(nil),           // 2: rdq.v1.FailureSpec
+	(*Task)(nil),                  // 3: rdq.v1.Task
+	(*ErrorSummary)(nil),          // 4: rdq.v1.ErrorSummary
+	(*Attempt)(nil),               // 5: rdq.v1.Attempt
+	(*Error)(nil),                 // 6: rdq.v1.Error
+	(*SubmitRequest)(nil),         // 7: rdq.v1.SubmitRequest
+	(*SubmitResponse)(nil),        // 8: rdq.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),    // 9: rdq.v1.SubmitBatchRequest
+	(*SubmitResult)(nil),          // 10: rdq.v1.SubmitResult
+	(*SubmitBatchResponse)(nil),   // 11: rdq.v1.SubmitBatchResponse
+	(*GetTaskRequest)(nil),        // 12: rdq.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),       // 13: rdq.v1.GetTaskResponse
+	(*DeadFilter)(nil),            // 14: rdq.v1.DeadFilter
+	(*ListDeadRequest)(nil),       // 15: rdq.v1.ListDeadRequest
+	(*ListDeadResponse)(nil),      // 16: rdq.v1.ListDeadResponse
+	(*DeadGroupsRequest)(nil),     // 17: rdq.v1.DeadGroupsRequest
+	(*Group)(nil),                 // 18: rdq.v1.Group
+	(*DeadGroupsResponse)(nil),    // 19: rdq.v1.DeadGroupsResponse
+	(*ShowDeadRequest)(nil),       // 20: rdq.v1.ShowDeadRequest
+	(*ShowDeadResponse)(nil),      // 21: rdq.v1.ShowDeadResponse
+	(*RedriveRequest)(nil),        // 22: rdq.v1.RedriveRequest
+	(*RedriveResult)(nil),         // 23: rdq.v1.RedriveResult
+	(*RedriveResponse)(nil),       // 24: rdq.v1.RedriveResponse
+	(*PurgeRequest)(nil),          // 25: rdq.v1.PurgeRequest
+	(*PurgeResponse)(nil),         // 26: rdq.v1.PurgeResponse
+	(*ListAuditRequest)(nil),      // 27: rdq.v1.ListAuditRequest
+	(*AuditEntry)(nil),            // 28: rdq.v1.AuditEntry
+	(*ListAuditResponse)(nil),     // 29: rdq.v1.ListAuditResponse
+	(*QueueStatsRequest)(nil),     // 30: rdq.v1.QueueStatsRequest
+	(*QueueStat)(nil),             // 31: rdq.v1.QueueStat
+	(*QueueStatsResponse)(nil),    // 32: rdq.v1.QueueStatsResponse
+	(*PauseQueueRequest)(nil),     // 33: rdq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),    // 34: rdq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),    // 35: rdq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),   // 36: rdq.v1.ResumeQueueResponse
+	(*TaskFilter)(nil),            // 37: rdq.v1.TaskFilter
+	(*ListTasksRequest)(nil),      // 38: rdq.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),     // 39: rdq.v1.ListTasksResponse
+	(*TaskByKeyRequest)(nil),      // 40: rdq.v1.TaskByKeyRequest
+	(*TaskByKeyResponse)(nil),     // 41: rdq.v1.TaskByKeyResponse
+	(*ChangeTasksRequest)(nil),    // 42: rdq.v1.ChangeTasksRequest
+	(*ChangeTaskResult)(nil),      // 43: rdq.v1.ChangeTaskResult
+	(*ChangeTasksResponse)(nil),   // 44: rdq.v1.ChangeTasksResponse
+	(*ListBreakersRequest)(nil),   // 45: rdq.v1.ListBreakersRequest
+	(*Breaker)(nil),               // 46: rdq.v1.Breaker
+	(*ListBreakersResponse)(nil),  // 47: rdq.v1.ListBreakersResponse
+	(*SetBreakerRequest)(nil),     // 48: rdq.v1.SetBreakerRequest
+	(*SetBreakerResponse)(nil),    // 49: rdq.v1.SetBreakerResponse
+	(*ListWorkersRequest)(nil),    // 50: rdq.v1.ListWorkersRequest
+	(*WorkerInfo)(nil),            // 51: rdq.v1.WorkerInfo
+	(*UnservedHandler)(nil),       // 52: rdq.v1.UnservedHandler
+	(*ListWorkersResponse)(nil),   // 53: rdq.v1.ListWorkersResponse
+	(*GetSeriesRequest)(nil),      // 54: rdq.v1.GetSeriesRequest
+	(*SeriesCounts)(nil),          // 55: rdq.v1.SeriesCounts
+	(*SeriesLine)(nil),            // 56: rdq.v1.SeriesLine
+	(*GetSeriesResponse)(nil),     // 57: rdq.v1.GetSeriesResponse
+	nil,                           // 58: rdq.v1.TaskSpec.HeadersEntry
+	nil,                           // 59: rdq.v1.Task.HeadersEntry
+	nil,                           // 60: rdq.v1.AuditEntry.DetailsEntry
+	(*timestamppb.Timestamp)(nil), // 61: google.protobuf.Timestamp
 }
 var file_rdq_v1_rdq_proto_depIdxs = []int32{
-	53, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
-	1,  // 1: rdq.v1.TaskSpec.first_failure:type_name -> rdq.v1.FailureSpec
-	54, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
-	56, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
-	56, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
-	56, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	56, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
-	56, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 8: rdq.v1.Task.last_error:type_name -> rdq.v1.ErrorSummary
-	56, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
-	56, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 11: rdq.v1.SubmitRequest.task:type_name -> rdq.v1.TaskSpec
-	2,  // 12: rdq.v1.SubmitResponse.task:type_name -> rdq.v1.Task
-	0,  // 13: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.TaskSpec
-	2,  // 14: rdq.v1.SubmitResult.task:type_name -> rdq.v1.Task
-	5,  // 15: rdq.v1.SubmitResult.error:type_name -> rdq.v1.Error
-	9,  // 16: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitResult
-	2,  // 17: rdq.v1.GetTaskResponse.task:type_name -> rdq.v1.Task
-	4,  // 18: rdq.v1.GetTaskResponse.history:type_name -> rdq.v1.Attempt
-	56, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
-	56, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
-	13, // 21: rdq.v1.ListDeadRequest.filter:type_name -> rdq.v1.DeadFilter
-	2,  // 22: rdq.v1.ListDeadResponse.tasks:type_name -> rdq.v1.Task
-	13, // 23: rdq.v1.DeadGroupsRequest.filter:type_name -> rdq.v1.DeadFilter
-	56, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
-	56, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
-	17, // 26: rdq.v1.DeadGroupsResponse.groups:type_name -> rdq.v1.Group
-	2,  // 27: rdq.v1.ShowDeadResponse.task:type_name -> rdq.v1.Task
-	4,  // 28: rdq.v1.ShowDeadResponse.history:type_name -> rdq.v1.Attempt
-	13, // 29: rdq.v1.RedriveRequest.filter:type_name -> rdq.v1.DeadFilter
-	5,  // 30: rdq.v1.RedriveResult.error:type_name -> rdq.v1.Error
-	22, // 31: rdq.v1.RedriveResponse.results:type_name -> rdq.v1.RedriveResult
-	13, // 32: rdq.v1.PurgeRequest.filter:type_name -> rdq.v1.DeadFilter
-	56, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	56, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
-	56, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	55, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
-	27, // 37: rdq.v1.ListAuditResponse.entries:type_name -> rdq.v1.AuditEntry
-	30, // 38: rdq.v1.QueueStatsResponse.queues:type_name -> rdq.v1.QueueStat
-	36, // 39: rdq.v1.ListTasksRequest.filter:type_name -> rdq.v1.TaskFilter
-	2,  // 40: rdq.v1.ListTasksResponse.tasks:type_name -> rdq.v1.Task
-	2,  // 41: rdq.v1.TaskByKeyResponse.task:type_name -> rdq.v1.Task
-	4,  // 42: rdq.v1.TaskByKeyResponse.history:type_name -> rdq.v1.Attempt
-	5,  // 43: rdq.v1.ChangeTaskResult.error:type_name -> rdq.v1.Error
-	42, // 44: rdq.v1.ChangeTasksResponse.results:type_name -> rdq.v1.ChangeTaskResult
-	56, // 45: rdq.v1.Breaker.since:type_name -> google.protobuf.Timestamp
-	56, // 46: rdq.v1.Breaker.probe_at:type_name -> google.protobuf.Timestamp
-	45, // 47: rdq.v1.ListBreakersResponse.breakers:type_name -> rdq.v1.Breaker
-	56, // 48: rdq.v1.WorkerInfo.started_at:type_name -> google.protobuf.Timestamp
-	56, // 49: rdq.v1.WorkerInfo.last_seen:type_name -> google.protobuf.Timestamp
-	56, // 50: rdq.v1.UnservedHandler.oldest_due:type_name -> google.protobuf.Timestamp
-	50, // 51: rdq.v1.ListWorkersResponse.workers:type_name -> rdq.v1.WorkerInfo
-	51, // 52: rdq.v1.ListWorkersResponse.unserved:type_name -> rdq.v1.UnservedHandler
-	6,  // 53: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
-	8,  // 54: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	11, // 55: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
-	14, // 56: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
-	16, // 57: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
-	19, // 58: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
-	21, // 59: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
-	24, // 60: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
-	26, // 61: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
-	29, // 62: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
-	32, // 63: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
-	34, // 64: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
-	37, // 65: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
-	39, // 66: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
-	41, // 67: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
-	41, // 68: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
-	44, // 69: rdq.v1.RdqService.ListBreakers:input_type -> rdq.v1.ListBreakersRequest
-	47, // 70: rdq.v1.RdqService.SetBreaker:input_type -> rdq.v1.SetBreakerRequest
-	49, // 71: rdq.v1.RdqService.ListWorkers:input_type -> rdq.v1.ListWorkersRequest
-	7,  // 72: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
-	10, // 73: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	12, // 74: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
-	15, // 75: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
-	18, // 76: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
-	20, // 77: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
-	23, // 78: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
-	25, // 79: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
-	28, // 80: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
-	31, // 81: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
-	33, // 82: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
-	35, // 83: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
-	38, // 84: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
-	40, // 85: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
-	43, // 86: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
-	43, // 87: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
-	46, // 88: rdq.v1.RdqService.ListBreakers:output_type -> rdq.v1.ListBreakersResponse
-	48, // 89: rdq.v1.RdqService.SetBreaker:output_type -> rdq.v1.SetBreakerResponse
-	52, // 90: rdq.v1.RdqService.ListWorkers:output_type -> rdq.v1.ListWorkersResponse
-	72, // [72:91] is the sub-list for method output_type
-	53, // [53:72] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	58, // 0: rdq.v1.TaskSpec.headers:type_name -> rdq.v1.TaskSpec.HeadersEntry
+	2,  // 1: rdq.v1.TaskSpec.first_failure:type_name -> rdq.v1.FailureSpec
+	59, // 2: rdq.v1.Task.headers:type_name -> rdq.v1.Task.HeadersEntry
+	61, // 3: rdq.v1.Task.next_attempt_at:type_name -> google.protobuf.Timestamp
+	61, // 4: rdq.v1.Task.lease_expires_at:type_name -> google.protobuf.Timestamp
+	61, // 5: rdq.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	61, // 6: rdq.v1.Task.updated_at:type_name -> google.protobuf.Timestamp
+	61, // 7: rdq.v1.Task.finished_at:type_name -> google.protobuf.Timestamp
+	4,  // 8: rdq.v1.Task.last_error:type_name -> rdq.v1.ErrorSummary
+	61, // 9: rdq.v1.Attempt.started_at:type_name -> google.protobuf.Timestamp
+	61, // 10: rdq.v1.Attempt.finished_at:type_name -> google.protobuf.Timestamp
+	1,  // 11: rdq.v1.SubmitRequest.task:type_name -> rdq.v1.TaskSpec
+	3,  // 12: rdq.v1.SubmitResponse.task:type_name -> rdq.v1.Task
+	1,  // 13: rdq.v1.SubmitBatchRequest.tasks:type_name -> rdq.v1.TaskSpec
+	3,  // 14: rdq.v1.SubmitResult.task:type_name -> rdq.v1.Task
+	6,  // 15: rdq.v1.SubmitResult.error:type_name -> rdq.v1.Error
+	10, // 16: rdq.v1.SubmitBatchResponse.results:type_name -> rdq.v1.SubmitResult
+	3,  // 17: rdq.v1.GetTaskResponse.task:type_name -> rdq.v1.Task
+	5,  // 18: rdq.v1.GetTaskResponse.history:type_name -> rdq.v1.Attempt
+	61, // 19: rdq.v1.DeadFilter.dead_after:type_name -> google.protobuf.Timestamp
+	61, // 20: rdq.v1.DeadFilter.dead_before:type_name -> google.protobuf.Timestamp
+	14, // 21: rdq.v1.ListDeadRequest.filter:type_name -> rdq.v1.DeadFilter
+	3,  // 22: rdq.v1.ListDeadResponse.tasks:type_name -> rdq.v1.Task
+	14, // 23: rdq.v1.DeadGroupsRequest.filter:type_name -> rdq.v1.DeadFilter
+	61, // 24: rdq.v1.Group.first_seen:type_name -> google.protobuf.Timestamp
+	61, // 25: rdq.v1.Group.last_seen:type_name -> google.protobuf.Timestamp
+	18, // 26: rdq.v1.DeadGroupsResponse.groups:type_name -> rdq.v1.Group
+	3,  // 27: rdq.v1.ShowDeadResponse.task:type_name -> rdq.v1.Task
+	5,  // 28: rdq.v1.ShowDeadResponse.history:type_name -> rdq.v1.Attempt
+	14, // 29: rdq.v1.RedriveRequest.filter:type_name -> rdq.v1.DeadFilter
+	6,  // 30: rdq.v1.RedriveResult.error:type_name -> rdq.v1.Error
+	23, // 31: rdq.v1.RedriveResponse.results:type_name -> rdq.v1.RedriveResult
+	14, // 32: rdq.v1.PurgeRequest.filter:type_name -> rdq.v1.DeadFilter
+	61, // 33: rdq.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	61, // 34: rdq.v1.ListAuditRequest.until:type_name -> google.protobuf.Timestamp
+	61, // 35: rdq.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	60, // 36: rdq.v1.AuditEntry.details:type_name -> rdq.v1.AuditEntry.DetailsEntry
+	28, // 37: rdq.v1.ListAuditResponse.entries:type_name -> rdq.v1.AuditEntry
+	31, // 38: rdq.v1.QueueStatsResponse.queues:type_name -> rdq.v1.QueueStat
+	37, // 39: rdq.v1.ListTasksRequest.filter:type_name -> rdq.v1.TaskFilter
+	3,  // 40: rdq.v1.ListTasksResponse.tasks:type_name -> rdq.v1.Task
+	3,  // 41: rdq.v1.TaskByKeyResponse.task:type_name -> rdq.v1.Task
+	5,  // 42: rdq.v1.TaskByKeyResponse.history:type_name -> rdq.v1.Attempt
+	6,  // 43: rdq.v1.ChangeTaskResult.error:type_name -> rdq.v1.Error
+	43, // 44: rdq.v1.ChangeTasksResponse.results:type_name -> rdq.v1.ChangeTaskResult
+	61, // 45: rdq.v1.Breaker.since:type_name -> google.protobuf.Timestamp
+	61, // 46: rdq.v1.Breaker.probe_at:type_name -> google.protobuf.Timestamp
+	46, // 47: rdq.v1.ListBreakersResponse.breakers:type_name -> rdq.v1.Breaker
+	61, // 48: rdq.v1.WorkerInfo.started_at:type_name -> google.protobuf.Timestamp
+	61, // 49: rdq.v1.WorkerInfo.last_seen:type_name -> google.protobuf.Timestamp
+	61, // 50: rdq.v1.UnservedHandler.oldest_due:type_name -> google.protobuf.Timestamp
+	51, // 51: rdq.v1.ListWorkersResponse.workers:type_name -> rdq.v1.WorkerInfo
+	52, // 52: rdq.v1.ListWorkersResponse.unserved:type_name -> rdq.v1.UnservedHandler
+	0,  // 53: rdq.v1.GetSeriesRequest.resolution:type_name -> rdq.v1.SeriesResolution
+	61, // 54: rdq.v1.GetSeriesRequest.since:type_name -> google.protobuf.Timestamp
+	61, // 55: rdq.v1.GetSeriesRequest.until:type_name -> google.protobuf.Timestamp
+	55, // 56: rdq.v1.SeriesLine.counts:type_name -> rdq.v1.SeriesCounts
+	61, // 57: rdq.v1.GetSeriesResponse.start:type_name -> google.protobuf.Timestamp
+	56, // 58: rdq.v1.GetSeriesResponse.lines:type_name -> rdq.v1.SeriesLine
+	7,  // 59: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
+	9,  // 60: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	12, // 61: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
+	15, // 62: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
+	17, // 63: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
+	20, // 64: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
+	22, // 65: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
+	25, // 66: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
+	27, // 67: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
+	30, // 68: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
+	33, // 69: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
+	35, // 70: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
+	38, // 71: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
+	40, // 72: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
+	42, // 73: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
+	42, // 74: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
+	45, // 75: rdq.v1.RdqService.ListBreakers:input_type -> rdq.v1.ListBreakersRequest
+	48, // 76: rdq.v1.RdqService.SetBreaker:input_type -> rdq.v1.SetBreakerRequest
+	50, // 77: rdq.v1.RdqService.ListWorkers:input_type -> rdq.v1.ListWorkersRequest
+	54, // 78: rdq.v1.RdqService.GetSeries:input_type -> rdq.v1.GetSeriesRequest
+	8,  // 79: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
+	11, // 80: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	13, // 81: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
+	16, // 82: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
+	19, // 83: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
+	21, // 84: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
+	24, // 85: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
+	26, // 86: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
+	29, // 87: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
+	32, // 88: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
+	34, // 89: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
+	36, // 90: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
+	39, // 91: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
+	41, // 92: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
+	44, // 93: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
+	44, // 94: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
+	47, // 95: rdq.v1.RdqService.ListBreakers:output_type -> rdq.v1.ListBreakersResponse
+	49, // 96: rdq.v1.RdqService.SetBreaker:output_type -> rdq.v1.SetBreakerResponse
+	53, // 97: rdq.v1.RdqService.ListWorkers:output_type -> rdq.v1.ListWorkersResponse
+	57, // 98: rdq.v1.RdqService.GetSeries:output_type -> rdq.v1.GetSeriesResponse
+	79, // [79:99] is the sub-list for method output_type
+	59, // [59:79] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_rdq_proto_init() }
@@ -4123,13 +4519,14 @@ func file_rdq_v1_rdq_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_rdq_v1_rdq_proto_rawDesc), len(file_rdq_v1_rdq_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   56,
+			NumEnums:      1,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_rdq_v1_rdq_proto_goTypes,
 		DependencyIndexes: file_rdq_v1_rdq_proto_depIdxs,
+		EnumInfos:         file_rdq_v1_rdq_proto_enumTypes,
 		MessageInfos:      file_rdq_v1_rdq_proto_msgTypes,
 	}.Build()
 	File_rdq_v1_rdq_proto = out.File

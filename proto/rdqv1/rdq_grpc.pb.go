@@ -2,7 +2,9 @@
 //
 // One contract, two transports: the RdqService below is served over gRPC and
 // as REST/JSON under /v1/... by package server, from the same
-// implementation. REST bodies use the field names below; a task, submitted
+// implementation. Each method's REST route is its google.api.http
+// annotation, which the server routes by. REST bodies use the field names
+// below; a task, submitted
 // or returned, is rdq's JSON wire envelope (payload in base64, "version": 1,
 // attempt history as "history"); other numbers are JSON numbers, durations
 // whole milliseconds (*_ms), timestamps RFC 3339 strings. Unknown JSON
@@ -55,6 +57,7 @@ const (
 	RdqService_ListBreakers_FullMethodName = "/rdq.v1.RdqService/ListBreakers"
 	RdqService_SetBreaker_FullMethodName   = "/rdq.v1.RdqService/SetBreaker"
 	RdqService_ListWorkers_FullMethodName  = "/rdq.v1.RdqService/ListWorkers"
+	RdqService_GetSeries_FullMethodName    = "/rdq.v1.RdqService/GetSeries"
 )
 
 // RdqServiceClient is the client API for RdqService service.
@@ -131,6 +134,12 @@ type RdqServiceClient interface {
 	// caller may read. Needs the operator role. A store without a worker
 	// registry answers unimplemented. REST: GET /v1/workers?queue=...
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
+	// GetSeries counts the attempts that finished per minute or hour, with
+	// their outcomes, per queue and handler: the console's activity charts.
+	// Lines are limited to the queues the caller may read. Needs the operator
+	// role. A store without a series answers unimplemented.
+	// REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
+	GetSeries(ctx context.Context, in *GetSeriesRequest, opts ...grpc.CallOption) (*GetSeriesResponse, error)
 }
 
 type rdqServiceClient struct {
@@ -331,6 +340,16 @@ func (c *rdqServiceClient) ListWorkers(ctx context.Context, in *ListWorkersReque
 	return out, nil
 }
 
+func (c *rdqServiceClient) GetSeries(ctx context.Context, in *GetSeriesRequest, opts ...grpc.CallOption) (*GetSeriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSeriesResponse)
+	err := c.cc.Invoke(ctx, RdqService_GetSeries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RdqServiceServer is the server API for RdqService service.
 // All implementations must embed UnimplementedRdqServiceServer
 // for forward compatibility.
@@ -405,6 +424,12 @@ type RdqServiceServer interface {
 	// caller may read. Needs the operator role. A store without a worker
 	// registry answers unimplemented. REST: GET /v1/workers?queue=...
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
+	// GetSeries counts the attempts that finished per minute or hour, with
+	// their outcomes, per queue and handler: the console's activity charts.
+	// Lines are limited to the queues the caller may read. Needs the operator
+	// role. A store without a series answers unimplemented.
+	// REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
+	GetSeries(context.Context, *GetSeriesRequest) (*GetSeriesResponse, error)
 	mustEmbedUnimplementedRdqServiceServer()
 }
 
@@ -471,6 +496,9 @@ func (UnimplementedRdqServiceServer) SetBreaker(context.Context, *SetBreakerRequ
 }
 func (UnimplementedRdqServiceServer) ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListWorkers not implemented")
+}
+func (UnimplementedRdqServiceServer) GetSeries(context.Context, *GetSeriesRequest) (*GetSeriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSeries not implemented")
 }
 func (UnimplementedRdqServiceServer) mustEmbedUnimplementedRdqServiceServer() {}
 func (UnimplementedRdqServiceServer) testEmbeddedByValue()                    {}
@@ -835,6 +863,24 @@ func _RdqService_ListWorkers_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RdqService_GetSeries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSeriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RdqServiceServer).GetSeries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RdqService_GetSeries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RdqServiceServer).GetSeries(ctx, req.(*GetSeriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RdqService_ServiceDesc is the grpc.ServiceDesc for RdqService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -917,6 +963,10 @@ var RdqService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListWorkers",
 			Handler:    _RdqService_ListWorkers_Handler,
+		},
+		{
+			MethodName: "GetSeries",
+			Handler:    _RdqService_GetSeries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

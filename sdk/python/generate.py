@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from google.api import annotations_pb2
 from grpc_tools import protoc
 
 HERE = Path(__file__).resolve().parent
@@ -21,10 +22,14 @@ def generate(out: Path) -> None:
     (out / "rdq" / "v1").mkdir(parents=True, exist_ok=True)
     bindir = Path(sys.executable).parent
     include = Path(protoc.__file__).parent / "_proto"
+    # The googleapis protos of the REST annotations, from the pinned
+    # googleapis-common-protos, whose annotations_pb2 rdq_pb2 imports.
+    googleapis = Path(annotations_pb2.__file__).parent.parent.parent
     args = [
         "grpc_tools.protoc",
         f"-I{PROTO}",
         f"-I{include}",
+        f"-I{googleapis}",
         f"--plugin=protoc-gen-mypy={bindir / 'protoc-gen-mypy'}",
         f"--plugin=protoc-gen-mypy_grpc={bindir / 'protoc-gen-mypy_grpc'}",
         f"--python_out={out}",

@@ -2,7 +2,9 @@
 //
 // One contract, two transports: the RdqService below is served over gRPC and
 // as REST/JSON under /v1/... by package server, from the same
-// implementation. REST bodies use the field names below; a task, submitted
+// implementation. Each method's REST route is its google.api.http
+// annotation, which the server routes by. REST bodies use the field names
+// below; a task, submitted
 // or returned, is rdq's JSON wire envelope (payload in base64, "version": 1,
 // attempt history as "history"); other numbers are JSON numbers, durations
 // whole milliseconds (*_ms), timestamps RFC 3339 strings. Unknown JSON
@@ -88,6 +90,8 @@ const (
 	RdqServiceSetBreakerProcedure = "/rdq.v1.RdqService/SetBreaker"
 	// RdqServiceListWorkersProcedure is the fully-qualified name of the RdqService's ListWorkers RPC.
 	RdqServiceListWorkersProcedure = "/rdq.v1.RdqService/ListWorkers"
+	// RdqServiceGetSeriesProcedure is the fully-qualified name of the RdqService's GetSeries RPC.
+	RdqServiceGetSeriesProcedure = "/rdq.v1.RdqService/GetSeries"
 )
 
 // RdqServiceClient is a client for the rdq.v1.RdqService service.
@@ -155,6 +159,12 @@ type RdqServiceClient interface {
 	// caller may read. Needs the operator role. A store without a worker
 	// registry answers unimplemented. REST: GET /v1/workers?queue=...
 	ListWorkers(context.Context, *rdqv1.ListWorkersRequest) (*rdqv1.ListWorkersResponse, error)
+	// GetSeries counts the attempts that finished per minute or hour, with
+	// their outcomes, per queue and handler: the console's activity charts.
+	// Lines are limited to the queues the caller may read. Needs the operator
+	// role. A store without a series answers unimplemented.
+	// REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
+	GetSeries(context.Context, *rdqv1.GetSeriesRequest) (*rdqv1.GetSeriesResponse, error)
 }
 
 // NewRdqServiceClient constructs a client for the rdq.v1.RdqService service. By default, it uses
@@ -282,6 +292,12 @@ func NewRdqServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(rdqServiceMethods.ByName("ListWorkers")),
 			connect.WithClientOptions(opts...),
 		),
+		getSeries: connect.NewClient[rdqv1.GetSeriesRequest, rdqv1.GetSeriesResponse](
+			httpClient,
+			baseURL+RdqServiceGetSeriesProcedure,
+			connect.WithSchema(rdqServiceMethods.ByName("GetSeries")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -306,6 +322,7 @@ type rdqServiceClient struct {
 	listBreakers *connect.Client[rdqv1.ListBreakersRequest, rdqv1.ListBreakersResponse]
 	setBreaker   *connect.Client[rdqv1.SetBreakerRequest, rdqv1.SetBreakerResponse]
 	listWorkers  *connect.Client[rdqv1.ListWorkersRequest, rdqv1.ListWorkersResponse]
+	getSeries    *connect.Client[rdqv1.GetSeriesRequest, rdqv1.GetSeriesResponse]
 }
 
 // Submit calls rdq.v1.RdqService.Submit.
@@ -479,6 +496,15 @@ func (c *rdqServiceClient) ListWorkers(ctx context.Context, req *rdqv1.ListWorke
 	return nil, err
 }
 
+// GetSeries calls rdq.v1.RdqService.GetSeries.
+func (c *rdqServiceClient) GetSeries(ctx context.Context, req *rdqv1.GetSeriesRequest) (*rdqv1.GetSeriesResponse, error) {
+	response, err := c.getSeries.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // RdqServiceHandler is an implementation of the rdq.v1.RdqService service.
 type RdqServiceHandler interface {
 	// Submit enqueues one task. REST: POST /v1/tasks with a TaskSpec body.
@@ -544,6 +570,12 @@ type RdqServiceHandler interface {
 	// caller may read. Needs the operator role. A store without a worker
 	// registry answers unimplemented. REST: GET /v1/workers?queue=...
 	ListWorkers(context.Context, *rdqv1.ListWorkersRequest) (*rdqv1.ListWorkersResponse, error)
+	// GetSeries counts the attempts that finished per minute or hour, with
+	// their outcomes, per queue and handler: the console's activity charts.
+	// Lines are limited to the queues the caller may read. Needs the operator
+	// role. A store without a series answers unimplemented.
+	// REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
+	GetSeries(context.Context, *rdqv1.GetSeriesRequest) (*rdqv1.GetSeriesResponse, error)
 }
 
 // NewRdqServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -667,6 +699,12 @@ func NewRdqServiceHandler(svc RdqServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(rdqServiceMethods.ByName("ListWorkers")),
 		connect.WithHandlerOptions(opts...),
 	)
+	rdqServiceGetSeriesHandler := connect.NewUnaryHandlerSimple(
+		RdqServiceGetSeriesProcedure,
+		svc.GetSeries,
+		connect.WithSchema(rdqServiceMethods.ByName("GetSeries")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/rdq.v1.RdqService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RdqServiceSubmitProcedure:
@@ -707,6 +745,8 @@ func NewRdqServiceHandler(svc RdqServiceHandler, opts ...connect.HandlerOption) 
 			rdqServiceSetBreakerHandler.ServeHTTP(w, r)
 		case RdqServiceListWorkersProcedure:
 			rdqServiceListWorkersHandler.ServeHTTP(w, r)
+		case RdqServiceGetSeriesProcedure:
+			rdqServiceGetSeriesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -790,4 +830,8 @@ func (UnimplementedRdqServiceHandler) SetBreaker(context.Context, *rdqv1.SetBrea
 
 func (UnimplementedRdqServiceHandler) ListWorkers(context.Context, *rdqv1.ListWorkersRequest) (*rdqv1.ListWorkersResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rdq.v1.RdqService.ListWorkers is not implemented"))
+}
+
+func (UnimplementedRdqServiceHandler) GetSeries(context.Context, *rdqv1.GetSeriesRequest) (*rdqv1.GetSeriesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("rdq.v1.RdqService.GetSeries is not implemented"))
 }

@@ -91,6 +91,7 @@ export interface CallbackMessage {
     handler: string;
     attempt: number;
     life: number;
+    /** A JSON integer; read from the body's text, so every digit past 2^53 is kept. */
     lease_token: number;
     content_type?: string;
     headers?: Record<string, string>;
@@ -209,6 +210,17 @@ export function rawMember(doc: string, name: string): string | undefined {
   return undefined;
 }
 
+/**
+ * leaseTokenOf returns the execution's fencing token as written in the
+ * signed body: a JSON number loses digits past 2^53, so the integer is read
+ * from the body's text. It returns undefined when the member is not a
+ * non-negative integer.
+ */
+export function leaseTokenOf(body: string): bigint | undefined {
+  const raw = rawMember(body, "lease_token");
+  return raw !== undefined && /^(0|[1-9][0-9]{0,18})$/.test(raw) ? BigInt(raw) : undefined;
+}
+
 function payloadOf(body: string, data: CallbackMessage["data"]): Uint8Array {
   if (data.payload_base64 !== undefined) {
     return Buffer.from(data.payload_base64, "base64");
@@ -268,6 +280,10 @@ export function createReceiver(opts: ReceiverOptions): FetchHandler {
     if (msg?.type !== "rdq.task" || typeof d !== "object" || d === null || d.id !== headers["webhook-id"]) {
       return text(400, "the signed body is not an rdq.task message for webhook-id");
     }
+    const leaseToken = leaseTokenOf(body);
+    if (leaseToken === undefined) {
+      return text(400, "the signed body's data.lease_token is not a non-negative integer");
+    }
     const outcome = await run(
       opts.handler,
       {
@@ -276,7 +292,7 @@ export function createReceiver(opts: ReceiverOptions): FetchHandler {
         handler: d.handler,
         attempt: d.attempt,
         life: d.life,
-        leaseToken: BigInt(d.lease_token),
+        leaseToken,
         contentType: d.content_type ?? "",
         headers: d.headers ?? {},
         payload: payloadOf(body, d),

@@ -33,6 +33,10 @@ it("src/gen is what npm run generate writes from proto/", () => {
   try {
     const template = readFileSync(join(sdk, "buf.gen.yaml"), "utf8").replace("out: src/gen", `out: ${JSON.stringify(tmp)}`);
     assert.notEqual(template, readFileSync(join(sdk, "buf.gen.yaml"), "utf8"), "buf.gen.yaml writes to src/gen");
+    // The googleapis protos the REST annotations import, as npm run
+    // generate fetches them (once: proto/.googleapis keeps them).
+    const fetch = spawnSync("sh", [join(repoRoot, "proto/fetch-googleapis.sh")], { encoding: "utf8" });
+    assert.equal(fetch.status, 0, `fetch-googleapis.sh failed: ${fetch.stderr}${fetch.error?.message ?? ""}`);
     const bin = join(sdk, "node_modules/.bin");
     const res = spawnSync(join(bin, "buf"), ["generate", "../../proto", "--template", template], {
       cwd: sdk,

@@ -26,7 +26,7 @@ import {
   type FailureBody,
   type Handler,
 } from "../src/index.js";
-import { cut, rawMember } from "../src/receiver.js";
+import { cut, leaseTokenOf, rawMember } from "../src/receiver.js";
 import { repoRoot } from "./harness.js";
 
 interface Vector {
@@ -254,6 +254,26 @@ describe("callback receiver", () => {
     assert.equal(rawMember('{"data":{"a":"\\"payload\\":1","payload" : [1, "]}"] ,"z":0}}', "payload"), '[1, "]}"]');
     assert.equal(rawMember('{"data":{"payload":{"payload":2}}}', "payload"), '{"payload":2}');
     assert.equal(rawMember('{"data":{"headers":{"payload":"x"}}}', "payload"), undefined);
+  });
+
+  it("keeps every digit of a lease token past 2^53, and refuses one that is not an integer", async () => {
+    const v = vectors[0]!;
+    const wh = new Webhook(new TextEncoder().encode(v.secret), { format: "raw" });
+    const seen: Execution[] = [];
+    const receive = createReceiver({ secret: v.secret, handler: (t) => void seen.push(t) });
+    const signed = (body: string) => post(v, { body, signature: wh.sign(v.id, new Date(v.timestamp * 1000), body) });
+    assert.match(v.body, /"lease_token":\d+/, "the vector carries a lease token");
+    const big = v.body.replace(/"lease_token":\d+/, '"lease_token":9007199254740993');
+    const res = await receive(signed(big));
+    assert.equal(res.status, 204, await res.text());
+    assert.equal(seen[0]!.leaseToken, 9007199254740993n);
+    for (const bad of ['"lease_token":-1', '"lease_token":1.5', '"lease_token":"7"', '"lease_token":1e3']) {
+      const r = await receive(signed(v.body.replace(/"lease_token":\d+/, bad)));
+      assert.equal(r.status, 400, `${bad}: ${await r.text()}`);
+    }
+    assert.equal(seen.length, 1, "no refused body reached the handler");
+    assert.equal(leaseTokenOf('{"data":{"headers":{"lease_token":"1"},"lease_token" : 12 }}'), 12n);
+    assert.equal(leaseTokenOf('{"data":{"id":"x"}}'), undefined);
   });
 
   it("refuses a timestamp in the future outside the window", async () => {

@@ -5,7 +5,9 @@ The rdq network API, version 1.
 
 One contract, two transports: the RdqService below is served over gRPC and
 as REST/JSON under /v1/... by package server, from the same
-implementation. REST bodies use the field names below; a task, submitted
+implementation. Each method's REST route is its google.api.http
+annotation, which the server routes by. REST bodies use the field names
+below; a task, submitted
 or returned, is rdq's JSON wire envelope (payload in base64, "version": 1,
 attempt history as "history"); other numbers are JSON numbers, durations
 whole milliseconds (*_ms), timestamps RFC 3339 strings. Unknown JSON
@@ -24,6 +26,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -34,6 +37,24 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _SeriesResolution:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SeriesResolutionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SeriesResolution.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SERIES_RESOLUTION_UNSPECIFIED: _SeriesResolution.ValueType  # 0
+    SERIES_RESOLUTION_MINUTE: _SeriesResolution.ValueType  # 1
+    SERIES_RESOLUTION_HOUR: _SeriesResolution.ValueType  # 2
+
+class SeriesResolution(_SeriesResolution, metaclass=_SeriesResolutionEnumTypeWrapper):
+    """SeriesResolution is the width of a series' buckets."""
+
+SERIES_RESOLUTION_UNSPECIFIED: SeriesResolution.ValueType  # 0
+SERIES_RESOLUTION_MINUTE: SeriesResolution.ValueType  # 1
+SERIES_RESOLUTION_HOUR: SeriesResolution.ValueType  # 2
+Global___SeriesResolution: _TypeAlias = SeriesResolution  # noqa: Y015
 
 @_typing.final
 class TaskSpec(_message.Message):
@@ -1026,6 +1047,7 @@ class AuditEntry(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     DETAILS_FIELD_NUMBER: _builtins.int
+    QUEUES_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     actor: _builtins.str
     action: _builtins.str
@@ -1040,6 +1062,12 @@ class AuditEntry(_message.Message):
     def ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def queues(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """queues the mutation touched, sorted; empty in entries written before
+        stores recorded them.
+        """
+
     def __init__(
         self,
         *,
@@ -1052,10 +1080,11 @@ class AuditEntry(_message.Message):
         count: _builtins.int = ...,
         reason: _builtins.str = ...,
         details: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        queues: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["at", b"at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "at", b"at", "count", b"count", "details", b"details", "filter", b"filter", "id", b"id", "ids", b"ids", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "at", b"at", "count", b"count", "details", b"details", "filter", b"filter", "id", b"id", "ids", b"ids", "queues", b"queues", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1765,3 +1794,144 @@ class ListWorkersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListWorkersResponse: _TypeAlias = ListWorkersResponse  # noqa: Y015
+
+@_typing.final
+class GetSeriesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HANDLER_FIELD_NUMBER: _builtins.int
+    RESOLUTION_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    """queue and handler, when set, limit the lines to that queue and handler."""
+    handler: _builtins.str
+    resolution: Global___SeriesResolution.ValueType
+    """resolution is minute or hour; unspecified means minute."""
+    @_builtins.property
+    def since(self) -> _timestamp_pb2.Timestamp:
+        """since is the start of the window, required; it reaches back at most 8
+        days and 1,440 buckets. until is its end, now when unset; the last
+        bucket is the one holding it.
+        """
+
+    @_builtins.property
+    def until(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        handler: _builtins.str = ...,
+        resolution: Global___SeriesResolution.ValueType = ...,
+        since: _timestamp_pb2.Timestamp | None = ...,
+        until: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since", "until", b"until"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["handler", b"handler", "queue", b"queue", "resolution", b"resolution", "since", b"since", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSeriesRequest: _TypeAlias = GetSeriesRequest  # noqa: Y015
+
+@_typing.final
+class SeriesCounts(_message.Message):
+    """SeriesCounts counts what happened in one bucket."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    SUCCESSES_FIELD_NUMBER: _builtins.int
+    RETRYABLE_FIELD_NUMBER: _builtins.int
+    PERMANENT_FIELD_NUMBER: _builtins.int
+    DEAD_LETTERED_FIELD_NUMBER: _builtins.int
+    attempts: _builtins.int
+    """attempts that finished, successes and failures (a lost lease included)."""
+    successes: _builtins.int
+    retryable: _builtins.int
+    """retryable counts failures retried or lost with their lease; permanent
+    the failures for good.
+    """
+    permanent: _builtins.int
+    dead_lettered: _builtins.int
+    """dead_lettered counts the tasks that went to the dead-letter queue."""
+    def __init__(
+        self,
+        *,
+        attempts: _builtins.int = ...,
+        successes: _builtins.int = ...,
+        retryable: _builtins.int = ...,
+        permanent: _builtins.int = ...,
+        dead_lettered: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "dead_lettered", b"dead_lettered", "permanent", b"permanent", "retryable", b"retryable", "successes", b"successes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeriesCounts: _TypeAlias = SeriesCounts  # noqa: Y015
+
+@_typing.final
+class SeriesLine(_message.Message):
+    """SeriesLine is one queue and handler: a SeriesCounts per bucket."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUEUE_FIELD_NUMBER: _builtins.int
+    HANDLER_FIELD_NUMBER: _builtins.int
+    COUNTS_FIELD_NUMBER: _builtins.int
+    queue: _builtins.str
+    handler: _builtins.str
+    @_builtins.property
+    def counts(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeriesCounts]: ...
+    def __init__(
+        self,
+        *,
+        queue: _builtins.str = ...,
+        handler: _builtins.str = ...,
+        counts: _abc.Iterable[Global___SeriesCounts] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counts", b"counts", "handler", b"handler", "queue", b"queue"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeriesLine: _TypeAlias = SeriesLine  # noqa: Y015
+
+@_typing.final
+class GetSeriesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    WIDTH_SECONDS_FIELD_NUMBER: _builtins.int
+    LINES_FIELD_NUMBER: _builtins.int
+    width_seconds: _builtins.int
+    @_builtins.property
+    def start(self) -> _timestamp_pb2.Timestamp:
+        """start is the start of the first bucket; bucket i starts at
+        start + i * width_seconds.
+        """
+
+    @_builtins.property
+    def lines(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeriesLine]:
+        """lines holds a line per queue and handler with any count, by queue then
+        handler.
+        """
+
+    def __init__(
+        self,
+        *,
+        start: _timestamp_pb2.Timestamp | None = ...,
+        width_seconds: _builtins.int = ...,
+        lines: _abc.Iterable[Global___SeriesLine] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines", "start", b"start", "width_seconds", b"width_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetSeriesResponse: _TypeAlias = GetSeriesResponse  # noqa: Y015

@@ -135,6 +135,11 @@ class RdqServiceStub:
                 request_serializer=rdq_dot_v1_dot_rdq__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=rdq_dot_v1_dot_rdq__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
+        self.GetSeries = channel.unary_unary(
+                '/rdq.v1.RdqService/GetSeries',
+                request_serializer=rdq_dot_v1_dot_rdq__pb2.GetSeriesRequest.SerializeToString,
+                response_deserializer=rdq_dot_v1_dot_rdq__pb2.GetSeriesResponse.FromString,
+                _registered_method=True)
 
 
 class RdqServiceServicer:
@@ -304,6 +309,17 @@ class RdqServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSeries(self, request, context):
+        """GetSeries counts the attempts that finished per minute or hour, with
+        their outcomes, per queue and handler: the console's activity charts.
+        Lines are limited to the queues the caller may read. Needs the operator
+        role. A store without a series answers unimplemented.
+        REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RdqServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -401,6 +417,11 @@ def add_RdqServiceServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=rdq_dot_v1_dot_rdq__pb2.ListWorkersRequest.FromString,
                     response_serializer=rdq_dot_v1_dot_rdq__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'GetSeries': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSeries,
+                    request_deserializer=rdq_dot_v1_dot_rdq__pb2.GetSeriesRequest.FromString,
+                    response_serializer=rdq_dot_v1_dot_rdq__pb2.GetSeriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -922,6 +943,33 @@ class RdqService:
             '/rdq.v1.RdqService/ListWorkers',
             rdq_dot_v1_dot_rdq__pb2.ListWorkersRequest.SerializeToString,
             rdq_dot_v1_dot_rdq__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSeries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rdq.v1.RdqService/GetSeries',
+            rdq_dot_v1_dot_rdq__pb2.GetSeriesRequest.SerializeToString,
+            rdq_dot_v1_dot_rdq__pb2.GetSeriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,7 +5,9 @@ The rdq network API, version 1.
 
 One contract, two transports: the RdqService below is served over gRPC and
 as REST/JSON under /v1/... by package server, from the same
-implementation. REST bodies use the field names below; a task, submitted
+implementation. Each method's REST route is its google.api.http
+annotation, which the server routes by. REST bodies use the field names
+below; a task, submitted
 or returned, is rdq's JSON wire envelope (payload in base64, "version": 1,
 attempt history as "history"); other numbers are JSON numbers, durations
 whole milliseconds (*_ms), timestamps RFC 3339 strings. Unknown JSON
@@ -131,6 +133,13 @@ class RdqServiceStub:
     caller may read. Needs the operator role. A store without a worker
     registry answers unimplemented. REST: GET /v1/workers?queue=...
     """
+    GetSeries: _grpc.UnaryUnaryMultiCallable[_rdq_pb2.GetSeriesRequest, _rdq_pb2.GetSeriesResponse]
+    """GetSeries counts the attempts that finished per minute or hour, with
+    their outcomes, per queue and handler: the console's activity charts.
+    Lines are limited to the queues the caller may read. Needs the operator
+    role. A store without a series answers unimplemented.
+    REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
+    """
 
 @_typing.type_check_only
 class RdqServiceAsyncStub(RdqServiceStub):
@@ -218,6 +227,13 @@ class RdqServiceAsyncStub(RdqServiceStub):
     that registered the handler can run; both limited to the queues the
     caller may read. Needs the operator role. A store without a worker
     registry answers unimplemented. REST: GET /v1/workers?queue=...
+    """
+    GetSeries: _aio.UnaryUnaryMultiCallable[_rdq_pb2.GetSeriesRequest, _rdq_pb2.GetSeriesResponse]  # type: ignore[assignment]
+    """GetSeries counts the attempts that finished per minute or hour, with
+    their outcomes, per queue and handler: the console's activity charts.
+    Lines are limited to the queues the caller may read. Needs the operator
+    role. A store without a series answers unimplemented.
+    REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
     """
 
 class RdqServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -417,6 +433,19 @@ class RdqServiceServicer(metaclass=_abc_1.ABCMeta):
         that registered the handler can run; both limited to the queues the
         caller may read. Needs the operator role. A store without a worker
         registry answers unimplemented. REST: GET /v1/workers?queue=...
+        """
+
+    @_abc_1.abstractmethod
+    def GetSeries(
+        self,
+        request: _rdq_pb2.GetSeriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_rdq_pb2.GetSeriesResponse, _abc.Awaitable[_rdq_pb2.GetSeriesResponse]]:
+        """GetSeries counts the attempts that finished per minute or hour, with
+        their outcomes, per queue and handler: the console's activity charts.
+        Lines are limited to the queues the caller may read. Needs the operator
+        role. A store without a series answers unimplemented.
+        REST: GET /v1/series?queue=...&handler=...&resolution=minute|hour&since=...&until=...
         """
 
 def add_RdqServiceServicer_to_server(servicer: RdqServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -41,6 +41,9 @@ final class DeadSql {
     private final String purgeDeadDropKeys;
     private final String deadGroups;
     private final String listAudit;
+    private final String listTasks;
+    private final String listTasksHeld;
+    private final String listTasksWaiting;
     private final Sql.Stmt taskByKey;
     private final Sql.Stmt liveLock;
     private final Sql.Stmt retryNow;
@@ -49,12 +52,8 @@ final class DeadSql {
     private final Sql.Stmt redriveLock;
     private final Sql.Stmt redrivePayload;
     private final Sql.Stmt redriveIds;
-    private final Sql.Stmt pauseHandler;
-    private final Sql.Stmt holdTasks;
-    private final Sql.Stmt resumeHandler;
-    private final Sql.Stmt unholdTasks;
-    private final Sql.Stmt pausedHandlers;
     private final String channel;
+    private final HandlerPauseSql pauses;
 
     DeadSql(String quotedSchema, String channel) {
         this.listDead = schema("sqlListDead", quotedSchema);
@@ -67,6 +66,9 @@ final class DeadSql {
         this.purgeDeadDropKeys = schema("sqlPurgeDeadDropKeys", quotedSchema);
         this.deadGroups = schema("sqlDeadGroups", quotedSchema);
         this.listAudit = schema("sqlListAudit", quotedSchema);
+        this.listTasks = schema("sqlListTasks", quotedSchema);
+        this.listTasksHeld = schema("sqlListTasksHeld", quotedSchema);
+        this.listTasksWaiting = schema("sqlListTasksWaiting", quotedSchema);
         this.taskByKey = Sql.get("sqlTaskByKey", quotedSchema);
         this.liveLock = Sql.get("sqlLiveLock", quotedSchema);
         this.retryNow = Sql.get("sqlRetryNow", quotedSchema);
@@ -75,12 +77,8 @@ final class DeadSql {
         this.redriveLock = Sql.get("sqlRedriveLock", quotedSchema);
         this.redrivePayload = Sql.get("sqlRedrivePayload", quotedSchema);
         this.redriveIds = Sql.get("sqlRedriveIDs", quotedSchema);
-        this.pauseHandler = Sql.get("sqlPauseHandler", quotedSchema);
-        this.holdTasks = Sql.get("sqlHoldTasks", quotedSchema);
-        this.resumeHandler = Sql.get("sqlResumeHandler", quotedSchema);
-        this.unholdTasks = Sql.get("sqlUnholdTasks", quotedSchema);
-        this.pausedHandlers = Sql.get("sqlPausedHandlers", quotedSchema);
         this.channel = channel;
+        this.pauses = new HandlerPauseSql(quotedSchema, channel);
     }
 
     private static String schema(String name, String quotedSchema) {
@@ -191,6 +189,84 @@ final class DeadSql {
         st.set("limit", st.param(limit));
         List<Task> out = new ArrayList<>();
         try (PreparedStatement ps = st.prepare(c, "sqlListDead", listDead); ResultSet rs = ps.executeQuery()) {
+            while (rs.next()) {
+                out.add(PgStore.scanTask(rs));
+            }
+        }
+        return out;
+    }
+
+    /**
+     * pgstore's ListTasks: up to limit tasks in state matching f, in the
+     * state's order, strictly after the cursor (afterAt, afterId) when given.
+     * The statement is pgstore's listTasksQuery renders: sqlListTasksWaiting
+     * for the waiting states without a queue (after sqlJITOff, in a
+     * transaction of its own on c, rolled back), sqlListTasksHeld for the
+     * waiting states of one queue, sqlListTasks for the others.
+     */
+    List<Task> listTasks(Connection c, RdqAdmin.TaskState state, TaskFilter f, Instant afterAt, UUID afterId, int limit)
+            throws SQLException {
+        Template st = new Template();
+        String cond;
+        String column;
+        String order;
+        String cmp;
+        switch (state) {
+            case PENDING -> {
+                cond = "t.status = 'PENDING' AND t.attempts = 0";
+                column = "next_attempt_at";
+                order = "t.next_attempt_at, t.id";
+                cmp = ">";
+            }
+            case RETRYING -> {
+                cond = "t.status = 'PENDING' AND t.attempts > 0";
+                column = "next_attempt_at";
+                order = "t.next_attempt_at, t.id";
+                cmp = ">";
+            }
+            case IN_FLIGHT -> {
+                cond = "t.status = 'IN_FLIGHT'";
+                column = "lease_expires_at";
+                order = "t.lease_expires_at, t.id";
+                cmp = ">";
+            }
+            default -> {
+                cond = "t.status = 'SUCCEEDED'";
+                column = "finished_at";
+                order = "t.finished_at DESC, t.id DESC";
+                cmp = "<";
+            }
+        }
+        st.set("state", cond);
+        st.set("order", order);
+        st.set("filter", st.deadFilter(f.conditions));
+        String after = "";
+        if (afterId != null) {
+            after = "\n  AND (t." + column + ", t.id) " + cmp + " (" + st.param(time(afterAt)) + "::timestamptz, "
+                    + st.param(afterId) + "::uuid)";
+        }
+        st.set("after", after);
+        st.set("limit", st.param(limit));
+        boolean waiting = state == RdqAdmin.TaskState.PENDING || state == RdqAdmin.TaskState.RETRYING;
+        if (waiting && f.queue().isEmpty()) {
+            boolean auto = c.getAutoCommit();
+            c.setAutoCommit(false);
+            try {
+                try (java.sql.Statement s = c.createStatement()) {
+                    s.execute(Sql.raw("sqlJITOff"));
+                }
+                return tasks(st, c, "sqlListTasksWaiting", listTasksWaiting);
+            } finally {
+                c.rollback();
+                c.setAutoCommit(auto);
+            }
+        }
+        return waiting ? tasks(st, c, "sqlListTasksHeld", listTasksHeld) : tasks(st, c, "sqlListTasks", listTasks);
+    }
+
+    private static List<Task> tasks(Template st, Connection c, String name, String template) throws SQLException {
+        List<Task> out = new ArrayList<>();
+        try (PreparedStatement ps = st.prepare(c, name, template); ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 out.add(PgStore.scanTask(rs));
             }
@@ -315,8 +391,14 @@ final class DeadSql {
                         throw new StoreException("rdq: audit entry " + rs.getLong(1) + ": details are not a JSON object of strings", e);
                     }
                 }
+                List<String> queues = List.of();
+                java.sql.Array qs = rs.getArray(10);
+                if (qs != null) {
+                    queues = List.of((String[]) qs.getArray());
+                }
                 out.add(new RdqAdmin.AuditEntry(rs.getLong(1), rs.getObject(2, OffsetDateTime.class).toInstant(),
-                        rs.getString(3), rs.getString(4), rs.getString(5), ids, rs.getLong(7), rs.getString(8), details));
+                        rs.getString(3), rs.getString(4), rs.getString(5), ids, rs.getLong(7), rs.getString(8), details,
+                        queues));
             }
         }
         return out;
@@ -430,22 +512,7 @@ final class DeadSql {
      * "pause_handler" audit entry. Returns whether it paused it.
      */
     boolean pauseHandler(Connection c, String queue, String handler, String actor, String reason) throws SQLException {
-        long trips;
-        try (PreparedStatement ps = pauseHandler.prepare(c, queue, handler, null, PgStore.clean(actor),
-                PgStore.clean(reason), "", 0.0d, null); ResultSet rs = ps.executeQuery()) {
-            if (!rs.next()) {
-                return false;
-            }
-            trips = rs.getLong(1);
-        }
-        long held;
-        try (PreparedStatement ps = holdTasks.prepare(c, queue, handler); ResultSet rs = ps.executeQuery()) {
-            rs.next();
-            held = rs.getLong(1);
-        }
-        auditHandler(c, actor, "pause_handler", queue, handler, held, reason, "{\"cool_off\":\"until resumed\",\"handler\":"
-                + GoJson.quote(new StringBuilder(), handler) + ",\"trips\":\"" + trips + "\"}");
-        return true;
+        return pauses.pause(c, new HandlerPauseSql.Pause(queue, handler, null, null, actor, reason, "", 0));
     }
 
     /**
@@ -455,50 +522,12 @@ final class DeadSql {
      * handler was paused.
      */
     boolean resumeHandler(Connection c, String queue, String handler, String actor, String reason) throws SQLException {
-        long trips;
-        try (PreparedStatement ps = resumeHandler.prepare(c, queue, handler, null, 0L); ResultSet rs = ps.executeQuery()) {
-            if (!rs.next()) {
-                return false;
-            }
-            trips = rs.getLong(1);
-        }
-        long released;
-        try (PreparedStatement ps = unholdTasks.prepare(c, queue, handler, channel); ResultSet rs = ps.executeQuery()) {
-            rs.next();
-            released = rs.getLong(1);
-        }
-        auditHandler(c, actor, "resume_handler", queue, handler, released, reason, "{\"handler\":"
-                + GoJson.quote(new StringBuilder(), handler) + ",\"trips\":\"" + trips + "\"}");
-        return true;
-    }
-
-    private void auditHandler(Connection c, String actor, String action, String queue, String handler, long count,
-            String reason, String details) throws SQLException {
-        String filter = "{\"handler\":" + GoJson.quote(new StringBuilder(), handler) + ",\"queue\":"
-                + GoJson.quote(new StringBuilder(), queue) + "}";
-        try (PreparedStatement ps = insertAudit.prepare(c, null, PgStore.clean(actor), action, filter,
-                c.createArrayOf("uuid", new Object[0]), count, PgStore.clean(reason), details)) {
-            ps.executeUpdate();
-        }
+        return pauses.resume(c, queue, handler, null, actor, reason);
     }
 
     /** pgstore's PausedHandlers: the paused handlers of queue (every queue when empty), by queue and handler. */
     List<RdqAdmin.HandlerPause> pausedHandlers(Connection c, String queue) throws SQLException {
-        List<RdqAdmin.HandlerPause> out = new ArrayList<>();
-        try (PreparedStatement ps = pausedHandlers.prepare(c, queue); ResultSet rs = ps.executeQuery()) {
-            while (rs.next()) {
-                OffsetDateTime probeAt = rs.getObject(5, OffsetDateTime.class);
-                double ratio = rs.getDouble(12);
-                String fp = rs.getString(11);
-                out.add(new RdqAdmin.HandlerPause(rs.getString(1), rs.getString(2), rs.getString(3),
-                        rs.getObject(4, OffsetDateTime.class).toInstant(),
-                        java.util.Optional.ofNullable(probeAt).map(OffsetDateTime::toInstant), rs.getInt(6),
-                        rs.getString(9), rs.getString(10),
-                        fp == null || fp.isEmpty() ? java.util.Optional.empty() : java.util.Optional.of(fp),
-                        ratio > 0 ? java.util.OptionalDouble.of(ratio) : java.util.OptionalDouble.empty()));
-            }
-        }
-        return out;
+        return pauses.paused(c, queue);
     }
 
     private static String sha256(byte[] b) {

@@ -30,6 +30,12 @@ interface Metrics {
 
     void purged(long n);
 
+    /** A handler's breaker state as this worker last saw it: 0 closed, 1 open, 2 half-open. */
+    void breakerState(String queue, String handler, int state);
+
+    /** A breaker transition this worker made, to "open", "half_open" or "closed". */
+    void breakerTransition(String queue, String handler, String to);
+
     /** Reports a queue's executions in flight as read from inFlight. */
     void inFlight(String queue, IntSupplier inFlight);
 
@@ -63,6 +69,12 @@ interface Metrics {
 
         @Override
         public void purged(long n) {}
+
+        @Override
+        public void breakerState(String queue, String handler, int state) {}
+
+        @Override
+        public void breakerTransition(String queue, String handler, String to) {}
 
         @Override
         public void inFlight(String queue, IntSupplier inFlight) {}

@@ -22,6 +22,7 @@ final class MicrometerMetrics implements Metrics {
     private final MeterRegistry registry;
     private final Map<List<String>, Counter> counters = new ConcurrentHashMap<>();
     private final Map<List<String>, Timer> timers = new ConcurrentHashMap<>();
+    private final Map<List<String>, java.util.concurrent.atomic.AtomicInteger> gauges = new ConcurrentHashMap<>();
 
     MicrometerMetrics(MeterRegistry registry) {
         this.registry = registry;
@@ -97,6 +98,24 @@ final class MicrometerMetrics implements Metrics {
     @Override
     public void purged(long n) {
         counter("rdq.worker.purged", "Succeeded tasks purged after their retention by this worker.").increment(n);
+    }
+
+    @Override
+    public void breakerState(String queue, String handler, int state) {
+        gauges.computeIfAbsent(key("rdq.worker.breaker_state", queue, handler), k -> {
+            java.util.concurrent.atomic.AtomicInteger v = new java.util.concurrent.atomic.AtomicInteger();
+            Gauge.builder("rdq.worker.breaker_state", v, java.util.concurrent.atomic.AtomicInteger::get)
+                    .description("Circuit breaker state by queue and handler, as this worker last saw it: 0 closed, 1 open, 2 half-open.")
+                    .tags("queue", queue, "handler", handler).strongReference(true).register(registry);
+            return v;
+        }).set(state);
+    }
+
+    @Override
+    public void breakerTransition(String queue, String handler, String to) {
+        counter("rdq.worker.breaker_transitions",
+                "Circuit breaker transitions this worker made, by queue, handler and new state (open, half_open, closed).",
+                "queue", queue, "handler", handler, "to", to).increment();
     }
 
     @Override

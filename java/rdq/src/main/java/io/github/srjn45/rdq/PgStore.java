@@ -66,6 +66,8 @@ final class PgStore {
     private final Sql.Stmt pauseQueue;
     private final Sql.Stmt resumeQueue;
     private final Sql.Stmt pausedQueues;
+    /** Handler pauses: the worker's breaker. */
+    final HandlerPauseSql handlerPauses;
     final String listen;
 
     PgStore(String schema) {
@@ -105,6 +107,7 @@ final class PgStore {
         pauseQueue = Sql.get("sqlPauseQueue", q);
         resumeQueue = Sql.get("sqlResumeQueue", q);
         pausedQueues = Sql.get("sqlPausedQueues", q);
+        handlerPauses = new HandlerPauseSql(q, channel);
         listen = Sql.raw("sqlListen").replace("{channel}", "\"" + channel + "\"");
     }
 
@@ -728,6 +731,9 @@ final class PgStore {
         OffsetDateTime t = rs.getObject(col, OffsetDateTime.class);
         return t == null ? null : t.toInstant();
     }
+
+    /** How many columns pgstore's taskColumns are. */
+    static final int TASK_COLUMNS = 23;
 
     /** Reads pgstore's taskColumns, in order. */
     static Task scanTask(ResultSet rs) throws SQLException {

@@ -22,6 +22,7 @@ public final class QueueConfig {
     final Duration lease;
     final Duration heartbeat;
     final Duration timeout; // zero: none
+    final Breaker breaker; // null: none
 
     private QueueConfig(Builder b) {
         this.policy = b.policy;
@@ -29,6 +30,12 @@ public final class QueueConfig {
         this.lease = b.lease;
         this.heartbeat = b.heartbeat;
         this.timeout = b.timeout;
+        this.breaker = b.breaker;
+    }
+
+    /** The queue's circuit breaker, if it has one. */
+    public java.util.Optional<Breaker> breaker() {
+        return java.util.Optional.ofNullable(breaker);
     }
 
     /** The configuration with every default. */
@@ -48,8 +55,19 @@ public final class QueueConfig {
         private Duration lease = Duration.ZERO;
         private Duration heartbeat = Duration.ZERO;
         private Duration timeout = Duration.ZERO;
+        private Breaker breaker;
 
         private Builder() {}
+
+        /**
+         * Turns on the queue's circuit breaker ({@link Breaker}, Go's
+         * {@code QueueConfig.Breaker}); a queue has none unless set.
+         * {@code Breaker.defaults()} turns it on with Go's defaults.
+         */
+        public Builder breaker(Breaker b) {
+            this.breaker = Objects.requireNonNull(b, "QueueConfig.Builder.breaker: the breaker is null; leave it unset for none");
+            return this;
+        }
 
         /** The retry policy; {@link Policy#defaults()} by default. */
         public Builder policy(Policy p) {

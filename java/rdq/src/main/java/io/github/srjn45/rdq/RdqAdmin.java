@@ -303,6 +303,137 @@ public final class RdqAdmin {
 
     // --- Live tasks --------------------------------------------------------
 
+    /**
+     * The live states {@link #listTasks} lists, Go's {@code store.TaskState},
+     * each in its order.
+     */
+    public enum TaskState {
+        /** PENDING tasks not yet tried in their current life, soonest due first. */
+        PENDING("pending"),
+        /** PENDING tasks with a failed attempt in their current life, waiting for their next try, soonest due first. */
+        RETRYING("retrying"),
+        /** IN_FLIGHT tasks, the lease expiring soonest first. */
+        IN_FLIGHT("in_flight"),
+        /** SUCCEEDED tasks still retained, most recently finished first. */
+        SUCCEEDED("succeeded");
+
+        private final String goName;
+
+        TaskState(String goName) {
+            this.goName = goName;
+        }
+
+        /** The state's name in Go, the console and the {@code rdq} command: pending, retrying, in_flight, succeeded. */
+        public String goName() {
+            return goName;
+        }
+
+        /**
+         * The state named as Go names it.
+         *
+         * @throws InvalidInputException for another name
+         */
+        public static TaskState parse(String name) {
+            for (TaskState s : values()) {
+                if (s.goName.equals(name)) {
+                    return s;
+                }
+            }
+            throw new InvalidInputException("rdq: invalid input: task state " + Limits.quote(Limits.forError(String.valueOf(name)))
+                    + "; want pending, retrying, in_flight or succeeded");
+        }
+    }
+
+    /**
+     * A position in a listing of one state, Go's {@code store.TaskCursor}: the
+     * task's time in the state's order and its id.
+     *
+     * @param at the task's next attempt (pending, retrying), lease expiry (in flight) or finish (succeeded)
+     * @param id the task
+     */
+    public record TaskCursor(Instant at, UUID id) {
+        /** Checks both are set. */
+        public TaskCursor {
+            Objects.requireNonNull(at, "RdqAdmin.TaskCursor: at is null");
+            Objects.requireNonNull(id, "RdqAdmin.TaskCursor: id is null");
+        }
+
+        /**
+         * The cursor just past t in a listing of state, Go's {@code store.TaskCursorOf}.
+         *
+         * @throws InvalidInputException when t has no time of that state's order
+         */
+        public static TaskCursor after(TaskState state, Task t) {
+            Objects.requireNonNull(state, "RdqAdmin.TaskCursor.after: state is null");
+            Objects.requireNonNull(t, "RdqAdmin.TaskCursor.after: task is null");
+            Instant at = switch (state) {
+                case IN_FLIGHT -> t.leaseExpiresAt();
+                case SUCCEEDED -> t.finishedAt();
+                default -> t.nextAttemptAt();
+            };
+            if (at == null) {
+                throw new InvalidInputException("rdq: invalid input: RdqAdmin.TaskCursor.after: task " + t.id()
+                        + " has no place in a listing of " + state.goName() + " tasks");
+            }
+            return new TaskCursor(at, t.id());
+        }
+    }
+
+    /**
+     * One page of live tasks of one state, in the state's order.
+     *
+     * @param tasks the tasks of the page, at most the limit asked for
+     * @param next  where the next page starts; empty when this page was the last
+     */
+    public record TaskPage(List<Task> tasks, Optional<TaskCursor> next) {
+        /** Copies tasks. */
+        public TaskPage {
+            tasks = List.copyOf(tasks);
+            Objects.requireNonNull(next, "RdqAdmin.TaskPage: next is null");
+        }
+    }
+
+    /**
+     * The first page of tasks in state matching filter, as Go's
+     * {@code tasks.List} and the console's live tabs list them.
+     *
+     * @throws InvalidInputException when limit is not positive
+     * @throws StoreException when the database fails
+     */
+    public TaskPage listTasks(TaskState state, TaskFilter filter, int limit) {
+        return listTasks(state, filter, Optional.empty(), limit);
+    }
+
+    /**
+     * The page of tasks in state matching filter that starts just past after
+     * (from {@link TaskPage#next()}), or the first page when after is empty,
+     * with pgstore's statement, served by the state's index. Pages are keyset
+     * pages: a task that stays in the state at the same position is listed
+     * once, never skipped.
+     *
+     * @throws InvalidInputException when limit is not positive
+     * @throws StoreException when the database fails
+     */
+    public TaskPage listTasks(TaskState state, TaskFilter filter, Optional<TaskCursor> after, int limit) {
+        Objects.requireNonNull(state, "RdqAdmin.listTasks: state is null");
+        Objects.requireNonNull(filter, "RdqAdmin.listTasks: filter is null; use TaskFilter.all() for every task");
+        Objects.requireNonNull(after, "RdqAdmin.listTasks: after is null; use Optional.empty() for the first page");
+        if (limit < 1) {
+            throw new InvalidInputException("rdq: invalid input: RdqAdmin.listTasks: limit " + limit
+                    + " is not positive; ask for a page of at least one task");
+        }
+        try (Connection conn = dataSource.getConnection()) {
+            TaskCursor c = after.orElse(null);
+            List<Task> tasks = dead.listTasks(conn, state, filter, c == null ? null : c.at(), c == null ? null : c.id(),
+                    limit);
+            Optional<TaskCursor> next = tasks.size() == limit
+                    ? Optional.of(TaskCursor.after(state, tasks.get(tasks.size() - 1))) : Optional.empty();
+            return new TaskPage(tasks, next);
+        } catch (SQLException e) {
+            throw new StoreException("rdq: admin: list " + state.goName() + " tasks " + filter + ": " + e.getMessage(), e);
+        }
+    }
+
     /** Bounds the ids of {@link #retryNow} and {@link #cancel}, as Go's {@code tasks.MaxIDs}. */
     public static final int MAX_LIVE_IDS = 1000;
 
@@ -548,13 +679,16 @@ public final class RdqAdmin {
      * @param count   how many tasks were affected
      * @param reason  the caller's explanation
      * @param details action-specific facts, e.g. a redrive's delay and spread
+     * @param queues  the queues the mutation touched, sorted, each once, whatever selected
+     *                the tasks; empty in entries written before schema version 10
      */
     public record AuditEntry(long id, Instant at, String actor, String action, String filter, List<UUID> ids,
-            long count, String reason, Map<String, String> details) {
-        /** Copies ids and details. */
+            long count, String reason, Map<String, String> details, List<String> queues) {
+        /** Copies ids, details and queues. */
         public AuditEntry {
             ids = List.copyOf(ids);
             details = Map.copyOf(details);
+            queues = List.copyOf(queues);
         }
     }
 

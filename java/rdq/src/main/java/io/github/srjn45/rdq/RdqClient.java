@@ -34,12 +34,14 @@ public final class RdqClient {
     private final PgStore store;
     private final String id;
     private final java.util.Map<String, Policy> policies;
+    private final Tracing tracing;
 
     private RdqClient(Builder b) {
         this.dataSource = b.dataSource;
         this.store = new PgStore(b.schema, b.keyRetention);
         this.id = b.id;
         this.policies = java.util.Map.copyOf(b.policies);
+        this.tracing = b.tracing;
     }
 
     /** A builder for a client on dataSource. */
@@ -54,6 +56,7 @@ public final class RdqClient {
         private String id = DEFAULT_ID;
         private Duration keyRetention = Duration.ZERO;
         private final java.util.Map<String, Policy> policies = new java.util.HashMap<>();
+        private Tracing tracing = Tracing.NONE;
 
         private Builder(DataSource ds) {
             this.dataSource = Objects.requireNonNull(ds, "dataSource");
@@ -96,6 +99,27 @@ public final class RdqClient {
         }
 
         /**
+         * Traces submissions with OpenTelemetry (opentelemetry-api is an
+         * optional dependency: add it to use this): each submit call is a
+         * PRODUCER span {@code rdq.submit} from the tracer
+         * {@code io.github.srjn45.rdq}, a child of the caller's current span,
+         * with the attributes {@code rdq.tasks} and, when they apply to every
+         * task, {@code rdq.queue}, {@code rdq.handler} and {@code rdq.task_id};
+         * and its W3C trace context ({@code traceparent}, {@code tracestate})
+         * is written into each task's headers, as Go's client writes it (a
+         * header the task sets itself wins). A worker of either language then
+         * parents its execution span by it. Without it the client writes no
+         * trace context.
+         *
+         * @throws NullPointerException if openTelemetry is null
+         */
+        public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+            this.tracing = new OtelTracing(
+                    Objects.requireNonNull(openTelemetry, "RdqClient.Builder.openTelemetry: openTelemetry is null"));
+            return this;
+        }
+
+        /**
          * Checks the schema version and returns the client.
          *
          * @throws SchemaVersionException when the schema is at a version this SDK does not know
@@ -125,12 +149,33 @@ public final class RdqClient {
      * @throws InvalidInputException naming the first invalid task; nothing is stored
      */
     public List<SubmitResult> submitAll(List<NewTask> tasks) {
-        List<PgStore.NewRow> rows = prepare(tasks);
-        try (Connection conn = dataSource.getConnection()) {
-            return run(conn, rows);
-        } catch (SQLException e) {
-            throw new StoreException("rdq: client: submit " + tasks.size() + " tasks: " + e.getMessage(), e);
+        Tracing.Submission span = submission(tasks);
+        try {
+            List<PgStore.NewRow> rows = prepare(tasks, span);
+            try (Connection conn = dataSource.getConnection()) {
+                return run(conn, rows);
+            } catch (SQLException e) {
+                throw new StoreException("rdq: client: submit " + tasks.size() + " tasks: " + e.getMessage(), e);
+            }
+        } catch (RuntimeException e) {
+            span.failed(e);
+            throw e;
+        } finally {
+            span.end();
         }
+    }
+
+    private Tracing.Submission submission(List<NewTask> tasks) {
+        if (tracing == Tracing.NONE) {
+            return Tracing.NO_SUBMISSION;
+        }
+        List<String> queues = new ArrayList<>(tasks.size());
+        List<String> handlers = new ArrayList<>(tasks.size());
+        for (NewTask t : tasks) {
+            queues.add(t.queue);
+            handlers.add(t.handler);
+        }
+        return tracing.submission(queues, handlers);
     }
 
     /** Submits one task on the caller's connection, inside its transaction if one is open. */
@@ -145,11 +190,19 @@ public final class RdqClient {
      */
     public List<SubmitResult> submitAll(Connection conn, List<NewTask> tasks) {
         Objects.requireNonNull(conn, "conn");
-        List<PgStore.NewRow> rows = prepare(tasks);
+        Tracing.Submission span = submission(tasks);
         try {
-            return run(conn, rows);
-        } catch (SQLException e) {
-            throw new StoreException("rdq: client: submit " + tasks.size() + " tasks: " + e.getMessage(), e);
+            List<PgStore.NewRow> rows = prepare(tasks, span);
+            try {
+                return run(conn, rows);
+            } catch (SQLException e) {
+                throw new StoreException("rdq: client: submit " + tasks.size() + " tasks: " + e.getMessage(), e);
+            }
+        } catch (RuntimeException e) {
+            span.failed(e);
+            throw e;
+        } finally {
+            span.end();
         }
     }
 
@@ -231,19 +284,24 @@ public final class RdqClient {
         }
     }
 
-    private List<PgStore.NewRow> prepare(List<NewTask> tasks) {
+    private List<PgStore.NewRow> prepare(List<NewTask> tasks, Tracing.Submission span) {
+        java.util.Map<String, String> trace = span.headers();
         List<PgStore.NewRow> rows = new ArrayList<>(tasks.size());
         for (int i = 0; i < tasks.size(); i++) {
             try {
-                rows.add(prepare(tasks.get(i)));
+                rows.add(prepare(tasks.get(i), trace));
             } catch (InvalidInputException e) {
                 throw tasks.size() == 1 ? e : new InvalidInputException("rdq: client: task " + i + ": " + e.getMessage());
             }
         }
+        if (tracing != Tracing.NONE) {
+            span.tasks(rows.stream().map(r -> r.id().toString()).toList());
+        }
         return rows;
     }
 
-    private PgStore.NewRow prepare(NewTask t) {
+    /** t as a row to insert, its headers the trace context's plus its own (its own win). */
+    private PgStore.NewRow prepare(NewTask t, java.util.Map<String, String> trace) {
         Duration delay = t.delay;
         if (t.runAt != null) {
             delay = Duration.between(Instant.now(), t.runAt);
@@ -254,7 +312,12 @@ public final class RdqClient {
         if (delay.isNegative()) {
             throw new InvalidInputException("rdq: invalid input: delay " + GoDurations.format(delay) + " is negative");
         }
-        Limits.validateTask(t.queue, t.handler, t.payload, t.contentType, t.headers, t.idempotencyKey);
+        java.util.Map<String, String> given = t.headers;
+        if (!trace.isEmpty()) {
+            given = new java.util.LinkedHashMap<>(trace);
+            given.putAll(t.headers);
+        }
+        Limits.validateTask(t.queue, t.handler, t.payload, t.contentType, given, t.idempotencyKey);
         Policy policy = policies.getOrDefault(t.queue, Policy.defaults());
         policy.checkTask(t.maxAttempts, t.timeout);
         Outcome outcome = null;
@@ -266,7 +329,7 @@ public final class RdqClient {
                     PgStore.clean(d.fingerprint()));
         }
         java.util.Map<String, String> headers = new java.util.LinkedHashMap<>();
-        t.headers.forEach((k, v) -> headers.put(PgStore.clean(k), PgStore.clean(v)));
+        given.forEach((k, v) -> headers.put(PgStore.clean(k), PgStore.clean(v)));
         long delayMicros;
         try {
             delayMicros = delay.toNanos() / 1000;

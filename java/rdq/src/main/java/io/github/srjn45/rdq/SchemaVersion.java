@@ -15,7 +15,7 @@ public final class SchemaVersion {
      * (a copy of pgstore's, checked by a Go test) need the tables and columns of
      * these versions, so any other version is refused at start.
      */
-    public static final int[] KNOWN_VERSIONS = {8, 9};
+    public static final int[] KNOWN_VERSIONS = {10};
 
     private SchemaVersion() {}
 

@@ -62,6 +62,12 @@ import org.slf4j.MDC;
  * refuses to start. It registers itself in the worker registry (pgstore's
  * workers table, listed by {@code rdq workers} and the console) while it runs.
  *
+ * <p>A queue with a {@link Breaker} ({@link QueueConfig.Builder#breaker}) has
+ * Go's circuit breaker: failures of one cause across enough distinct tasks
+ * pause the handler in the database for every worker of either language, and
+ * after the cool-off one worker runs one probe task that resumes it or pauses
+ * it again, audited as Go audits it.
+ *
  * <p>Connections: the worker holds one connection per queue (claims), one each
  * for heartbeats, finishes, maintenance, notifications and the registry, taken
  * from the DataSource and given back at stop. Logs go through SLF4J with the task ID,
@@ -121,6 +127,7 @@ public final class Worker implements AutoCloseable {
     private final Duration finishInterval;
     private final Duration registryInterval;
     private final Metrics metrics;
+    private final Tracing tracing;
     private final Executor handlerExecutor;
     private ScheduledExecutorService registryTimer;
     private Registry registry;
@@ -173,6 +180,7 @@ public final class Worker implements AutoCloseable {
         this.finishInterval = b.finishInterval;
         this.registryInterval = b.registryInterval;
         this.metrics = b.metrics;
+        this.tracing = b.tracing;
         this.handlerExecutor = b.handlerExecutor;
         this.finishBatch = b.finishBatch;
         if (b.queues.isEmpty()) {
@@ -244,6 +252,7 @@ public final class Worker implements AutoCloseable {
         private Duration keyRetention = PgStore.DEFAULT_KEY_RETENTION;
         private Duration registryInterval = DEFAULT_REGISTRY_INTERVAL;
         private Metrics metrics = Metrics.NONE;
+        private Tracing tracing = Tracing.NONE;
         private Executor handlerExecutor;
 
         private Builder(DataSource ds) {
@@ -336,8 +345,10 @@ public final class Worker implements AutoCloseable {
          * {@code rdq_worker_reclaimed_total}, {@code rdq_worker_leases_lost_total},
          * {@code rdq_worker_released_total}, {@code rdq_worker_snoozed_total},
          * {@code rdq_worker_results_dropped_total} and
-         * {@code rdq_worker_in_flight} (each by queue), and
-         * {@code rdq_worker_purged_total}. In Micrometer's own names: the
+         * {@code rdq_worker_in_flight} (each by queue),
+         * {@code rdq_worker_purged_total}, and for a queue with a
+         * {@link Breaker} {@code rdq_worker_breaker_state{queue,handler}} and
+         * {@code rdq_worker_breaker_transitions_total{queue,handler,to}}. In Micrometer's own names: the
          * counter {@code rdq.worker.attempts}, the timer
          * {@code rdq.worker.handler.duration}, the gauge
          * {@code rdq.worker.in_flight}, and so on. Without a registry the worker
@@ -348,6 +359,29 @@ public final class Worker implements AutoCloseable {
         public Builder meterRegistry(io.micrometer.core.instrument.MeterRegistry registry) {
             this.metrics = new MicrometerMetrics(
                     Objects.requireNonNull(registry, "Worker.Builder.meterRegistry: registry is null"));
+            return this;
+        }
+
+        /**
+         * Traces every execution with OpenTelemetry (opentelemetry-api is an
+         * optional dependency: add it to use this), as Go's worker traces it: a
+         * CONSUMER span {@code "rdq.execute " + handler} from the tracer
+         * {@code io.github.srjn45.rdq}, with the attributes {@code rdq.task_id},
+         * {@code rdq.queue}, {@code rdq.handler}, {@code rdq.attempt},
+         * {@code rdq.life}, {@code rdq.worker_id} and, once known,
+         * {@code rdq.outcome} (an {@link Outcome} name, or {@code SNOOZED}); a
+         * failure adds an {@code exception} event with its type and message and
+         * sets the status to error. The span's parent is the W3C trace context
+         * ({@code traceparent}, {@code tracestate}) in the task's headers, which
+         * the Go and Java clients write from the submitter's current span, so a
+         * trace continues from a submitter in either language; the span is
+         * current while the handler runs. Without it the worker makes no spans.
+         *
+         * @throws NullPointerException if openTelemetry is null
+         */
+        public Builder openTelemetry(io.opentelemetry.api.OpenTelemetry openTelemetry) {
+            this.tracing = new OtelTracing(
+                    Objects.requireNonNull(openTelemetry, "Worker.Builder.openTelemetry: openTelemetry is null"));
             return this;
         }
 
@@ -557,7 +591,8 @@ public final class Worker implements AutoCloseable {
      * one per queue (claims), one each for heartbeats, results, notifications,
      * maintenance (unless reclaims and purges are both {@link #DISABLED}) and
      * the worker registry (unless its interval is {@link #DISABLED}). A
-     * shutdown that releases tasks takes one more for a moment. Size a pool to
+     * shutdown that releases tasks, and a circuit breaker that pauses or
+     * resumes a handler, take one more for a moment. Size a pool to
      * this plus what the application itself uses.
      */
     public int connectionsNeeded() {
@@ -755,9 +790,19 @@ public final class Worker implements AutoCloseable {
         boolean lost; // guarded by running
         boolean abandoned; // guarded by running
         ScheduledFuture<?> timeoutTimer;
+        /** System.nanoTime() when the claim that leased the task was sent. */
+        final long claimedNanos;
+        /** The pause this execution probes, for a breaker's probe; else null. */
+        final RdqAdmin.HandlerPause probe;
 
         Execution(QueueRunner q, Task t) {
+            this(q, t, System.nanoTime(), null);
+        }
+
+        Execution(QueueRunner q, Task t, long claimedNanos, RdqAdmin.HandlerPause probe) {
             this.q = q;
+            this.claimedNanos = claimedNanos;
+            this.probe = probe;
             this.lease = new PgStore.Lease(t.id(), t.leaseToken());
             this.handler = t.handler();
             this.attempt = t.nextAttempt();
@@ -817,8 +862,8 @@ public final class Worker implements AutoCloseable {
         fn.log(fmt.toString(), java.util.Arrays.copyOf(args, k));
     }
 
-    private void startExecution(QueueRunner q, Task t) {
-        Execution e = new Execution(q, t);
+    private void startExecution(QueueRunner q, Task t, long claimedNanos, RdqAdmin.HandlerPause probe) {
+        Execution e = new Execution(q, t, claimedNanos, probe);
         count(q, C_CLAIMED);
         running.put(e, Boolean.TRUE);
         q.busy.incrementAndGet();
@@ -845,7 +890,9 @@ public final class Worker implements AutoCloseable {
 
     private void execute(Execution e, Task t) {
         QueueRunner q = e.q;
+        Tracing.Execution span = Tracing.NO_EXECUTION;
         try {
+            span = tracing.execution(t, q.name, e.attempt, id);
             Throwable err = null;
             long start = System.nanoTime();
             e.bind(Thread.currentThread());
@@ -864,7 +911,7 @@ public final class Worker implements AutoCloseable {
                     MDC.put(MDC_QUEUE, q.name);
                     MDC.put(MDC_HANDLER, e.handler);
                     MDC.put(MDC_ATTEMPT, Integer.toString(e.attempt));
-                    try {
+                    try (AutoCloseable scope = span.makeCurrent()) {
                         h.handle(e.ctx);
                     } finally {
                         MDC.remove(MDC_TASK_ID);
@@ -893,14 +940,17 @@ public final class Worker implements AutoCloseable {
             synchronized (running) {
                 e.returned = true;
                 if (e.abandoned) {
+                    span.error("abandoned at shutdown; task released");
                     logTask(LOG::warn, "handler returned after its task was released at shutdown; result discarded", e);
                     return;
                 }
                 if (e.lost) {
+                    span.error("lease lost");
                     logTask(LOG::debug, "handler returned after its lease was lost; result discarded", e);
                     return;
                 }
                 if (wasInterrupted) {
+                    span.error("interrupted at shutdown; task released");
                     running.remove(e);
                     interrupted.add(e);
                     return;
@@ -910,7 +960,9 @@ public final class Worker implements AutoCloseable {
             try {
                 Duration snooze = Failures.snoozeOf(err);
                 if (snooze != null) {
-                    if (q.policy.canSnooze(t.snoozes())) {
+                    if (e.probe == null && q.policy.canSnooze(t.snoozes())) {
+                        // (A breaker's probe must be answered, so it never snoozes.)
+                        span.outcome("SNOOZED");
                         // Not yet: back to waiting, no attempt spent.
                         PgStore.Completion c = new PgStore.Completion(e.lease, Status.PENDING,
                                 micros(snooze), null, null, id, durNanos / 1000);
@@ -930,6 +982,11 @@ public final class Worker implements AutoCloseable {
                 long retryMicros = status == Status.PENDING ? d.retryIn().toNanos() / 1000 : 0;
                 PgStore.Completion c = new PgStore.Completion(e.lease, status, retryMicros, d.outcome(), f, id,
                         durNanos / 1000);
+                if (f != null) {
+                    span.failure(f.type(), f.message());
+                }
+                span.outcome(d.outcome().name());
+                breakerAfter(e, err, d, f);
                 if (completerClosed) {
                     running.remove(e);
                     logTask(LOG::error, "worker stopped before the result could be written; the lease will expire and the task be reclaimed", e);
@@ -940,6 +997,7 @@ public final class Worker implements AutoCloseable {
                 completing.decrementAndGet();
             }
         } finally {
+            span.end();
             q.busy.decrementAndGet();
             q.signal(false);
             synchronized (executing) {
@@ -1038,6 +1096,8 @@ public final class Worker implements AutoCloseable {
         final Duration lease;
         final Duration heartbeat;
         final Duration timeout;
+        /** The queue's breaker on this worker; null when it has none. */
+        final BreakerState breaker;
         final AtomicInteger busy = new AtomicInteger();
         /** This queue's share of the worker's counts (the C_ indexes). */
         final java.util.concurrent.atomic.AtomicLongArray counts = new java.util.concurrent.atomic.AtomicLongArray(10);
@@ -1055,6 +1115,7 @@ public final class Worker implements AutoCloseable {
             this.lease = c.lease;
             this.heartbeat = c.heartbeat;
             this.timeout = c.timeout;
+            this.breaker = c.breaker == null ? null : new BreakerState(c.breaker);
         }
 
         void start() {
@@ -1085,6 +1146,7 @@ public final class Worker implements AutoCloseable {
                 boolean mayHaveMore;
                 while (!stopClaiming) {
                     int free = concurrency - busy.get();
+                    free -= probe(this, conn, free);
                     if (free > 0) {
                         try {
                             long claimStart = System.nanoTime();
@@ -1094,10 +1156,18 @@ public final class Worker implements AutoCloseable {
                                 releaseUnstarted(tasks);
                                 return;
                             }
+                            List<Task> held = holdBack(tasks);
                             for (Task t : tasks) {
-                                startExecution(this, t);
+                                startExecution(this, t, claimStart, null);
                             }
-                            mayHaveMore = tasks.size() == free;
+                            if (!held.isEmpty()) {
+                                LOG.info("releasing tasks claimed while their handler's breaker tripped queue={} tasks={} worker_id={}",
+                                        name, held.size(), id);
+                                releaseUnstarted(held);
+                            }
+                            // Tasks held back are due again at once; claim them after
+                            // the next wake-up, not in a loop while the pause is written.
+                            mayHaveMore = tasks.size() + held.size() == free && held.isEmpty();
                         } catch (SQLException | RuntimeException e) {
                             conn.drop();
                             if (stopClaiming) {
@@ -1131,6 +1201,21 @@ public final class Worker implements AutoCloseable {
             }
         }
 
+        /**
+         * Removes from tasks, and returns, those whose handler this worker's
+         * breaker is tripping right now: until the pause commits the store
+         * still hands them out, and running them would spend attempts against
+         * the failure that tripped it. They are given back, no attempt counted.
+         */
+        private List<Task> holdBack(List<Task> tasks) {
+            if (breaker == null || !breaker.anyTripping()) {
+                return List.of();
+            }
+            List<Task> held = new ArrayList<>();
+            tasks.removeIf(t -> breaker.isTripping(t.handler()) && held.add(t));
+            return held;
+        }
+
         private void releaseUnstarted(List<Task> tasks) {
             if (tasks.isEmpty()) {
                 return;
@@ -1140,6 +1225,214 @@ public final class Worker implements AutoCloseable {
                 execs.add(new Execution(this, t));
             }
             release(execs);
+        }
+    }
+
+    // --- Circuit breaker ----------------------------------------------------
+
+    /**
+     * What an execution hands the breaker once its result is known (Go's
+     * breakerAfter): it records the attempt, and trips the breaker or answers
+     * a probe. A trip or an answer is written on a connection of its own,
+     * taken from the DataSource for the moment it lasts.
+     */
+    private void breakerAfter(Execution e, Throwable err, Decision d, Failure f) {
+        BreakerState b = e.q.breaker;
+        if (b == null || !handlers.containsKey(e.handler)) {
+            return; // a handler this worker does not run is not its to judge
+        }
+        boolean failed = err != null && d.outcome() == Outcome.RETRYABLE_FAILURE;
+        String fingerprint = f == null ? "" : f.fingerprint();
+        if (e.probe != null) {
+            answerProbe(e, failed, fingerprint);
+            return;
+        }
+        BreakerState.Trip tr = b.observe(System.nanoTime(), e.claimedNanos, e.handler, e.lease.id(), failed, fingerprint);
+        if (tr == null) {
+            return;
+        }
+        try {
+            String reason = tr.failed() + " of " + tr.total() + " attempts failed within "
+                    + GoDurations.format(b.policy.window()) + ", " + tr.tasks() + " distinct tasks with one cause";
+            Boolean changed = null;
+            String error = null;
+            try {
+                changed = pauseWrite(new HandlerPauseSql.Pause(e.q.name, e.handler, b.policy.coolOff(), null,
+                        Breaker.ACTOR, reason, tr.fingerprint(), tr.ratio()));
+            } catch (SQLException | RuntimeException x) {
+                error = x.toString();
+            }
+            Object[] attrs = {e.q.name, e.handler, tr.fingerprint(), tr.ratio(), tr.tasks(),
+                    GoDurations.format(b.policy.coolOff()), id, error};
+            String fields = " queue={} handler={} fingerprint={} ratio={} failed_tasks={} cool_off={} worker_id={}";
+            if (error != null) {
+                LOG.error("circuit breaker could not pause the handler" + fields + " error={}", attrs);
+            } else if (changed) {
+                metrics.breakerTransition(e.q.name, e.handler, "open");
+                metrics.breakerState(e.q.name, e.handler, 1);
+                LOG.warn("circuit breaker opened: handler paused on every worker" + fields, attrs);
+            } else {
+                LOG.info("circuit breaker tripped, but the handler was already paused" + fields, attrs);
+            }
+        } finally {
+            b.tripped(e.handler, System.nanoTime());
+        }
+    }
+
+    /** Runs a handler pause or reopening in a transaction of its own. */
+    private boolean pauseWrite(HandlerPauseSql.Pause p) throws SQLException {
+        try (Connection c = dataSource.getConnection()) {
+            return inTransaction(c, () -> store.handlerPauses.pause(c, p));
+        }
+    }
+
+    private interface SqlCall<T> {
+        T call() throws SQLException;
+    }
+
+    /** Runs call on c in a transaction, committed when it returns, rolled back when it throws. */
+    private static <T> T inTransaction(Connection c, SqlCall<T> call) throws SQLException {
+        boolean auto = c.getAutoCommit();
+        c.setAutoCommit(false);
+        try {
+            T v = call.call();
+            c.commit();
+            return v;
+        } catch (SQLException | RuntimeException x) {
+            try {
+                c.rollback();
+            } catch (SQLException r) {
+                x.addSuppressed(r);
+            }
+            throw x;
+        } finally {
+            c.setAutoCommit(auto);
+        }
+    }
+
+    /**
+     * Go's answerProbe: resumes the handler after a successful probe or one
+     * that failed with another cause than the one that tripped the breaker (an
+     * ordinary failure of that task); pauses it again with a doubled cool-off
+     * after a probe that failed with the tripping cause, keeping the original
+     * cause as its reason.
+     */
+    private void answerProbe(Execution e, boolean failed, String fingerprint) {
+        BreakerState b = e.q.breaker;
+        RdqAdmin.HandlerPause p = e.probe;
+        String tripping = p.fingerprint().orElse("");
+        boolean probeFailed = failed && (tripping.isEmpty() || fingerprint.equals(tripping));
+        if (!probeFailed) {
+            String reason = "probe succeeded";
+            String msg = "circuit breaker closed: probe succeeded, handler resumed";
+            if (failed) {
+                reason = "probe failed with another cause (fingerprint " + fingerprint
+                        + "), not the one that tripped the breaker (" + tripping + ")";
+                msg = "circuit breaker closed: probe failed with another cause, handler resumed";
+            }
+            Boolean changed = null;
+            String error = null;
+            try (Connection c = dataSource.getConnection()) {
+                String r = reason;
+                changed = inTransaction(c, () -> store.handlerPauses.resume(c, e.q.name, e.handler, e.lease, Breaker.ACTOR, r));
+            } catch (SQLException | RuntimeException x) {
+                error = x.toString();
+            }
+            b.resumed(e.handler, System.nanoTime());
+            if (error != null) {
+                logTask(LOG::error, "circuit breaker could not resume the handler after its probe", e, "trips", p.trips(),
+                        "error", error);
+            } else if (changed) {
+                metrics.breakerTransition(e.q.name, e.handler, "closed");
+                metrics.breakerState(e.q.name, e.handler, 0);
+                logTask(LOG::info, msg, e, "trips", p.trips(), "fingerprint", fingerprint);
+            } else {
+                logTask(LOG::info, "probe answered, but the handler was no longer waiting for it", e, "trips", p.trips());
+            }
+            return;
+        }
+        Duration next = b.policy.coolOff(p.trips() + 1);
+        String prefix = "probe failed with the same cause; tripped because ";
+        String reason = prefix + (p.reason().startsWith(prefix) ? p.reason().substring(prefix.length()) : p.reason());
+        Boolean changed = null;
+        String error = null;
+        try {
+            changed = pauseWrite(new HandlerPauseSql.Pause(e.q.name, e.handler, next, e.lease, Breaker.ACTOR, reason,
+                    tripping.isEmpty() ? fingerprint : tripping, p.ratio().orElse(1)));
+        } catch (SQLException | RuntimeException x) {
+            error = x.toString();
+        }
+        if (error != null) {
+            logTask(LOG::error, "circuit breaker could not reopen after a failed probe", e, "trips", p.trips(), "error", error);
+        } else if (changed) {
+            metrics.breakerTransition(e.q.name, e.handler, "open");
+            metrics.breakerState(e.q.name, e.handler, 1);
+            logTask(LOG::warn, "circuit breaker reopened: probe failed", e, "trips", p.trips(), "fingerprint", fingerprint,
+                    "cool_off", GoDurations.format(next));
+        } else {
+            logTask(LOG::info, "probe failed, but the handler was no longer waiting for it", e, "trips", p.trips());
+        }
+    }
+
+    /**
+     * Go's probe: at most once per poll interval, reads the queue's paused
+     * handlers (noticing pauses and resumes other workers or operators made)
+     * and, when one this worker runs is due a probe, claims the probes and
+     * starts them. Returns how many it started.
+     */
+    private int probe(QueueRunner q, Conn conn, int free) {
+        BreakerState b = q.breaker;
+        if (b == null || free < 1 || !b.mayProbe(System.nanoTime(), pollInterval.toNanos())) {
+            return 0;
+        }
+        try {
+            Connection c = conn.get();
+            List<RdqAdmin.HandlerPause> paused = store.handlerPauses.paused(c, q.name);
+            observePauses(q, paused);
+            boolean due = false;
+            for (RdqAdmin.HandlerPause p : paused) {
+                if (handlers.containsKey(p.handler()) && p.probeAt().isPresent()) {
+                    due = true;
+                }
+            }
+            if (!due) {
+                return 0;
+            }
+            long claimed = System.nanoTime();
+            List<HandlerPauseSql.Probe> probes = inTransaction(c,
+                    () -> store.handlerPauses.claimProbe(c, List.of(q.name), q.lease.toNanos() / 1000, id, handlerNames));
+            for (HandlerPauseSql.Probe p : probes) {
+                metrics.breakerTransition(q.name, p.task().handler(), "half_open");
+                metrics.breakerState(q.name, p.task().handler(), 2);
+                logFields(LOG::info, "circuit breaker half-open: probing with one task", p.task().id().toString(), q.name,
+                        p.task().handler(), p.task().nextAttempt(), "trips", p.pause().trips());
+                startExecution(q, p.task(), claimed, p.pause());
+            }
+            return probes.size();
+        } catch (SQLException | RuntimeException e) {
+            conn.drop();
+            LOG.error("claiming a probe failed queue={} worker_id={} error={}", q.name, id, e.toString());
+            return 0;
+        }
+    }
+
+    /**
+     * Sets the state gauge of q's handlers from the store's view, clears the
+     * evidence of the handlers paused or resumed since the last look, and logs
+     * the changes other workers made.
+     */
+    private void observePauses(QueueRunner q, List<RdqAdmin.HandlerPause> paused) {
+        BreakerState.Noticed n = q.breaker.notice(paused, System.nanoTime());
+        for (RdqAdmin.HandlerPause p : paused) {
+            metrics.breakerState(q.name, p.handler(), p.state().equals("half_open") ? 2 : 1);
+        }
+        for (RdqAdmin.HandlerPause p : n.added()) {
+            LOG.info("handler paused queue={} handler={} state={} actor={} trips={} worker_id={}", q.name, p.handler(),
+                    p.state(), p.actor(), p.trips(), id);
+        }
+        for (String h : n.gone()) {
+            metrics.breakerState(q.name, h, 0);
+            LOG.info("handler resumed queue={} handler={} worker_id={}", q.name, h, id);
         }
     }
 

@@ -168,6 +168,8 @@ class DeadLettersTest extends DbTestBase {
         assertEquals(java.util.Map.of("delay", "1m0s", "spread", "1m30s", "max_life", "0"), redrive.details());
         assertEquals(3, redrive.count());
         assertEquals(List.of(), redrive.ids());
+        assertEquals(List.of("emails"), redrive.queues());
+        assertEquals(List.of("emails"), all.get(0).queues(), "the purge's queue");
         assertEquals(List.of(redrive), admin.audit(RdqAdmin.AuditQuery.builder(10).actor("alice").build()));
         assertEquals(List.of(redrive), admin.audit(RdqAdmin.AuditQuery.builder(10).action("redrive").build()));
         assertEquals(List.of(redrive), admin.audit(RdqAdmin.AuditQuery.builder(10).beforeId(all.get(0).id()).build()));
@@ -179,7 +181,7 @@ class DeadLettersTest extends DbTestBase {
         client().redrive(List.of(other), "carol", "by id");
         RdqAdmin.AuditEntry byId = admin.audit(RdqAdmin.AuditQuery.builder(1).build()).get(0);
         assertEquals(new RdqAdmin.AuditEntry(byId.id(), byId.at(), "carol", "redrive", "", List.of(other), 1, "by id",
-                java.util.Map.of()), byId, "a redrive by id names the ids, no filter");
+                java.util.Map.of(), List.of("orders")), byId, "a redrive by id names the ids and their queue, no filter");
     }
 
     @Test

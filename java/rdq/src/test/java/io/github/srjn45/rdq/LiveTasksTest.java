@@ -31,7 +31,7 @@ class LiveTasksTest extends DbTestBase {
         assertTrue(task(later).nextAttemptAt().isBefore(Instant.now().plusSeconds(60)), "due now: " + task(later));
         RdqAdmin.AuditEntry e = admin.audit(RdqAdmin.AuditQuery.builder(10).build()).get(0);
         assertEquals(new RdqAdmin.AuditEntry(e.id(), e.at(), "alice", "retry_now", "", List.of(later), 1, "INC-9",
-                Map.of()), e);
+                Map.of(), List.of("emails")), e);
 
         assertEquals(Map.of(dead, RdqAdmin.LiveOutcome.NOT_PENDING), admin.retryNow(List.of(dead), "alice", "again"));
         assertEquals(1, admin.audit(RdqAdmin.AuditQuery.builder(10).build()).size(), "no change, no entry");
@@ -82,7 +82,7 @@ class LiveTasksTest extends DbTestBase {
         java.util.HexFormat hex = java.util.HexFormat.of();
         assertEquals(new RdqAdmin.AuditEntry(e.id(), e.at(), "alice", "edit_payload", "", List.of(id), 1, "sign fixed",
                 Map.of("old_sha256", hex.formatHex(sha.digest("{\"amount\":-1}".getBytes(java.nio.charset.StandardCharsets.UTF_8))),
-                        "new_sha256", hex.formatHex(sha.digest(fixed)))), e);
+                        "new_sha256", hex.formatHex(sha.digest(fixed))), List.of("orders")), e);
 
         assertEquals(RdqClient.RedriveOutcome.NOT_DEAD, admin.editAndRedrive(live, fixed, "alice", "x"));
         assertEquals(RdqClient.RedriveOutcome.NOT_FOUND, admin.editAndRedrive(UUID.randomUUID(), fixed, "alice", "x"));
@@ -127,10 +127,10 @@ class LiveTasksTest extends DbTestBase {
         RdqAdmin.AuditEntry pause = entries.get(1);
         assertEquals(new RdqAdmin.AuditEntry(pause.id(), pause.at(), "alice", "pause_handler",
                 "{\"handler\":\"charge\",\"queue\":\"orders\"}", List.of(), 2, "INC-7 gateway down",
-                Map.of("handler", "charge", "trips", "1", "cool_off", "until resumed")), pause);
+                Map.of("handler", "charge", "trips", "1", "cool_off", "until resumed"), List.of("orders")), pause);
         assertEquals(new RdqAdmin.AuditEntry(resume.id(), resume.at(), "alice", "resume_handler",
                 "{\"handler\":\"charge\",\"queue\":\"orders\"}", List.of(), 2, "INC-7 fixed",
-                Map.of("handler", "charge", "trips", "1")), resume);
+                Map.of("handler", "charge", "trips", "1"), List.of("orders")), resume);
         DeadLettersTest.assertMessage("handler name \"a b\" contains ' '",
                 () -> admin.pauseHandler("orders", "a b", "x", "y"));
     }

@@ -3,6 +3,7 @@ package io.github.srjn45.rdq.testkit;
 import io.github.srjn45.rdq.DeadFilter;
 import io.github.srjn45.rdq.RdqAdmin;
 import io.github.srjn45.rdq.Task;
+import io.github.srjn45.rdq.TaskFilter;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -24,7 +25,9 @@ import java.util.UUID;
  * <li>{@code cancel|retry-now <actor> <reason> <id>...} prints "id outcome" a line, in the order named;
  * <li>{@code by-key <queue> <key>} prints the id of the task holding the key, or "none";
  * <li>{@code edit <id> <payload> <actor> <reason>} replaces a dead task's payload, redrives it and prints the outcome;
- * <li>{@code pause-handler|resume-handler <queue> <handler> <actor> <reason>} prints whether the handler changed.
+ * <li>{@code pause-handler|resume-handler <queue> <handler> <actor> <reason>} prints whether the handler changed;
+ * <li>{@code list-tasks (<state> <queue|-> <page size>)...} prints, per listing, the ids of the live tasks in
+ *     that state (of every queue for "-"), a line each, in the order of the pages, then a line "--".
  * </ul>
  */
 public final class AdminMain {
@@ -86,8 +89,23 @@ public final class AdminMain {
                     args[2].getBytes(java.nio.charset.StandardCharsets.UTF_8), args[3], args[4]));
             case "pause-handler" -> System.out.println(admin.pauseHandler(args[1], args[2], args[3], args[4]));
             case "resume-handler" -> System.out.println(admin.resumeHandler(args[1], args[2], args[3], args[4]));
+            case "list-tasks" -> {
+                for (int i = 1; i + 2 < args.length; i += 3) {
+                    TaskFilter f = args[i + 1].equals("-") ? TaskFilter.all() : TaskFilter.builder().queue(args[i + 1]).build();
+                    RdqAdmin.TaskState state = RdqAdmin.TaskState.parse(args[i]);
+                    Optional<RdqAdmin.TaskCursor> after = Optional.empty();
+                    do {
+                        RdqAdmin.TaskPage p = admin.listTasks(state, f, after, Integer.parseInt(args[i + 2]));
+                        for (Task t : p.tasks()) {
+                            System.out.println(t.id());
+                        }
+                        after = p.next();
+                    } while (after.isPresent());
+                    System.out.println("--");
+                }
+            }
             default -> throw new IllegalArgumentException("AdminMain: unknown operation " + args[0]
-                    + "; want pause, resume, stats, list, count, redrive, purge, cancel, retry-now, by-key, edit, pause-handler or resume-handler");
+                    + "; want pause, resume, stats, list, count, redrive, purge, cancel, retry-now, by-key, edit, pause-handler, resume-handler or list-tasks");
         }
     }
 }

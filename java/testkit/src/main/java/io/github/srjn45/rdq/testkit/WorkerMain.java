@@ -3,15 +3,22 @@ package io.github.srjn45.rdq.testkit;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.github.srjn45.rdq.Breaker;
 import io.github.srjn45.rdq.ErrorTyped;
+import io.github.srjn45.rdq.NewTask;
 import io.github.srjn45.rdq.PermanentException;
 import io.github.srjn45.rdq.Policy;
 import io.github.srjn45.rdq.QueueConfig;
+import io.github.srjn45.rdq.RdqClient;
 import io.github.srjn45.rdq.TaskContext;
 import io.github.srjn45.rdq.Worker;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.ConnectException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
@@ -32,8 +39,18 @@ import java.util.Map;
  * <li>always-fail: fails with an IllegalStateException, unless RDQ_FIXED=1;
  * <li>typed-fail: fails once with an error naming its type "java_typed", then succeeds;
  * <li>permanent: fails permanently;
- * <li>sleep: logs start, sleeps sleep_ms from its payload on the first attempt of a life, logs end.
+ * <li>sleep: logs start, sleeps sleep_ms from its payload on the first attempt of a life, logs end;
+ * <li>relay: submits a task of handler "traced" to the queue its payload names, with
+ *     a client traced by the worker's OpenTelemetry;
+ * <li>dep: logs start, then fails with a ConnectException while the file
+ *     java-down-QUEUE exists in RDQ_DOWN_DIR (its dependency is down), else sleeps the
+ *     milliseconds its payload names and succeeds.
  * </ul>
+ *
+ * <p>RDQ_BREAKER_MIN_FAILED, when set, gives every queue a circuit breaker
+ * tripping at that many distinct failed tasks, with a cool-off of
+ * RDQ_BREAKER_COOL_OFF_MS (30000 unless set). RDQ_SPAN_LOG, when set, traces the
+ * worker and relay's client with OpenTelemetry, their spans appended to that file.
  */
 public final class WorkerMain {
     private WorkerMain() {}
@@ -83,7 +100,12 @@ public final class WorkerMain {
                 .multiplier(2)
                 .maxBackoff(Duration.ofMillis(200))
                 .build();
-        QueueConfig qc = QueueConfig.builder()
+        QueueConfig.Builder qcb = QueueConfig.builder();
+        if (!Env.get("RDQ_BREAKER_MIN_FAILED", "").isEmpty()) {
+            qcb.breaker(Breaker.builder().minFailedTasks(Env.integer("RDQ_BREAKER_MIN_FAILED", 10))
+                    .coolOff(Env.millis("RDQ_BREAKER_COOL_OFF_MS", 30_000)).build());
+        }
+        QueueConfig qc = qcb
                 .policy(policy)
                 .concurrency(Env.integer("RDQ_CONCURRENCY", 2))
                 .lease(Env.millis("RDQ_LEASE_MS", 2000))
@@ -159,6 +181,28 @@ public final class WorkerMain {
             }
             event("end", ctx, "ok");
         });
+        OpenTelemetrySdk otel = null;
+        RdqClient relay = null;
+        if (!Env.get("RDQ_SPAN_LOG", "").isEmpty()) {
+            otel = SpanLog.openTelemetry(Env.get("RDQ_SPAN_LOG", ""));
+            b.openTelemetry(otel);
+            relay = RdqClient.builder(Env.dataSource()).schema(Env.get("RDQ_SCHEMA", "rdq")).openTelemetry(otel).build();
+        }
+        RdqClient relayClient = relay;
+        b.handle("relay", ctx -> {
+            if (relayClient == null) {
+                throw new PermanentException("relay needs RDQ_SPAN_LOG");
+            }
+            relayClient.submit(NewTask.builder(ctx.payloadText(), "traced").build());
+        });
+        Path downDir = Path.of(Env.get("RDQ_DOWN_DIR", "."));
+        b.handle("dep", ctx -> {
+            event("start", ctx, "");
+            if (Files.exists(downDir.resolve("java-down-" + ctx.task().queue()))) {
+                throw new ConnectException("connection refused");
+            }
+            Thread.sleep(Long.parseLong(ctx.payloadText()));
+        });
         Worker w = b.build();
         w.start();
         System.out.println("ready");
@@ -169,6 +213,9 @@ public final class WorkerMain {
             // Wait for the parent to close our input (or die).
         }
         boolean clean = w.stop(Duration.ofSeconds(15));
+        if (otel != null) {
+            otel.close();
+        }
         log.close();
         System.exit(clean ? 0 : 4);
     }
