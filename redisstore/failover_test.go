@@ -20,7 +20,7 @@ import (
 )
 
 // TestClusterFailover drains tasks through a store with WaitReplicas 1 on
-// the test Redis Cluster, SIGKILLs the master of one of the queues'
+// a Redis Cluster of its own (RDQ_TEST_REDIS_FAILOVER_CLUSTER), SIGKILLs the master of one of the queues'
 // slots mid-drain, and checks that its replica takes over, that work
 // goes on, and that nothing the store acknowledged was lost: every task
 // whose Enqueue returned is there and ends SUCCEEDED, and every Finish
@@ -30,9 +30,9 @@ import (
 // ErrNotReplicated rather than being acknowledged unreplicated.
 func TestClusterFailover(t *testing.T) {
 	if testing.Short() {
-		t.Skip("kills a master of the test cluster")
+		t.Skip("kills a master of the failover test cluster")
 	}
-	c := clusterClient(t)
+	c := failoverClusterClient(t)
 	t.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			t.Error(err)

@@ -58,12 +58,30 @@ func clusterSeeds() string { return os.Getenv("RDQ_TEST_REDIS_CLUSTER") }
 // under CI=true, where scripts/redis-cluster.sh started it).
 func clusterClient(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	seeds := clusterSeeds()
+	return clusterClientOf(t, "RDQ_TEST_REDIS_CLUSTER", "scripts/redis-cluster.sh")
+}
+
+// failoverClusterClient connects to the cluster TestClusterFailover kills
+// a master of (RDQ_TEST_REDIS_FAILOVER_CLUSTER): one of its own, so the
+// other packages' cluster tests, which may run at the same time, never
+// meet a failover.
+func failoverClusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	return clusterClientOf(t, "RDQ_TEST_REDIS_FAILOVER_CLUSTER",
+		`RDQ_REDIS_CLUSTER_PORTS="7111 7112 7113 7114 7115 7116" RDQ_REDIS_CLUSTER_DIR=/var/lib/rdq-test-redis-failover-cluster scripts/redis-cluster.sh`)
+}
+
+// clusterClientOf connects to the cluster whose seed list env holds,
+// skipping the test when it is unset or the cluster does not answer
+// (failing under CI=true); start says how to start one.
+func clusterClientOf(t testing.TB, env, start string) *redis.ClusterClient {
+	t.Helper()
+	seeds := os.Getenv(env)
 	if seeds == "" {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("RDQ_TEST_REDIS_CLUSTER is unset: run scripts/redis-cluster.sh and set it to the seed list it prints")
+			t.Fatalf("%s is unset: run %s and set it to the seed list it prints", env, start)
 		}
-		t.Skip("RDQ_TEST_REDIS_CLUSTER is unset: run scripts/redis-cluster.sh and set it to the seed list it prints")
+		t.Skipf("%s is unset: run %s and set it to the seed list it prints", env, start)
 	}
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(seeds, ",")})
 	if err := c.Ping(t.Context()).Err(); err != nil {
@@ -71,9 +89,9 @@ func clusterClient(t testing.TB) *redis.ClusterClient {
 			t.Error(cerr)
 		}
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("no Redis Cluster at %s (%v): run scripts/redis-cluster.sh", seeds, err)
+			t.Fatalf("no Redis Cluster at %s (%s: %v): run %s", seeds, env, err, start)
 		}
-		t.Skipf("no Redis Cluster at %s (%v): run scripts/redis-cluster.sh", seeds, err)
+		t.Skipf("no Redis Cluster at %s (%s: %v): run %s", seeds, env, err, start)
 	}
 	return c
 }
