@@ -32,8 +32,13 @@ tools:
 # postgres://postgres@127.0.0.1:5432/test; the examples open RDQ_DATABASE_URL,
 # the same database by default), Redis (RDQ_TEST_REDIS_URL, default
 # redis://127.0.0.1:6390/0, as scripts/redis.sh starts it, and redis-server on
-# PATH), a JDK 17+ and Maven.
+# PATH), a Redis Cluster (RDQ_TEST_REDIS_CLUSTER, default the seed list
+# scripts/redis-cluster.sh prints), a second one on ports 7111-7116 whose
+# master redisstore's failover test kills (RDQ_TEST_REDIS_FAILOVER_CLUSTER,
+# started as .ci/run does), a JDK 17+ and Maven.
 test: export RDQ_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+test: export RDQ_TEST_REDIS_CLUSTER ?= 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103,127.0.0.1:7104,127.0.0.1:7105,127.0.0.1:7106
+test: export RDQ_TEST_REDIS_FAILOVER_CLUSTER ?= 127.0.0.1:7111,127.0.0.1:7112,127.0.0.1:7113,127.0.0.1:7114,127.0.0.1:7115,127.0.0.1:7116
 test: tools
 	set -e; for m in $(MODULES) $(KAFKA) $(PEERBENCH); do \
 		echo "module $$m"; \

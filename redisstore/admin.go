@@ -12,7 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -58,19 +62,69 @@ func asciiLower(s string) string {
 	return string(b)
 }
 
-// scan walks the dead-letter indexes for tasks matching f after a cursor,
-// in scripts of bounded cost, until limit matches were found (or all were
-// counted, for mode "count"). It returns the scripts' results.
-func (s *Store) scan(ctx context.Context, mode string, f store.DeadFilter, after *store.Cursor, limit int) ([]any, int64, error) {
+// dead is a dead task found by a scan: its task (mode "list") or its ID,
+// and where it sorts (finish time, ID), newest first.
+type dead struct {
+	fi   int64
+	id   string
+	task *rdq.Task
+}
+
+func newestFirst(a, b dead) int { return cmp.Or(cmp.Compare(b.fi, a.fi), strings.Compare(b.id, a.id)) }
+
+// scanQueues returns the queues a dead-letter read of f walks: its
+// queue, or every queue.
+func (s *Store) scanQueues(ctx context.Context, f store.DeadFilter) ([]string, error) {
+	if f.Queue != "" {
+		return []string{f.Queue}, nil
+	}
+	return s.allQueues(ctx)
+}
+
+// scan walks the dead-letter indexes of each queue f selects for tasks
+// matching f after a cursor, in scripts of bounded cost, until limit
+// matches were found in each (or all were counted, for mode "count"), and
+// merges the queues' pages newest first: a page across queues costs one
+// page per queue.
+func (s *Store) scan(ctx context.Context, mode string, f store.DeadFilter, after *store.Cursor, limit int) ([]dead, int64, error) {
+	qs, err := s.scanQueues(ctx, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	var mu sync.Mutex
+	var out []dead
+	var total int64
+	err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+		qf := f
+		qf.Queue = q
+		rows, n, err := s.scanQueue(ctx, q, mode, qf, after, limit)
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, rows...)
+		total += n
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(out, newestFirst)
+	if mode != "count" && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, total, nil
+}
+
+// scanQueue is scan of queue q.
+func (s *Store) scanQueue(ctx context.Context, q, mode string, f store.DeadFilter, after *store.Cursor, limit int) ([]dead, int64, error) {
 	cfi, cid := "", ""
 	if after != nil {
 		cfi, cid = strconv.FormatInt(after.FinishedAt.UnixMicro(), 10), after.ID.String()
 	}
-	var out []any
+	var out []dead
 	var total int64
 	for {
 		args := filterArgs([]any{mode, limit - len(out), scanBudget, cfi, cid}, f, false)
-		res, err := s.run(ctx, scriptScanDead, args...)
+		res, err := s.runQ(ctx, scriptScanDead, q, args...)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -80,7 +134,23 @@ func (s *Store) scan(ctx context.Context, mode string, f store.DeadFilter, after
 		}
 		n, _ := r[3].(int64)
 		total += n
-		out = append(out, r[4:]...)
+		for _, row := range r[4:] {
+			v, _ := row.([]any)
+			switch mode {
+			case "list":
+				t, err := decodeTask(v)
+				if err != nil {
+					return nil, 0, err
+				}
+				out = append(out, dead{fi: t.FinishedAt.UnixMicro(), id: t.ID.String(), task: t})
+			case "ids":
+				if len(v) != 2 {
+					return nil, 0, fmt.Errorf("malformed dead task ID reply")
+				}
+				fi, _ := strconv.ParseInt(floatMicros(str(v[1])), 10, 64)
+				out = append(out, dead{fi: fi, id: str(v[0])})
+			}
+		}
 		if r[0] == int64(1) || (mode != "count" && len(out) >= limit) || str(r[1]) == "" {
 			return out, total, nil
 		}
@@ -88,35 +158,85 @@ func (s *Store) scan(ctx context.Context, mode string, f store.DeadFilter, after
 	}
 }
 
-// ListDead implements store.Admin. Each filter is served by a sorted set
-// of dead tasks by finish time: the fingerprint's (of the queue, when a
-// queue is named too), else the queue's, the handler's, the error type's,
-// or all dead tasks'. A page costs the entries it walks in that index
-// (its time bounds narrow the walk; a message or life condition is
-// checked on each entry), never the size of the dead-letter queue.
+func deadTasks(ds []dead) []*rdq.Task {
+	out := make([]*rdq.Task, len(ds))
+	for i, d := range ds {
+		out[i] = d.task
+	}
+	return out
+}
+
+// ListDead implements store.Admin. In each queue, each filter is served
+// by a sorted set of the queue's dead tasks by finish time: the
+// fingerprint's, else the handler's, the error type's, or all of them. A
+// page costs the entries it walks in that index of each queue the filter
+// selects (its time bounds narrow the walk; a message or life condition
+// is checked on each entry): without a queue, one page per queue, merged;
+// never the size of the dead-letter queue.
 func (s *Store) ListDead(ctx context.Context, p store.ListDeadParams) ([]*rdq.Task, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("%w: redisstore: list dead needs a limit of at least 1 (got %d)", rdq.ErrInvalid, p.Limit)
 	}
 	if len(p.Filter.IDs) > 0 {
-		args := []any{p.Limit, "", ""}
-		if p.After != nil {
-			args = []any{p.Limit, strconv.FormatInt(p.After.FinishedAt.UnixMicro(), 10), p.After.ID.String()}
-		}
-		res, err := s.run(ctx, scriptDeadByID, filterArgs(args, p.Filter, true)...)
+		ds, err := s.deadByID(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: list dead: %w", err)
 		}
-		return decodeTasks(res)
+		return deadTasks(ds), nil
 	}
 	rows, _, err := s.scan(ctx, "list", p.Filter, p.After, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list dead: %w", err)
 	}
-	return decodeTasks(rows)
+	return deadTasks(rows), nil
 }
 
-// CountDead implements store.Admin.
+// deadByID reads the dead tasks of p.Filter.IDs, one script per queue.
+func (s *Store) deadByID(ctx context.Context, p store.ListDeadParams) ([]dead, error) {
+	qs, err := s.queuesOf(ctx, p.Filter.IDs)
+	if err != nil {
+		return nil, err
+	}
+	order, idx := groups(qs)
+	var mu sync.Mutex
+	var out []dead
+	err = parallel(ctx, order, func(ctx context.Context, q string) error {
+		f := p.Filter
+		f.IDs = nil
+		for _, i := range idx[q] {
+			f.IDs = append(f.IDs, p.Filter.IDs[i])
+		}
+		args := []any{p.Limit, "", ""}
+		if p.After != nil {
+			args = []any{p.Limit, strconv.FormatInt(p.After.FinishedAt.UnixMicro(), 10), p.After.ID.String()}
+		}
+		res, err := s.runQ(ctx, scriptDeadByID, q, filterArgs(args, f, true)...)
+		if err != nil {
+			return err
+		}
+		ts, err := decodeTasks(res)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, t := range ts {
+			out = append(out, dead{fi: t.FinishedAt.UnixMicro(), id: t.ID.String(), task: t})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, newestFirst)
+	if len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, nil
+}
+
+// CountDead implements store.Admin: one count per queue the filter
+// selects, summed.
 func (s *Store) CountDead(ctx context.Context, f store.DeadFilter) (int64, error) {
 	if len(f.IDs) > 0 {
 		ts, err := s.ListDead(ctx, store.ListDeadParams{Filter: f, Limit: len(f.IDs)})
@@ -170,7 +290,7 @@ func (s *Store) countByRecord(ctx context.Context, f store.DeadFilter) (int64, e
 	for _, q := range queues {
 		cfi, cid := "", ""
 		for {
-			res, err := s.run(ctx, scriptCountDeadQueue, q, after, before, msg, max(f.LifeMin, 0), max(f.LifeBelow, 0), cfi, cid, countBudget)
+			res, err := s.runQ(ctx, scriptCountDeadQueue, q, after, before, msg, max(f.LifeMin, 0), max(f.LifeBelow, 0), cfi, cid, countBudget)
 			if err != nil {
 				return 0, fmt.Errorf("queue %s: %w", q, err)
 			}
@@ -190,24 +310,19 @@ func (s *Store) countByRecord(ctx context.Context, f store.DeadFilter) (int64, e
 
 // deadIDs returns up to limit IDs of dead tasks matching f.
 func (s *Store) deadIDs(ctx context.Context, f store.DeadFilter, limit int) ([]rdq.ID, error) {
+	var ds []dead
+	var err error
 	if len(f.IDs) > 0 {
-		ts, err := s.ListDead(ctx, store.ListDeadParams{Filter: f, Limit: limit})
-		if err != nil {
-			return nil, err
-		}
-		ids := make([]rdq.ID, len(ts))
-		for i, t := range ts {
-			ids[i] = t.ID
-		}
-		return ids, nil
+		ds, err = s.deadByID(ctx, store.ListDeadParams{Filter: f, Limit: limit})
+	} else {
+		ds, _, err = s.scan(ctx, "ids", f, nil, limit)
 	}
-	rows, _, err := s.scan(ctx, "ids", f, nil, limit)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]rdq.ID, 0, len(rows))
-	for _, r := range rows {
-		id, err := rdq.ParseID(str(r))
+	ids := make([]rdq.ID, 0, len(ds))
+	for _, d := range ds {
+		id, err := rdq.ParseID(d.id)
 		if err != nil {
 			return nil, err
 		}
@@ -217,32 +332,62 @@ func (s *Store) deadIDs(ctx context.Context, f store.DeadFilter, limit int) ([]r
 }
 
 // DeadGroups implements store.Admin. With no filter, or a queue alone,
-// the groups come from summaries kept as tasks go dead and leave the
-// dead-letter queue (a count per fingerprint, and the fingerprint's dead
-// tasks by finish time), at a cost of the number of groups; other filters
-// group the matching tasks.
+// the groups come from summaries each queue keeps as tasks go dead and
+// leave its dead-letter queue (a count per fingerprint, and the
+// fingerprint's dead tasks by finish time), at a cost of the number of
+// groups of each queue, merged across queues; other filters group the
+// matching tasks.
 func (s *Store) DeadGroups(ctx context.Context, f store.DeadFilter) ([]store.Group, error) {
 	if onlyQueue(f) {
-		res, err := s.run(ctx, scriptDeadGroups, f.Queue)
+		qs, err := s.scanQueues(ctx, f)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: dead groups: %w", err)
 		}
-		rows, _ := res.([]any)
-		out := make([]store.Group, 0, len(rows))
-		for _, r := range rows {
-			g, _ := r.([]any)
-			if len(g) != 7 {
-				return nil, fmt.Errorf("redisstore: dead groups: malformed reply")
-			}
-			id, err := rdq.ParseID(str(g[4]))
+		var mu sync.Mutex
+		merged := map[string]*store.Group{}
+		err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+			res, err := s.runQ(ctx, scriptDeadGroups, q)
 			if err != nil {
-				return nil, fmt.Errorf("redisstore: dead groups: %w", err)
+				return err
 			}
-			n, _ := strconv.ParseFloat(str(g[1]), 64)
-			out = append(out, store.Group{
-				Fingerprint: str(g[0]), Count: int64(n), FirstSeen: microTime(floatMicros(str(g[2]))),
-				LastSeen: microTime(floatMicros(str(g[3]))), ExampleID: id, ErrorType: str(g[5]), Message: str(g[6]),
-			})
+			rows, _ := res.([]any)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range rows {
+				g, _ := r.([]any)
+				if len(g) != 7 {
+					return fmt.Errorf("malformed reply")
+				}
+				id, err := rdq.ParseID(str(g[4]))
+				if err != nil {
+					return err
+				}
+				n, _ := strconv.ParseFloat(str(g[1]), 64)
+				ng := store.Group{
+					Fingerprint: str(g[0]), Count: int64(n), FirstSeen: microTime(floatMicros(str(g[2]))),
+					LastSeen: microTime(floatMicros(str(g[3]))), ExampleID: id, ErrorType: str(g[5]), Message: str(g[6]),
+				}
+				m, ok := merged[ng.Fingerprint]
+				if !ok {
+					merged[ng.Fingerprint] = &ng
+					continue
+				}
+				m.Count += ng.Count
+				if ng.FirstSeen.Before(m.FirstSeen) {
+					m.FirstSeen = ng.FirstSeen
+				}
+				if ng.LastSeen.After(m.LastSeen) || ng.LastSeen.Equal(m.LastSeen) && ng.ExampleID.String() > m.ExampleID.String() {
+					m.LastSeen, m.ExampleID, m.ErrorType, m.Message = ng.LastSeen, ng.ExampleID, ng.ErrorType, ng.Message
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: dead groups: %w", err)
+		}
+		out := make([]store.Group, 0, len(merged))
+		for _, g := range merged {
+			out = append(out, *g)
 		}
 		sortGroups(out)
 		return out, nil
@@ -349,26 +494,57 @@ func (s *Store) Redrive(ctx context.Context, p store.RedriveParams) ([]error, er
 	return redriveErrs(p.IDs, codes)
 }
 
+// redrive redrives tasks by ID, one script per queue of theirs (each
+// writing its part of one audit entry), and returns a code per task.
 func (s *Store) redrive(ctx context.Context, ids []rdq.ID, spread time.Duration, auditFilter, action, details, guard string,
 	payload []byte, maxLife int, delay time.Duration, actor, reason string, now *time.Time, f store.DeadFilter) ([]string, error) {
-	args := []any{nowArg(now), actor, reason, action, auditFilter, details, max(maxLife, 0), flag(payload != nil), payload, guard, micros(delay)}
-	args = filterArgs(args, f, false)
-	args = append(args, len(ids))
-	for _, id := range ids {
-		var extra time.Duration
-		if spread > 0 {
-			extra = rand.N(spread)
-		}
-		args = append(args, id.String(), micros(extra))
-	}
-	res, err := s.run(ctx, scriptRedrive, args...)
+	qs, err := s.queuesOf(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: redrive: %w", err)
 	}
-	raw, _ := res.([]any)
-	codes := make([]string, len(raw))
-	for i, r := range raw {
-		codes[i] = str(r)
+	codes := make([]string, len(ids))
+	for i, q := range qs {
+		if q == "" {
+			codes[i] = "notfound"
+		}
+	}
+	order, idx := groups(qs)
+	aid, err := s.reserveAudit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: redrive: %w", err)
+	}
+	err = parallel(ctx, order, func(ctx context.Context, q string) error {
+		args := []any{nowArg(now), actor, reason, action, auditFilter, details, max(maxLife, 0), flag(payload != nil), payload, guard, micros(delay)}
+		args = filterArgs(args, f, false)
+		args = append(args, len(idx[q]))
+		for _, i := range idx[q] {
+			var extra time.Duration
+			if spread > 0 {
+				extra = rand.N(spread)
+			}
+			args = append(args, ids[i].String(), micros(extra))
+		}
+		res, err := s.runQ(ctx, scriptRedrive, q, append(args, aid)...)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+		raw, _ := res.([]any)
+		if len(raw) == 1 && str(raw[0]) == "changed" {
+			for _, i := range idx[q] {
+				codes[i] = "changed"
+			}
+			return nil
+		}
+		if len(raw) != len(idx[q]) {
+			return fmt.Errorf("queue %s: %d results for %d tasks", q, len(raw), len(idx[q]))
+		}
+		for j, i := range idx[q] {
+			codes[i] = str(raw[j])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: redrive: %w", err)
 	}
 	return codes, nil
 }
@@ -470,39 +646,118 @@ func (s *Store) PurgeDead(ctx context.Context, p store.PurgeDeadParams) (int64, 
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: purge dead: %w", err)
 	}
-	args := filterArgs([]any{"", p.Actor, p.Reason, p.Action, string(filter)}, p.Filter, false)
-	args = append(args, len(ids))
-	for _, id := range ids {
-		args = append(args, id.String())
-	}
-	res, err := s.run(ctx, scriptPurgeDead, args...)
+	qs, err := s.queuesOf(ctx, ids)
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: purge dead: %w", err)
 	}
-	n, _ := res.(int64)
-	return n, nil
+	order, idx := groups(qs)
+	aid, err := s.reserveAudit(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: purge dead: %w", err)
+	}
+	var n atomic.Int64
+	err = parallel(ctx, order, func(ctx context.Context, q string) error {
+		args := filterArgs([]any{"", p.Actor, p.Reason, p.Action, string(filter)}, p.Filter, false)
+		args = append(args, len(idx[q]))
+		for _, i := range idx[q] {
+			args = append(args, ids[i].String())
+		}
+		res, err := s.runQ(ctx, scriptPurgeDead, q, append(args, aid)...)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+		gone, _ := res.([]any)
+		n.Add(int64(len(gone)))
+		return s.unindex(ctx, gone)
+	})
+	if err != nil {
+		return n.Load(), fmt.Errorf("redisstore: purge dead: %w", err)
+	}
+	return n.Load(), nil
 }
 
-// ListAudit implements store.Admin, reading the audit list newest first.
+// ListAudit implements store.Admin: each queue's entries (a sorted set
+// by ID) are read newest first from BeforeID, and the queues' pages are
+// merged: a page costs a page per queue. The parts of one mutation across
+// queues share an ID and read as one entry (mergeAudit); each queue's
+// page holds every part of the newest Limit IDs it has, so no entry of
+// the page is missing a part.
 func (s *Store) ListAudit(ctx context.Context, p store.ListAuditParams) ([]store.AuditEntry, error) {
 	if p.Limit < 1 {
 		return nil, fmt.Errorf("%w: redisstore: list audit needs a limit of at least 1 (got %d)", rdq.ErrInvalid, p.Limit)
 	}
-	const page = 500
+	qs, err := s.allQueues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list audit: %w", err)
+	}
+	var mu sync.Mutex
 	var out []store.AuditEntry
-	for start := int64(0); ; start += page {
-		recs, err := s.c.LRange(ctx, s.ns+":audit", start, start+page-1).Result()
+	err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+		es, err := s.queueAudit(ctx, q, p)
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, es...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: list audit: %w", err)
+	}
+	out = mergeAudit(out)
+	if len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, nil
+}
+
+// mergeAudit sorts entries newest first and merges those sharing an ID,
+// the parts one mutation wrote in each queue it touched: their queues
+// (sorted), task IDs and counts are added up, and the earliest time kept.
+func mergeAudit(es []store.AuditEntry) []store.AuditEntry {
+	slices.SortStableFunc(es, func(a, b store.AuditEntry) int { return cmp.Compare(b.ID, a.ID) })
+	var out []store.AuditEntry
+	for _, e := range es {
+		if n := len(out); n > 0 && out[n-1].ID == e.ID {
+			m := &out[n-1]
+			m.Queues = append(m.Queues, e.Queues...)
+			m.IDs = append(m.IDs, e.IDs...)
+			m.Count += e.Count
+			if e.At.Before(m.At) {
+				m.At = e.At
+			}
+			continue
+		}
+		e.Queues = slices.Clone(e.Queues)
+		e.IDs = slices.Clone(e.IDs)
+		out = append(out, e)
+	}
+	for i := range out {
+		slices.Sort(out[i].Queues)
+		out[i].Queues = slices.Compact(out[i].Queues)
+	}
+	return out
+}
+
+// queueAudit reads up to p.Limit entries of queue q matching p, newest
+// first.
+func (s *Store) queueAudit(ctx context.Context, q string, p store.ListAuditParams) ([]store.AuditEntry, error) {
+	const page = 500
+	hi := "+inf"
+	if p.BeforeID != 0 {
+		hi = "(" + strconv.FormatInt(p.BeforeID, 10)
+	}
+	var out []store.AuditEntry
+	for off := int64(0); ; off += page {
+		recs, err := s.c.ZRevRangeByScore(ctx, s.prefix(q)+":audit", &redis.ZRangeBy{Max: hi, Min: "-inf", Offset: off, Count: page}).Result()
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: list audit: %w", err)
+			return nil, err
 		}
 		for _, r := range recs {
 			e, err := decodeAudit(r)
 			if err != nil {
-				return nil, fmt.Errorf("redisstore: list audit: %w", err)
+				return nil, err
 			}
 			if (p.Actor != "" && e.Actor != p.Actor) || (p.Action != "" && e.Action != p.Action) ||
-				(!p.Since.IsZero() && e.At.Before(p.Since)) || (!p.Until.IsZero() && !e.At.Before(p.Until)) ||
-				(p.BeforeID != 0 && e.ID >= p.BeforeID) {
+				(!p.Since.IsZero() && e.At.Before(p.Since)) || (!p.Until.IsZero() && !e.At.Before(p.Until)) {
 				continue
 			}
 			out = append(out, e)
@@ -546,24 +801,38 @@ func decodeAudit(rec string) (store.AuditEntry, error) {
 	return e, nil
 }
 
-// Stats implements store.Admin. A SucceededWindow of zero or less counts
-// every succeeded task kept.
+// Stats implements store.Admin: one script per queue. A SucceededWindow
+// of zero or less counts every succeeded task kept.
 func (s *Store) Stats(ctx context.Context, p store.StatsParams) ([]store.QueueStats, error) {
-	res, err := s.run(ctx, scriptStats, nowArg(p.Now), micros(p.SucceededWindow))
+	qs, err := s.allQueues(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: stats: %w", err)
 	}
-	rows, _ := res.([]any)
-	out := make([]store.QueueStats, 0, len(rows))
-	for _, r := range rows {
-		v, _ := r.([]any)
-		if len(v) != 6 {
-			return nil, fmt.Errorf("redisstore: stats: malformed reply")
+	var mu sync.Mutex
+	out := make([]store.QueueStats, 0, len(qs))
+	err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptStats, q, nowArg(p.Now), micros(p.SucceededWindow))
+		if err != nil {
+			return err
+		}
+		v, _ := res.([]any)
+		if len(v) == 0 {
+			return nil
+		}
+		if len(v) != 5 {
+			return fmt.Errorf("malformed reply")
 		}
 		n := func(i int) int64 { x, _ := v[i].(int64); return x }
-		age, _ := strconv.ParseInt(str(v[5]), 10, 64)
-		out = append(out, store.QueueStats{Queue: str(v[0]), Pending: n(1), InFlight: n(2), Dead: n(3), Succeeded: n(4),
+		age, _ := strconv.ParseInt(str(v[4]), 10, 64)
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, store.QueueStats{Queue: q, Pending: n(0), InFlight: n(1), Dead: n(2), Succeeded: n(3),
 			OldestDueAge: time.Duration(age) * time.Microsecond})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: stats: %w", err)
 	}
+	slices.SortFunc(out, func(a, b store.QueueStats) int { return strings.Compare(a.Queue, b.Queue) })
 	return out, nil
 }

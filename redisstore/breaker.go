@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -50,7 +51,10 @@ func (s *Store) PauseHandler(ctx context.Context, p store.PauseHandlerParams) (b
 	if p.Probe != nil {
 		pid, ptoken = p.Probe.ID.String(), p.Probe.Token
 	}
-	res, err := s.run(ctx, scriptPauseHandler, nowArg(p.Now), p.Queue, p.Handler, coolOff, flag(p.Probe != nil), pid, ptoken,
+	if err := s.addQueues(ctx, p.Queue); err != nil {
+		return false, fmt.Errorf("redisstore: pause handler %s/%s: %w", p.Queue, p.Handler, err)
+	}
+	res, err := s.runAudited(ctx, scriptPauseHandler, p.Queue, nowArg(p.Now), p.Queue, p.Handler, coolOff, flag(p.Probe != nil), pid, ptoken,
 		p.Actor, p.Reason, cut(p.Fingerprint), strconv.FormatFloat(p.Ratio, 'g', -1, 64), auditRatio, auditCool, filter)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: pause handler %s/%s: %w", p.Queue, p.Handler, err)
@@ -72,7 +76,7 @@ func (s *Store) ResumeHandler(ctx context.Context, p store.ResumeHandlerParams) 
 	if p.Probe != nil {
 		pid, ptoken = p.Probe.ID.String(), p.Probe.Token
 	}
-	res, err := s.run(ctx, scriptResumeHandler, nowArg(p.Now), p.Queue, p.Handler, flag(p.Probe != nil), pid, ptoken, p.Actor, p.Reason, filter)
+	res, err := s.runAudited(ctx, scriptResumeHandler, p.Queue, nowArg(p.Now), p.Queue, p.Handler, flag(p.Probe != nil), pid, ptoken, p.Actor, p.Reason, filter)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: resume handler %s/%s: %w", p.Queue, p.Handler, err)
 	}
@@ -88,62 +92,93 @@ func (s *Store) ClaimProbe(ctx context.Context, p store.ProbeParams) ([]store.Pr
 	if p.Lease <= 0 {
 		return nil, fmt.Errorf("%w: redisstore: claim probe: lease %s, want a positive duration", rdq.ErrInvalid, p.Lease)
 	}
-	args := []any{nowArg(p.Now), micros(p.Lease), p.WorkerID, len(p.Queues)}
+	var qs []string
+	pos := map[string]int{}
 	for _, q := range p.Queues {
-		args = append(args, q)
+		if _, ok := pos[q]; !ok {
+			pos[q] = len(qs)
+			qs = append(qs, q)
+		}
 	}
-	args = append(args, len(p.Handlers))
-	for _, h := range p.Handlers {
-		args = append(args, h)
-	}
-	res, err := s.run(ctx, scriptClaimProbe, args...)
+	per := make([][]store.Probe, len(qs))
+	err := parallel(ctx, qs, func(ctx context.Context, q string) error {
+		args := []any{nowArg(p.Now), micros(p.Lease), p.WorkerID, 1, q, len(p.Handlers)}
+		for _, h := range p.Handlers {
+			args = append(args, h)
+		}
+		res, err := s.runQ(ctx, scriptClaimProbe, q, args...)
+		if err != nil {
+			return err
+		}
+		rows, _ := res.([]any)
+		for _, r := range rows {
+			v, _ := r.([]any)
+			if len(v) != 4 {
+				return fmt.Errorf("malformed reply")
+			}
+			fields, _ := v[0].([]any)
+			t, err := decodeTask(fields)
+			if err != nil {
+				return err
+			}
+			pf, _ := v[1].([]any)
+			hp, err := decodePause(str(v[2]), str(v[3]), pf)
+			if err != nil {
+				return err
+			}
+			per[pos[q]] = append(per[pos[q]], store.Probe{Task: t, Pause: hp})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: claim probe: %w", err)
 	}
-	rows, _ := res.([]any)
-	out := make([]store.Probe, 0, len(rows))
-	for _, r := range rows {
-		v, _ := r.([]any)
-		if len(v) != 4 {
-			return nil, fmt.Errorf("redisstore: claim probe: malformed reply")
-		}
-		fields, _ := v[0].([]any)
-		t, err := decodeTask(fields)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: claim probe: %w", err)
-		}
-		pf, _ := v[1].([]any)
-		hp, err := decodePause(str(v[2]), str(v[3]), pf)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: claim probe: %w", err)
-		}
-		out = append(out, store.Probe{Task: t, Pause: hp})
+	out := []store.Probe{}
+	for _, ps := range per {
+		out = append(out, ps...)
 	}
 	return out, nil
 }
 
-// PausedHandlers implements store.HandlerPauser.
+// PausedHandlers implements store.HandlerPauser: with no queue, one
+// script per queue.
 func (s *Store) PausedHandlers(ctx context.Context, queue string) ([]store.HandlerPause, error) {
-	res, err := s.run(ctx, scriptPausedHandlers, queue)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: paused handlers: %w", err)
-	}
-	rows, _ := res.([]any)
-	out := []store.HandlerPause{}
-	for _, r := range rows {
-		v, _ := r.([]any)
-		if len(v) != 3 {
-			return nil, fmt.Errorf("redisstore: paused handlers: malformed reply")
-		}
-		fields, _ := v[2].([]any)
-		if len(fields) == 0 {
-			continue
-		}
-		hp, err := decodePause(str(v[0]), str(v[1]), fields)
-		if err != nil {
+	qs := []string{queue}
+	if queue == "" {
+		var err error
+		if qs, err = s.allQueues(ctx); err != nil {
 			return nil, fmt.Errorf("redisstore: paused handlers: %w", err)
 		}
-		out = append(out, hp)
+	}
+	var mu sync.Mutex
+	out := []store.HandlerPause{}
+	err := parallel(ctx, qs, func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptPausedHandlers, q)
+		if err != nil {
+			return err
+		}
+		rows, _ := res.([]any)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rows {
+			v, _ := r.([]any)
+			if len(v) != 3 {
+				return fmt.Errorf("malformed reply")
+			}
+			fields, _ := v[2].([]any)
+			if len(fields) == 0 {
+				continue
+			}
+			hp, err := decodePause(str(v[0]), str(v[1]), fields)
+			if err != nil {
+				return err
+			}
+			out = append(out, hp)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: paused handlers: %w", err)
 	}
 	slices.SortFunc(out, func(a, b store.HandlerPause) int {
 		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Handler, b.Handler))

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/srjn45/rdq"
 	"github.com/srjn45/rdq/store"
@@ -40,7 +43,10 @@ func (s *Store) pause(ctx context.Context, action string, p store.PauseParams) e
 	if err != nil {
 		return fmt.Errorf("redisstore: %s: %w", action, err)
 	}
-	if _, err := s.run(ctx, scriptPause, "", p.Queue, action, p.Actor, p.Reason, string(filter)); err != nil {
+	if err := s.addQueues(ctx, p.Queue); err != nil {
+		return fmt.Errorf("redisstore: %s queue %s: %w", action, p.Queue, err)
+	}
+	if _, err := s.runAudited(ctx, scriptPause, p.Queue, "", p.Queue, action, p.Actor, p.Reason, string(filter)); err != nil {
 		return fmt.Errorf("redisstore: %s queue %s: %w", action, p.Queue, err)
 	}
 	return nil
@@ -48,12 +54,27 @@ func (s *Store) pause(ctx context.Context, action string, p store.PauseParams) e
 
 // PausedQueues implements store.Pauser.
 func (s *Store) PausedQueues(ctx context.Context) ([]string, error) {
-	qs, err := s.c.SMembers(ctx, s.ns+":paused").Result()
+	qs, err := s.allQueues(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: paused queues: %w", err)
 	}
-	slices.Sort(qs)
-	return qs, nil
+	cmds := make([]*redis.IntCmd, len(qs))
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range qs {
+			cmds[i] = p.Exists(ctx, s.prefix(q)+":paused")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: paused queues: %w", err)
+	}
+	out := []string{}
+	for i, c := range cmds {
+		if c.Val() == 1 {
+			out = append(out, qs[i])
+		}
+	}
+	return out, nil
 }
 
 // Snooze implements store.Snoozer.
@@ -61,16 +82,22 @@ func (s *Store) Snooze(ctx context.Context, p store.SnoozeParams) ([]error, erro
 	if len(p.Snoozes) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 2+3*len(p.Snoozes))
-	args = append(args, nowArg(p.Now), len(p.Snoozes))
-	for _, it := range p.Snoozes {
-		args = append(args, it.ID.String(), it.Token, micros(max(it.Delay, 0)))
+	ids := make([]rdq.ID, len(p.Snoozes))
+	for i, it := range p.Snoozes {
+		ids[i] = it.ID
 	}
-	res, err := s.run(ctx, scriptSnooze, args...)
+	qs, err := s.queuesOfLeased(ctx, ids, true)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: snooze: %w", err)
 	}
-	return leaseErrs(res, len(p.Snoozes))
+	errs, err := s.leaseBatch(ctx, scriptSnooze, qs, false, []any{nowArg(p.Now)}, func(i int) []any {
+		it := p.Snoozes[i]
+		return []any{it.ID.String(), it.Token, micros(max(it.Delay, 0))}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: snooze: %w", err)
+	}
+	return errs, nil
 }
 
 // RetryInPlace implements store.InPlaceRetrier. A task of a paused queue
@@ -80,73 +107,97 @@ func (s *Store) RetryInPlace(ctx context.Context, p store.RetryInPlaceParams) ([
 		return nil, fmt.Errorf("%w: redisstore: retry in place needs a positive lease (got %s)", rdq.ErrInvalid, p.Lease)
 	}
 	out := make([]store.RetryInPlaceResult, len(p.Retries))
-	args := make([]any, 0, 3+10*len(p.Retries))
-	args = append(args, nowArg(p.Now), micros(p.Lease), 0)
 	var sent []int
+	var ids []rdq.ID
 	for i, c := range p.Retries {
 		if c.Status != rdq.StatusPending || c.Attempt == nil || c.Attempt.Outcome != rdq.OutcomeRetryableFailure || c.RetryIn < 0 {
 			out[i].Err = fmt.Errorf("%w: redisstore: retry in place of task %s is not a retry (status %s, RetryIn %s, an attempt with outcome %s wanted)",
 				rdq.ErrInvalid, c.ID, c.Status, c.RetryIn, rdq.OutcomeRetryableFailure)
 			continue
 		}
-		a := c.Attempt
 		sent = append(sent, i)
-		args = append(args, c.ID.String(), c.Token, micros(c.RetryIn), string(a.Outcome), cut(a.Failure.Type), a.Failure.Message,
-			a.Failure.Stack, cut(a.Failure.Fingerprint), a.WorkerID, micros(max(a.Duration, 0)))
+		ids = append(ids, c.ID)
 	}
 	if len(sent) == 0 {
 		return out, nil
 	}
-	args[2] = len(sent)
-	res, err := s.run(ctx, scriptRetryInPlace, args...)
+	qs, err := s.queuesOfLeased(ctx, ids, false)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: retry in place: %w", err)
 	}
-	rows, _ := res.([]any)
-	if len(rows) != len(sent) {
-		return nil, fmt.Errorf("redisstore: retry in place: %d results for %d items", len(rows), len(sent))
+	for j, q := range qs {
+		if q == "" {
+			out[sent[j]].Err = store.ErrLeaseLost
+		}
 	}
-	for j, i := range sent {
-		row, _ := rows[j].([]any)
-		if len(row) == 0 {
-			return nil, fmt.Errorf("redisstore: retry in place: empty result")
+	order, idx := groups(qs)
+	err = parallel(ctx, order, func(ctx context.Context, q string) error {
+		args := make([]any, 0, 3+10*len(idx[q]))
+		args = append(args, nowArg(p.Now), micros(p.Lease), len(idx[q]))
+		for _, j := range idx[q] {
+			c := p.Retries[sent[j]]
+			a := c.Attempt
+			args = append(args, c.ID.String(), c.Token, micros(c.RetryIn), string(a.Outcome), cut(a.Failure.Type), a.Failure.Message,
+				a.Failure.Stack, cut(a.Failure.Fingerprint), a.WorkerID, micros(max(a.Duration, 0)))
 		}
-		switch row[0] {
-		case int64(0):
-			out[i].Err = store.ErrLeaseLost
-		case int64(1):
-			t, err := decodeTask(row[1:])
-			if err != nil {
-				return nil, fmt.Errorf("redisstore: retry in place: %w", err)
+		res, err := s.runQ(ctx, scriptRetryInPlace, q, args...)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+		rows, _ := res.([]any)
+		if len(rows) != len(idx[q]) {
+			return fmt.Errorf("queue %s: %d results for %d items", q, len(rows), len(idx[q]))
+		}
+		for k, j := range idx[q] {
+			i := sent[j]
+			row, _ := rows[k].([]any)
+			if len(row) == 0 {
+				return fmt.Errorf("empty result")
 			}
-			out[i].Task = t
+			switch row[0] {
+			case int64(0):
+				out[i].Err = store.ErrLeaseLost
+			case int64(1):
+				t, err := decodeTask(row[1:])
+				if err != nil {
+					return err
+				}
+				out[i].Task = t
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: retry in place: %w", err)
 	}
 	return out, nil
 }
 
-// NotDueCounts implements store.NotDueCounter.
 func (s *Store) NotDueCounts(ctx context.Context, now *time.Time) (map[string]int64, error) {
-	res, err := s.run(ctx, scriptNotDue, nowArg(now))
+	qs, err := s.allQueues(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: not-due counts: %w", err)
 	}
-	rows, _ := res.([]any)
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		v, _ := r.([]any)
-		if len(v) != 2 {
-			return nil, fmt.Errorf("redisstore: not-due counts: malformed reply")
+	var mu sync.Mutex
+	out := make(map[string]int64)
+	err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptNotDue, q, nowArg(now))
+		if err != nil {
+			return err
 		}
-		n, _ := v[1].(int64)
-		out[str(v[0])] = n
+		if n, _ := res.(int64); n > 0 {
+			mu.Lock()
+			out[q] = n
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: not-due counts: %w", err)
 	}
 	return out, nil
 }
 
-// DeadHistogram implements store.DeadHistogrammer: one range count per
-// bucket on the dead tasks' (or the fingerprint's) sorted set by finish
-// time.
 func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.Duration, buckets int, fingerprints []string) (map[string][]int64, error) {
 	if width < time.Microsecond || buckets < 1 || buckets > store.MaxHistogramBuckets {
 		return nil, fmt.Errorf("%w: redisstore: dead histogram of %d buckets of %s; want 1 to %d buckets of at least 1µs", rdq.ErrInvalid, buckets, width, store.MaxHistogramBuckets)
@@ -155,32 +206,47 @@ func (s *Store) DeadHistogram(ctx context.Context, since time.Time, width time.D
 	for _, f := range fingerprints {
 		args = append(args, f)
 	}
-	res, err := s.run(ctx, scriptDeadHistogram, args...)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: dead histogram: %w", err)
-	}
-	rows, _ := res.([]any)
 	keys := fingerprints
 	if len(keys) == 0 {
 		keys = []string{""}
 	}
-	if len(rows) != len(keys) {
-		return nil, fmt.Errorf("redisstore: dead histogram: %d series for %d keys", len(rows), len(keys))
-	}
 	out := make(map[string][]int64, len(keys))
-	for i, r := range rows {
-		v, _ := r.([]any)
-		counts := make([]int64, len(v))
-		for j, c := range v {
-			counts[j], _ = c.(int64)
+	for _, k := range keys {
+		out[k] = make([]int64, buckets)
+	}
+	qs, err := s.allQueues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: dead histogram: %w", err)
+	}
+	var mu sync.Mutex
+	err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptDeadHistogram, q, args...)
+		if err != nil {
+			return err
 		}
-		out[keys[i]] = counts
+		rows, _ := res.([]any)
+		if len(rows) != len(keys) {
+			return fmt.Errorf("queue %s: %d series for %d keys", q, len(rows), len(keys))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, r := range rows {
+			v, _ := r.([]any)
+			for j, c := range v {
+				if j < buckets {
+					n, _ := c.(int64)
+					out[keys[i]][j] += n
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: dead histogram: %w", err)
 	}
 	return out, nil
 }
 
-// DeadGroupKeys implements store.DeadGroupKeyer from the per-fingerprint
-// summaries of queues and handlers kept as tasks go dead and leave.
 func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[string][][2]string, error) {
 	out := map[string][][2]string{}
 	if len(fingerprints) == 0 {
@@ -190,33 +256,40 @@ func (s *Store) DeadGroupKeys(ctx context.Context, fingerprints []string) (map[s
 	for i, f := range fingerprints {
 		args[i] = f
 	}
-	res, err := s.run(ctx, scriptDeadGroupKeys, args...)
+	qs, err := s.allQueues(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: dead group keys: %w", err)
 	}
-	rows, _ := res.([]any)
-	if len(rows) != len(fingerprints) {
-		return nil, fmt.Errorf("redisstore: dead group keys: %d results for %d fingerprints", len(rows), len(fingerprints))
-	}
-	for i, r := range rows {
-		v, _ := r.([]any)
-		var pairs [][2]string
-		for j := 0; j+1 < len(v); j += 2 {
-			q, h, ok := strings.Cut(str(v[j]), "\n")
-			if ok {
-				pairs = append(pairs, [2]string{q, h})
+	var mu sync.Mutex
+	err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptDeadGroupKeys, q, args...)
+		if err != nil {
+			return err
+		}
+		rows, _ := res.([]any)
+		if len(rows) != len(fingerprints) {
+			return fmt.Errorf("queue %s: %d results for %d fingerprints", q, len(rows), len(fingerprints))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, r := range rows {
+			v, _ := r.([]any)
+			for j := 0; j+1 < len(v); j += 2 {
+				out[fingerprints[i]] = append(out[fingerprints[i]], [2]string{q, str(v[j])})
 			}
 		}
-		if len(pairs) == 0 {
-			continue
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: dead group keys: %w", err)
+	}
+	for _, pairs := range out {
 		slices.SortFunc(pairs, func(a, b [2]string) int {
 			if c := strings.Compare(a[0], b[0]); c != 0 {
 				return c
 			}
 			return strings.Compare(a[1], b[1])
 		})
-		out[fingerprints[i]] = pairs
 	}
 	return out, nil
 }

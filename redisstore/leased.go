@@ -44,3 +44,10 @@ func (l *leased) take(id rdq.ID) string {
 	delete(l.q, id)
 	return q
 }
+
+// peek returns the queue of a task this store claimed, or "".
+func (l *leased) peek(id rdq.ID) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.q[id]
+}

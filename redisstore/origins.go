@@ -36,7 +36,7 @@ func (s *Store) GroupOrigins(ctx context.Context, fingerprints []string) (map[st
 	for i, f := range fingerprints {
 		firsts[i] = make([]*redis.ZSliceCmd, len(queues))
 		for j, q := range queues {
-			firsts[i][j] = pipe.ZRangeWithScores(ctx, s.ns+":{"+q+"}:df:"+f, 0, 0)
+			firsts[i][j] = pipe.ZRangeWithScores(ctx, s.prefix(q)+":df:"+f, 0, 0)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -70,7 +70,7 @@ func (s *Store) GroupOrigins(ctx context.Context, fingerprints []string) (map[st
 	}
 	pipe = s.c.Pipeline()
 	for _, o := range found {
-		p := s.ns + ":{" + o.q + "}"
+		p := s.prefix(o.q)
 		o.task = pipe.HMGet(ctx, p+":t:"+o.id, "et", "fi")
 		o.atts = pipe.LRange(ctx, p+":a:"+o.id, 0, -1)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/srjn45/rdq"
@@ -45,7 +46,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p store.RegisterWorkerParams
 			return fmt.Errorf("redisstore: register worker %s: %w", w.ID, err)
 		}
 	}
-	_, err := s.run(ctx, scriptRegister, nowArg(p.Now), w.ID, w.Host, w.PID, w.Version, list(w.Queues), list(w.Handlers),
+	_, err := s.runKey(ctx, scriptRegister, s.registry(), nowArg(p.Now), w.ID, w.Host, w.PID, w.Version, list(w.Queues), list(w.Handlers),
 		w.Slots, w.InFlight, micros(p.StaleAfter), micros(p.ExpireAfter))
 	if err != nil {
 		return fmt.Errorf("redisstore: register worker %s: %w", w.ID, err)
@@ -55,10 +56,7 @@ func (s *Store) RegisterWorker(ctx context.Context, p store.RegisterWorkerParams
 
 // DeregisterWorker implements store.WorkerRegistry.
 func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
-	pipe := s.c.TxPipeline()
-	pipe.Del(ctx, s.ns+":w:"+id)
-	pipe.SRem(ctx, s.ns+":workers", id)
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := s.runKey(ctx, scriptDeregister, s.registry(), id); err != nil {
 		return fmt.Errorf("redisstore: deregister worker %s: %w", id, err)
 	}
 	return nil
@@ -66,7 +64,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 
 // workers reads the entries not expired at the store's now, ordered by ID.
 func (s *Store) workers(ctx context.Context, now *time.Time) ([]store.WorkerInfo, error) {
-	res, err := s.run(ctx, scriptWorkers, nowArg(now))
+	res, err := s.runKey(ctx, scriptWorkers, s.registry(), nowArg(now))
 	if err != nil {
 		return nil, err
 	}
@@ -129,32 +127,51 @@ func (s *Store) UnservedHandlers(ctx context.Context, p store.UnservedParams) ([
 	if p.DueOnly && len(p.Queues) == 0 {
 		return nil, fmt.Errorf("%w: redisstore: unserved handlers with DueOnly needs at least one queue", rdq.ErrInvalid)
 	}
-	args := []any{nowArg(p.Now), flag(p.DueOnly), len(p.Queues)}
-	for _, q := range p.Queues {
-		args = append(args, q)
-	}
-	res, err := s.run(ctx, scriptUnserved, args...)
+	ws, err := s.workers(ctx, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: unserved handlers: %w", err)
 	}
-	rows, _ := res.([]any)
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("redisstore: unserved handlers: unexpected empty reply")
+	qs := p.Queues
+	if len(qs) == 0 {
+		if qs, err = s.allQueues(ctx); err != nil {
+			return nil, fmt.Errorf("redisstore: unserved handlers: %w", err)
+		}
 	}
-	now := microTime(str(rows[0]))
-	out := make([]store.UnservedHandler, 0, len(rows)-1)
-	for _, r := range rows[1:] {
-		v, _ := r.([]any)
-		if len(v) != 4 {
-			return nil, fmt.Errorf("redisstore: unserved handlers: malformed reply")
+	var mu sync.Mutex
+	var out []store.UnservedHandler
+	err = parallel(ctx, qs, func(ctx context.Context, q string) error {
+		res, err := s.runQ(ctx, scriptUnserved, q, nowArg(p.Now), flag(p.DueOnly))
+		if err != nil {
+			return err
 		}
-		n, _ := v[2].(int64)
-		oldest := microTime(floatMicros(str(v[3])))
-		u := store.UnservedHandler{Queue: str(v[0]), Handler: str(v[1]), Tasks: n, OldestDue: oldest}
-		if !oldest.After(now) {
-			u.Waiting = now.Sub(oldest)
+		rows, _ := res.([]any)
+		if len(rows) == 0 {
+			return fmt.Errorf("unexpected empty reply")
 		}
-		out = append(out, u)
+		now := microTime(str(rows[0]))
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rows[1:] {
+			v, _ := r.([]any)
+			if len(v) != 3 {
+				return fmt.Errorf("malformed reply")
+			}
+			h := str(v[0])
+			if served(ws, q, h) {
+				continue
+			}
+			n, _ := v[1].(int64)
+			oldest := microTime(floatMicros(str(v[2])))
+			u := store.UnservedHandler{Queue: q, Handler: h, Tasks: n, OldestDue: oldest}
+			if !oldest.After(now) {
+				u.Waiting = now.Sub(oldest)
+			}
+			out = append(out, u)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: unserved handlers: %w", err)
 	}
 	slices.SortFunc(out, func(a, b store.UnservedHandler) int {
 		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Handler, b.Handler))
@@ -162,7 +179,21 @@ func (s *Store) UnservedHandlers(ctx context.Context, p store.UnservedParams) ([
 	return out, nil
 }
 
-// DeadLetterUnserved implements store.WorkerRegistry.
+// served reports whether a live (not stale) worker of ws serves handler h
+// of queue q.
+func served(ws []store.WorkerInfo, q, h string) bool {
+	for _, w := range ws {
+		if !w.Stale && slices.Contains(w.Queues, q) && slices.Contains(w.Handlers, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeadLetterUnserved implements store.WorkerRegistry. The registry is
+// read just before the queue's script runs (they are in different
+// slots): a worker that registers for the pair in between does not stop
+// this call.
 func (s *Store) DeadLetterUnserved(ctx context.Context, p store.DeadLetterUnservedParams) (int64, error) {
 	if err := rdq.ValidateName("queue", p.Queue); err != nil {
 		return 0, fmt.Errorf("redisstore: dead-letter unserved: %w", err)
@@ -173,7 +204,14 @@ func (s *Store) DeadLetterUnserved(ctx context.Context, p store.DeadLetterUnserv
 	if p.Grace < 0 || p.Limit < 1 || p.Failure.Type == "" {
 		return 0, fmt.Errorf("%w: redisstore: dead-letter unserved needs a grace of zero or more, a limit of at least 1 and a failure (got %s, %d, %q)", rdq.ErrInvalid, p.Grace, p.Limit, p.Failure.Type)
 	}
-	res, err := s.run(ctx, scriptDeadLetterUnserved, nowArg(p.Now), p.Queue, p.Handler, micros(p.Grace), p.Limit, p.Actor,
+	ws, err := s.workers(ctx, p.Now)
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: dead-letter unserved: %w", err)
+	}
+	if served(ws, p.Queue, p.Handler) {
+		return 0, nil
+	}
+	res, err := s.runAudited(ctx, scriptDeadLetterUnserved, p.Queue, nowArg(p.Now), p.Queue, p.Handler, micros(p.Grace), p.Limit, p.Actor,
 		cut(p.Failure.Type), p.Failure.Message, cut(p.Failure.Fingerprint))
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: dead-letter unserved: %w", err)

@@ -5,6 +5,19 @@ import "github.com/redis/go-redis/v9"
 // Every Lua script of the store is in this file. Each one runs atomically
 // on the server: it is what a transaction is to the SQL stores.
 //
+// Slots. Every script touches the keys of one queue only, which share a
+// hash tag (the queue's name in braces), so on Redis Cluster each script
+// runs on the node that holds that queue's slot; KEYS[1] of every queue
+// script is the queue's prefix P (below), which routes it there and from
+// which the script reads the queue's name (Q). A batch that spans queues
+// is split by the store into one script per queue on a cluster; on one
+// server, where every slot is local, an enqueue, a claim and a finish
+// batch across queues stay one script (these scripts read each task's
+// queue from their arguments, not from KEYS[1]). The namespace's own
+// keys are each in a slot of their own and are written by the store
+// outside the scripts, in an order that is safe without atomicity across
+// slots (see each).
+//
 // Keys. ARGV[1] of every script is the store's namespace N. A queue Q's
 // keys share the prefix N:{Q} (P below), whose hash tag is the queue:
 //
@@ -15,28 +28,31 @@ import "github.com/redis/go-redis/v9"
 //	P:hps      set      the queue's paused handlers
 //	P:inflight zset     IN_FLIGHT tasks, by lease expiry (µs)
 //	P:done     zset     SUCCEEDED tasks, by finish time (µs)
-//	P:dead     zset     DEAD tasks, by finish time (µs)
 //	P:ik:K     string   idempotency key K: the task's ID, or
 //	                    "purged:ID:CREATED:PURGED" once it was purged
 //	P:ikp      zset     purged keys K, by purge time (µs), for pruning
 //	P:paused   string   present while the queue is paused
 //	P:handlers set      handlers whose tasks have waited in the queue
-//	P:dead, P:df:F, P:dfs, P:dm  dead-letter indexes (see bury)
+//	P:audit    zset     the queue's audit entries (record below), by ID
+//	P:dead, P:dh:H, P:de:E, P:df:F, P:dfs, P:dfk:F, P:dm  dead-letter
+//	                    indexes (see bury)
 //	P:sm:M     hash     series counts of minute M (minutes since the
 //	                    epoch), fields kind and handler (see tally)
 //	P:sh:H     hash     the same of hour H (hours since the epoch)
 //
-// and the namespace's own keys:
+// and the namespace's own keys, each in a slot of its own:
 //
-//	N:queues   set      every queue that ever had a task
-//	N:paused   set      the paused queues
-//	N:hps      set      paused handlers, as "queue\nhandler"
-//	N:workers  set      registered worker IDs
-//	N:w:ID     hash     a worker's entry (see scriptRegister)
-//	N:dead, N:dh:H, N:de:E, N:df:F, N:dfs, N:dfk:F  dead-letter indexes
-//	N:id:ID    string   the queue of task ID
-//	N:audit    list     audit entries, newest first (record below)
-//	N:auditseq string   the last audit entry's ID
+//	N:queues   set      every queue that ever had a task, or was paused:
+//	                    added before the queue's first script
+//	N:id:ID    string   the queue of task ID: set (NX) before the script
+//	                    that inserts the task, deleted after the script
+//	                    that deletes it; an entry whose task does not
+//	                    exist in its queue reads as "not found"
+//	N:auditseq string   the last audit entry ID reserved: an audited
+//	                    script gets its entry's ID (INCR) as its last
+//	                    argument, so a failed reservation changes nothing
+//	N:{~}:workers set   registered worker IDs
+//	N:{~}:w:ID hash     a worker's entry (see scriptRegister)
 //	N:notify   channel  queue names published when tasks are enqueued
 //
 // A task's hash fields: id, q queue, h handler, p payload, ct content
@@ -60,14 +76,19 @@ import "github.com/redis/go-redis/v9"
 // is the server's TIME unless the caller passes a "now" (tests travel in
 // time with it).
 //
-// Every script here names the keys it touches in its comment. The
-// namespace's keys and the keys of several queues are built inside the
-// scripts from N, which a standalone server allows; see the package
-// documentation for what that means on Redis Cluster.
+// Every script here names the keys it touches in its comment; P is always
+// the prefix of the queue KEYS[1] names.
 
-// prelude is the shared head of every script.
-const prelude = `
+// prelude is the shared head of every script. Its first line is a
+// shebang (Redis 7.0 and later): a script with one may touch keys of one
+// slot only, which Redis Cluster enforces, so a script that strays from
+// its queue's slot fails there instead of working by chance when two
+// slots share a node.
+const prelude = `#!lua
 local N = ARGV[1]
+local P = KEYS[1]
+-- Q is the queue of P (N:{Q}); a namespace holds no brace.
+local Q = string.sub(P, #N + 3, -2)
 local function fmt(n) return string.format('%d', n) end
 local function clock(arg)
   if arg ~= '' then return tonumber(arg) end
@@ -78,7 +99,6 @@ local function nstr(s) return #s .. ':' .. s end
 local function qp(q) return N .. ':{' .. q .. '}' end
 local function tkey(q, id) return qp(q) .. ':t:' .. id end
 local function akey(q, id) return qp(q) .. ':a:' .. id end
-local function idkey(id) return N .. ':id:' .. id end
 local function num(v) if v then return tonumber(v) or 0 end return 0 end
 
 -- tallies holds the series counts of this script's attempts and
@@ -182,25 +202,22 @@ local function unwait(q, id, h)
   redis.call('ZREM', p .. ':ph:' .. h, id)
 end
 
--- bury adds DEAD task id of queue q to the dead-letter indexes, each a
--- zset by finish time: N:dead, P:dead, N:dh:H (handler), N:de:E (error
--- type), N:df:F and P:df:F (fingerprint), and counts it in the group
--- summaries N:dfs and P:dfs (fingerprint -> count) and N:dfk:F (a hash of
--- "queue\nhandler" -> count). P:dm (id -> "LIFE:message in lower case")
--- holds what a count by message or life checks (scriptCountDeadQueue).
+-- bury adds DEAD task id of queue q to the queue's dead-letter indexes,
+-- each a zset by finish time: P:dead, P:dh:H (handler), P:de:E (error
+-- type), P:df:F (fingerprint); counts it in the group summaries P:dfs
+-- (fingerprint -> count) and P:dfk:F (handler -> count); and tallies it.
+-- P:dm (id -> "LIFE:message in lower case") holds what a count by message
+-- or life checks (scriptCountDeadQueue).
 local function bury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi', 'lf', 'em')
   local p, fi = qp(q), v[4]
   redis.call('HSET', p .. ':dm', id, (v[5] or '0') .. ':' .. string.lower(v[6] or ''))
-  redis.call('ZADD', N .. ':dead', fi, id)
   redis.call('ZADD', p .. ':dead', fi, id)
-  redis.call('ZADD', N .. ':dh:' .. v[1], fi, id)
-  redis.call('ZADD', N .. ':de:' .. v[2], fi, id)
-  redis.call('ZADD', N .. ':df:' .. v[3], fi, id)
+  redis.call('ZADD', p .. ':dh:' .. v[1], fi, id)
+  redis.call('ZADD', p .. ':de:' .. v[2], fi, id)
   redis.call('ZADD', p .. ':df:' .. v[3], fi, id)
-  redis.call('ZINCRBY', N .. ':dfs', 1, v[3])
   redis.call('ZINCRBY', p .. ':dfs', 1, v[3])
-  redis.call('HINCRBY', N .. ':dfk:' .. v[3], q .. '\n' .. v[1], 1)
+  redis.call('HINCRBY', p .. ':dfk:' .. v[3], v[1], 1)
   tally(q, v[1], tonumber(fi), 'D')
 end
 
@@ -208,18 +225,14 @@ end
 local function unbury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef')
   local p = qp(q)
-  redis.call('ZREM', N .. ':dead', id)
   redis.call('ZREM', p .. ':dead', id)
   redis.call('HDEL', p .. ':dm', id)
-  redis.call('ZREM', N .. ':dh:' .. v[1], id)
-  redis.call('ZREM', N .. ':de:' .. v[2], id)
-  redis.call('ZREM', N .. ':df:' .. v[3], id)
+  redis.call('ZREM', p .. ':dh:' .. v[1], id)
+  redis.call('ZREM', p .. ':de:' .. v[2], id)
   redis.call('ZREM', p .. ':df:' .. v[3], id)
-  for _, k in ipairs({N .. ':dfs', p .. ':dfs'}) do
-    if tonumber(redis.call('ZINCRBY', k, -1, v[3])) <= 0 then redis.call('ZREM', k, v[3]) end
-  end
-  local gk = N .. ':dfk:' .. v[3]
-  if redis.call('HINCRBY', gk, q .. '\n' .. v[1], -1) <= 0 then redis.call('HDEL', gk, q .. '\n' .. v[1]) end
+  if tonumber(redis.call('ZINCRBY', p .. ':dfs', -1, v[3])) <= 0 then redis.call('ZREM', p .. ':dfs', v[3]) end
+  local gk = p .. ':dfk:' .. v[3]
+  if redis.call('HINCRBY', gk, v[1], -1) <= 0 then redis.call('HDEL', gk, v[1]) end
 end
 
 -- readfilter reads a dead-task filter from ARGV at b+1: queue, handler,
@@ -254,47 +267,34 @@ local function matches(f, v)
   return true
 end
 
--- look reads what matches needs of task id, and its queue (nil when
--- there is no such task).
+-- look reads what matches needs of task id of this script's queue, or nil
+-- when there is no such task.
 local function look(id)
-  local q = redis.call('GET', idkey(id))
-  if not q then return nil, nil end
-  local v = redis.call('HMGET', tkey(q, id), 'st', 'q', 'h', 'et', 'ef', 'fi', 'em', 'lf')
-  if not v[1] then return nil, nil end
-  return q, v
+  local v = redis.call('HMGET', tkey(Q, id), 'st', 'q', 'h', 'et', 'ef', 'fi', 'em', 'lf')
+  if not v[1] then return nil end
+  return v
 end
 
--- audit writes an audit entry and returns its ID. It is the first write of
--- every script that audits, so a failed audit write changes nothing.
--- queues lists the queues the mutation touches, repeats allowed.
-local function audit(at, actor, action, filter, ids, count, reason, details, queues)
-  local id = redis.call('INCR', N .. ':auditseq')
-  local set, names = {}, {}
-  for _, q in ipairs(queues) do
-    if not set[q] then set[q] = true; names[#names+1] = q end
-  end
-  table.sort(names)
-  redis.call('LPUSH', N .. ':audit', nstr(fmt(id)) .. nstr(fmt(at)) .. nstr(actor) .. nstr(action) ..
-    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details) .. nstr(table.concat(names, ',')))
+-- audit writes an audit entry of this script's queue, with the ID the
+-- store reserved (the script's last argument), and returns the ID. The
+-- entries of one mutation across queues share their ID (see ListAudit).
+local function audit(at, actor, action, filter, ids, count, reason, details)
+  local id = tonumber(ARGV[#ARGV])
+  redis.call('ZADD', P .. ':audit', fmt(id), nstr(fmt(id)) .. nstr(fmt(at)) .. nstr(actor) .. nstr(action) ..
+    nstr(filter) .. nstr(ids) .. nstr(fmt(count)) .. nstr(reason) .. nstr(details) .. nstr(Q))
   return id
-end
-
--- firsts returns the first field of each of the tables in list.
-local function firsts(list)
-  local out = {}
-  for i, t in ipairs(list) do out[i] = t[1] end
-  return out
 end
 `
 
-// scriptEnqueue inserts a batch of tasks.
+// scriptEnqueue inserts a batch of tasks of one queue. The store has set
+// each task's N:id:ID (NX) before; a task whose ID the queue holds already
+// is a duplicate.
 // ARGV: N, now, key retention (µs), count, then per task 18 fields: id,
 // queue, handler, payload, content type, headers, idempotency key, delay
 // (µs), max attempts, timeout (µs), has first failure ("1"/"0"), its
 // outcome, error type, message, stack, fingerprint, worker, duration (µs).
-// Keys: N:id:ID, N:queues, N:notify, and of each task's queue P:t:ID,
-// P:a:ID, P:handlers, P:ph:H, P:ik:K, P:ikp, and the dead-letter indexes
-// (bury) for a task created dead.
+// Keys: P:t:ID, P:a:ID, P:handlers, P:ph:H, P:ik:K, P:ikp, and the
+// dead-letter indexes (bury) for a task created dead; N:notify.
 // Returns per task {"new", created (µs)}, {"dup", HGETALL...} or
 // {"purged", id, queue, key, created}.
 var scriptEnqueue = redis.NewScript(prelude + `
@@ -322,10 +322,9 @@ for i = 0, n - 1 do
   local id, q, h = ARGV[b+1], ARGV[b+2], ARGV[b+3]
   local ik = ARGV[b+7]
   local res = nil
-  local existing = redis.call('GET', idkey(id))
-  if existing then
+  local fields = redis.call('HGETALL', tkey(q, id))
+  if #fields > 0 then
     res = {'dup'}
-    local fields = redis.call('HGETALL', tkey(existing, id))
     for _, v in ipairs(fields) do res[#res+1] = v end
   end
   local ikk = qp(q) .. ':ik:' .. ik
@@ -367,12 +366,10 @@ for i = 0, n - 1 do
     else
       later(q, id, h, due)
     end
-    redis.call('SET', idkey(id), q)
     if ik ~= '' then
       redis.call('SET', ikk, id)
       redis.call('ZREM', qp(q) .. ':ikp', ik)
     end
-    if not queues[q] then redis.call('SADD', N .. ':queues', q) end
     queues[q] = true
     res = {'new', fmt(now)}
   end
@@ -384,15 +381,19 @@ flush()
 return out
 `)
 
-// scriptClaim leases up to limit due PENDING tasks of the given queues
-// (and handlers), oldest due first.
+// scriptClaim leases up to limit due PENDING tasks of the queues (and
+// handlers), oldest due first; or, with dry "1", changes nothing and
+// returns the due times and IDs of the tasks it would lease (the store
+// merges the queues of a claim that spans several with them).
+// On Redis Cluster it is given one queue; on one server, several.
 // ARGV: N, now, lease (µs), worker, limit, queue count, queues...,
-// handler count, handlers...
-// Keys: of each queue P:paused, P:handlers (no handlers given), P:hp:H and
-// P:ph:H of each handler, P:inflight, P:t:ID of each claimed
-// task. A paused queue and a paused handler are passed over.
+// handler count, handlers..., dry ("1"/"0").
+// Keys: P:paused, P:handlers (no handlers given), P:hp:H and P:ph:H of
+// each handler, P:inflight, P:t:ID of each claimed task. A paused queue
+// and a paused handler are passed over.
 // Returns per claimed task its HGETALL before the claim followed by the
-// fields the claim set (later pairs override earlier ones).
+// fields the claim set (later pairs override earlier ones); dry, {due,
+// ID} per task.
 var scriptClaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local lease = tonumber(ARGV[3])
@@ -427,6 +428,10 @@ if sources > 1 then
   end)
 end
 local out = {}
+if ARGV[#ARGV] == '1' then
+  for i = 1, math.min(limit, #cands) do out[i] = {fmt(cands[i][1]), cands[i][2]} end
+  return out
+end
 local exp = fmt(now + lease)
 local nows = fmt(now)
 local taken, inflight = {}, {}
@@ -462,7 +467,7 @@ return out
 
 // scriptHeartbeat extends live leases.
 // ARGV: N, now, extend (µs), count, then per lease: id, token.
-// Keys: N:id:ID, and of its queue P:t:ID, P:inflight.
+// Keys: P:t:ID, P:inflight.
 // Returns per lease 1 (extended) or 0 (lost).
 var scriptHeartbeat = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -471,9 +476,9 @@ local n = tonumber(ARGV[4])
 local out = {}
 for i = 0, n - 1 do
   local id, token = ARGV[5 + i*2], tonumber(ARGV[6 + i*2])
-  local q = redis.call('GET', idkey(id))
+  local q = Q
   local ok = 0
-  if q then
+  if redis.call('EXISTS', tkey(q, id)) == 1 then
     local k = tkey(q, id)
     local v = redis.call('HMGET', k, 'st', 'tk')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
@@ -491,10 +496,10 @@ return out
 // ARGV: N, now, count, then per completion 13 fields: id, its queue (if
 // the caller knows it, else empty), token, status, retry in (µs), has attempt
 // ("1"/"0"), outcome, error type, message, stack, fingerprint, worker,
-// duration (µs). A queue given is checked: a task not in it is looked up
-// in N:id:ID.
-// Keys: N:id:ID, and of its queue P:t:ID, P:a:ID, P:inflight, P:handlers,
-// P:ph:H, P:done, and the dead-letter indexes (bury).
+// duration (µs). On Redis Cluster every task is of the script's queue;
+// on one server, a batch may span queues.
+// Keys: P:t:ID, P:a:ID, P:inflight, P:handlers, P:ph:H, P:done, and the
+// dead-letter indexes (bury).
 // Returns per completion 1 (applied) or 0 (lost).
 var scriptFinish = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -516,16 +521,8 @@ for i = 0, n - 1 do
   local b = 4 + i * 13
   local id, q, token, status = ARGV[b], ARGV[b+1], tonumber(ARGV[b+2]), ARGV[b+3]
   local ok = 0
-  local v = nil
-  if q ~= '' then
-    v = redis.call('HMGET', tkey(q, id), unpack(fields))
-    if not v[1] then v = nil end
-  end
-  if not v then
-    q = redis.call('GET', idkey(id))
-    if q then v = redis.call('HMGET', tkey(q, id), unpack(fields)) end
-  end
-  if v then
+  local v = redis.call('HMGET', tkey(q, id), unpack(fields))
+  if v[1] then
     local k = tkey(q, id)
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
       ok = 1
@@ -574,7 +571,7 @@ return out
 
 // scriptRelease returns leased tasks to PENDING, due now.
 // ARGV: N, now, count, then per lease: id, token.
-// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:handlers, P:ph:H.
+// Keys: P:t:ID, P:inflight, P:handlers, P:ph:H.
 // Returns per lease 1 (released) or 0 (lost).
 var scriptRelease = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -582,9 +579,9 @@ local n = tonumber(ARGV[3])
 local out = {}
 for i = 0, n - 1 do
   local id, token = ARGV[4 + i*2], tonumber(ARGV[5 + i*2])
-  local q = redis.call('GET', idkey(id))
+  local q = Q
   local ok = 0
-  if q then
+  if redis.call('EXISTS', tkey(q, id)) == 1 then
     local k = tkey(q, id)
     local v = redis.call('HMGET', k, 'st', 'tk', 'h')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
@@ -601,34 +598,27 @@ return out
 
 // scriptReclaim takes over IN_FLIGHT tasks whose lease expired, oldest
 // expiry first, recording a LEASE_EXPIRED attempt for each.
+// Or, with dry "1", it changes nothing and returns the expiries and IDs of
+// the tasks it would take over (the store merges the queues of a reclaim
+// that spans several with them).
 // ARGV: N, now, lease (µs), worker, limit, error type, message,
-// fingerprint of the lease-expired failure, queue count, queues... (none:
-// every queue of N:queues).
-// Keys: N:queues, and of each queue P:inflight, P:t:ID, P:a:ID.
-// Returns {HGETALL...} per reclaimed task.
+// fingerprint of the lease-expired failure, dry ("1"/"0").
+// Keys: P:inflight, P:t:ID, P:a:ID.
+// Returns {HGETALL...} per reclaimed task; dry, {expiry, ID} per task.
 var scriptReclaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local lease = tonumber(ARGV[3])
 local worker = ARGV[4]
 local limit = tonumber(ARGV[5])
 local etype, emsg, efp = ARGV[6], ARGV[7], ARGV[8]
-local nq = tonumber(ARGV[9])
-local queues = {}
-if nq == 0 then
-  queues = redis.call('SMEMBERS', N .. ':queues')
-else
-  for i = 1, nq do queues[i] = ARGV[9 + i] end
-end
 local cands = {}
-for _, q in ipairs(queues) do
-  local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':inflight', '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
-  for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], q} end
-end
-table.sort(cands, function(a, b)
-  if a[1] ~= b[1] then return a[1] < b[1] end
-  return a[2] < b[2]
-end)
+local r = redis.call('ZRANGEBYSCORE', P .. ':inflight', '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, limit)
+for j = 1, #r, 2 do cands[#cands+1] = {tonumber(r[j+1]), r[j], Q} end
 local out = {}
+if ARGV[9] == '1' then
+  for i = 1, #cands do out[i] = {fmt(cands[i][1]), cands[i][2]} end
+  return out
+end
 for i = 1, math.min(limit, #cands) do
   local c = cands[i]
   local id, q = c[2], c[3]
@@ -648,45 +638,39 @@ return out
 `)
 
 // scriptGet reads a task and its attempts.
-// ARGV: N, id. Keys: N:id:ID, and of its queue P:t:ID, P:a:ID.
+// ARGV: N, id. Keys: P:t:ID, P:a:ID.
 // Returns {} when there is no such task, else {{HGETALL...}, {attempts...}}.
 var scriptGet = redis.NewScript(prelude + `
 local id = ARGV[2]
-local q = redis.call('GET', idkey(id))
-if not q then return {} end
+local q = Q
 local t = redis.call('HGETALL', tkey(q, id))
 if #t == 0 then return {} end
 return {t, redis.call('LRANGE', akey(q, id), 0, -1)}
 `)
 
-// scriptPurgeSucceeded deletes SUCCEEDED tasks that finished before a
-// cut-off, keeping their idempotency keys for the key retention, and
-// prunes the keys purged longer ago than it; it writes a "retention" audit
-// entry, before anything else, when it deletes anything.
+// scriptPurgeSucceeded deletes the queue's SUCCEEDED tasks that finished
+// before a cut-off, keeping their idempotency keys for the key retention,
+// and prunes the keys purged longer ago than it; it writes a "retention"
+// audit entry, before anything else, when it deletes anything. The store
+// deletes the tasks' N:id:ID afterwards.
 // ARGV: N, now, older than (µs), limit, actor, key retention (µs), audit
-// filter (JSON).
-// Keys: N:queues, N:audit, N:auditseq, N:id:ID, and of each queue P:done,
-// P:t:ID, P:a:ID, P:ik:K, P:ikp.
-// Returns the number of tasks deleted.
+// filter (JSON), audit ID.
+// Keys: P:done, P:t:ID, P:a:ID, P:ik:K, P:ikp, P:audit.
+// Returns the IDs of the tasks deleted.
 var scriptPurgeSucceeded = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local cut = now - tonumber(ARGV[3])
 local left = tonumber(ARGV[4])
 local actor = ARGV[5]
 local retention = tonumber(ARGV[6])
-local queues = redis.call('SMEMBERS', N .. ':queues')
-table.sort(queues)
+local q, p = Q, P
 local gone = {}
-for _, q in ipairs(queues) do
-  if left <= 0 then break end
-  local ids = redis.call('ZRANGEBYSCORE', qp(q) .. ':done', '-inf', '(' .. fmt(cut), 'LIMIT', 0, left)
-  for _, id in ipairs(ids) do gone[#gone+1] = {q, id} end
-  left = left - #ids
+if left > 0 then
+  gone = redis.call('ZRANGEBYSCORE', p .. ':done', '-inf', '(' .. fmt(cut), 'LIMIT', 0, left)
 end
-if #gone > 0 then audit(now, actor, 'retention', ARGV[7], '', #gone, '', '', firsts(gone)) end
-for _, g in ipairs(gone) do
-  local q, id = g[1], g[2]
-  local p, k = qp(q), tkey(q, id)
+if #gone > 0 then audit(now, actor, 'retention', ARGV[7], '', #gone, '', '') end
+for _, id in ipairs(gone) do
+  local k = tkey(q, id)
   local v = redis.call('HMGET', k, 'ik', 'cr')
   if v[1] and v[1] ~= '' then
     local ikk = p .. ':ik:' .. v[1]
@@ -695,34 +679,31 @@ for _, g in ipairs(gone) do
       redis.call('ZADD', p .. ':ikp', fmt(now), v[1])
     end
   end
-  redis.call('DEL', k, akey(q, id), idkey(id))
+  redis.call('DEL', k, akey(q, id))
   redis.call('ZREM', p .. ':done', id)
 end
-for _, q in ipairs(queues) do
-  local p = qp(q)
-  local old = redis.call('ZRANGEBYSCORE', p .. ':ikp', '-inf', '(' .. fmt(now - retention), 'LIMIT', 0, 1000)
-  for _, ik in ipairs(old) do
-    local ikk = p .. ':ik:' .. ik
-    local v = redis.call('GET', ikk)
-    if v and string.sub(v, 1, 7) == 'purged:' then redis.call('DEL', ikk) end
-    redis.call('ZREM', p .. ':ikp', ik)
-  end
+local old = redis.call('ZRANGEBYSCORE', p .. ':ikp', '-inf', '(' .. fmt(now - retention), 'LIMIT', 0, 1000)
+for _, ik in ipairs(old) do
+  local ikk = p .. ':ik:' .. ik
+  local v = redis.call('GET', ikk)
+  if v and string.sub(v, 1, 7) == 'purged:' then redis.call('DEL', ikk) end
+  redis.call('ZREM', p .. ':ikp', ik)
 end
-return #gone
+return gone
 `)
 
-// scriptScanDead walks a dead-letter index newest first from a cursor,
-// examining at most a budget of entries, and returns the tasks matching a
-// filter (or their count, or their IDs). The index is the narrowest the
-// filter allows: P:df:F or N:df:F for a fingerprint, P:dead for a queue,
-// N:dh:H for a handler, N:de:E for an error type, else N:dead; the
-// filter's time bounds narrow its score range.
-// A count that the index answers alone is one ZCOUNT.
+// scriptScanDead walks one of the queue's dead-letter indexes newest
+// first from a cursor, examining at most a budget of entries, and returns
+// the tasks matching a filter (or their count, or their IDs). The index
+// is the narrowest the filter allows: P:df:F for a fingerprint, P:dh:H for
+// a handler, P:de:E for an error type, else P:dead; the filter's time
+// bounds narrow its score range. A count that the index answers alone is
+// one ZCOUNT.
 // ARGV: N, mode ("list", "ids" or "count"), limit, budget, cursor finish
 // time (µs, or empty), cursor ID, filter (readfilter; without ids).
-// Keys: the index, N:id:ID and P:t:ID of each entry.
+// Keys: the index, P:t:ID of each entry.
 // Returns {done (1/0), last examined finish time, last examined ID, count,
-// results...}: HGETALL replies ("list") or IDs ("ids").
+// results...}: HGETALL replies ("list") or {ID, finish time} ("ids").
 var scriptScanDead = redis.NewScript(prelude + `
 local mode = ARGV[2]
 local limit = tonumber(ARGV[3])
@@ -730,12 +711,10 @@ local budget = tonumber(ARGV[4])
 local cfi, cid = ARGV[5], ARGV[6]
 local f = readfilter(6)
 local key
-if f.ef ~= '' then
-  if f.q ~= '' then key = qp(f.q) .. ':df:' .. f.ef else key = N .. ':df:' .. f.ef end
-elseif f.q ~= '' then key = qp(f.q) .. ':dead'
-elseif f.h ~= '' then key = N .. ':dh:' .. f.h
-elseif f.et ~= '' then key = N .. ':de:' .. f.et
-else key = N .. ':dead' end
+if f.ef ~= '' then key = P .. ':df:' .. f.ef
+elseif f.h ~= '' then key = P .. ':dh:' .. f.h
+elseif f.et ~= '' then key = P .. ':de:' .. f.et
+else key = P .. ':dead' end
 local hi = '+inf'
 if f.before ~= '' then hi = '(' .. f.before end
 local lo0 = '-inf'
@@ -744,7 +723,6 @@ if f.after ~= '' then lo0 = f.after end
 -- the time bounds) is one ZCOUNT.
 local rest = f.msg == '' and f.lmin <= 0 and f.lbelow <= 0
 if f.ef ~= '' then rest = rest and f.h == '' and f.et == ''
-elseif f.q ~= '' then rest = rest and f.h == '' and f.et == ''
 elseif f.h ~= '' then rest = rest and f.et == '' end
 if mode == 'count' and cfi == '' and rest then
   return {1, '', '', redis.call('ZCOUNT', key, lo0, hi)}
@@ -764,11 +742,11 @@ while seen < budget and (mode == 'count' or found < limit) do
     if not (cfi ~= '' and tonumber(fi) == tonumber(cfi) and id >= cid) then
       seen = seen + 1
       lastfi, lastid = fi, id
-      local q, v = look(id)
-      if q and matches(f, v) then
+      local v = look(id)
+      if v and matches(f, v) then
         found = found + 1
-        if mode == 'list' then out[#out+1] = redis.call('HGETALL', tkey(q, id))
-        elseif mode == 'ids' then out[#out+1] = id end
+        if mode == 'list' then out[#out+1] = redis.call('HGETALL', tkey(Q, id))
+        elseif mode == 'ids' then out[#out+1] = {id, v[6]} end
         if mode ~= 'count' and found >= limit then break end
       end
       if seen >= budget then break end
@@ -782,8 +760,8 @@ return out
 // scriptDeadByID reads the tasks of a list of IDs that are DEAD and match
 // a filter, newest dead first, after a cursor.
 // ARGV: N, limit, cursor finish time (µs, or empty), cursor ID, filter
-// (readfilter, with ids).
-// Keys: N:id:ID, P:t:ID of each ID.
+// (readfilter, with ids: the store passes those of the script's queue).
+// Keys: P:t:ID of each ID.
 // Returns HGETALL replies.
 var scriptDeadByID = redis.NewScript(prelude + `
 local limit = tonumber(ARGV[2])
@@ -793,8 +771,8 @@ local rows, seen = {}, {}
 for _, id in ipairs(f.ids) do
   if not seen[id] then
     seen[id] = true
-    local q, v = look(id)
-    if q and matches(f, v) then
+    local q, v = Q, look(id)
+    if v and matches(f, v) then
       local fi = tonumber(v[6])
       if cfi == '' or fi < tonumber(cfi) or (fi == tonumber(cfi) and id < cid) then
         rows[#rows+1] = {fi, id, q}
@@ -811,17 +789,15 @@ for i = 1, math.min(limit, #rows) do out[i] = redis.call('HGETALL', tkey(rows[i]
 return out
 `)
 
-// scriptDeadGroups reads the kept group summaries: per fingerprint, the
-// count of dead tasks and the first and last of them by finish time.
-// ARGV: N, queue (empty for every queue).
-// Keys: N:dfs or P:dfs, N:df:F or P:df:F of each fingerprint, P:t:ID of
-// each group's newest task.
+// scriptDeadGroups reads the queue's kept group summaries: per
+// fingerprint, the count of dead tasks and the first and last of them by
+// finish time.
+// ARGV: N. Keys: P:dfs, P:df:F of each fingerprint, P:t:ID of each
+// group's newest task.
 // Returns per group {fingerprint, count, first seen, last seen, example
 // ID, error type, message}, largest first.
 var scriptDeadGroups = redis.NewScript(prelude + `
-local q = ARGV[2]
-local sum, pre
-if q == '' then sum, pre = N .. ':dfs', N .. ':df:' else sum, pre = qp(q) .. ':dfs', qp(q) .. ':df:' end
+local sum, pre = P .. ':dfs', P .. ':df:'
 local out = {}
 local r = redis.call('ZREVRANGE', sum, 0, -1, 'WITHSCORES')
 for j = 1, #r, 2 do
@@ -830,9 +806,7 @@ for j = 1, #r, 2 do
   local last = redis.call('ZREVRANGE', pre .. fp, 0, 0, 'WITHSCORES')
   if #last > 0 then
     local ex = last[1]
-    local eq = redis.call('GET', idkey(ex))
-    local v = {'', ''}
-    if eq then v = redis.call('HMGET', tkey(eq, ex), 'et', 'em') end
+    local v = redis.call('HMGET', tkey(Q, ex), 'et', 'em')
     out[#out+1] = {fp, n, first[2], last[2], ex, v[1] or '', v[2] or ''}
   end
 end
@@ -844,9 +818,10 @@ return out
 // ARGV: N, now, actor, reason, action, audit filter (JSON, or empty), audit
 // details (netstrings), max life, has payload ("1"/"0"), payload, SHA-1
 // of the payload the caller read (guards an edit), delay (µs), filter
-// (readfilter; without ids), count, then per task: id, extra delay (µs).
-// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:handlers,
-// P:ph:H and the dead-letter indexes (unbury).
+// (readfilter; without ids), count, then per task: id, extra delay (µs);
+// audit ID.
+// Keys: P:audit, P:t:ID, P:handlers, P:ph:H and the dead-letter indexes
+// (unbury).
 // Returns per task "ok", "notfound", "notdead", "limit", "nomatch", or
 // "changed" (the payload was not the one read: nothing was done).
 var scriptRedrive = redis.NewScript(prelude + `
@@ -860,8 +835,8 @@ local n = tonumber(ARGV[b+1])
 local res, todo, ids, seen = {}, {}, {}, {}
 for i = 0, n - 1 do
   local id, extra = ARGV[b+2+i*2], tonumber(ARGV[b+3+i*2])
-  local q, v = look(id)
-  if not q then res[#res+1] = 'notfound'
+  local q, v = Q, look(id)
+  if not v then res[#res+1] = 'notfound'
   elseif v[1] ~= 'DEAD' or seen[id] then res[#res+1] = 'notdead'
   elseif not matches(f, v) then res[#res+1] = 'nomatch'
   elseif maxlife > 0 and tonumber(v[8]) >= maxlife then res[#res+1] = 'limit'
@@ -874,7 +849,7 @@ for i = 0, n - 1 do
   end
 end
 if #todo == 0 then return res end
-audit(now, actor, action, afilter, table.concat(ids, ','), #todo, reason, details, firsts(todo))
+audit(now, actor, action, afilter, table.concat(ids, ','), #todo, reason, details)
 for _, t in ipairs(todo) do
   local q, id, h = t[1], t[2], t[4]
   local k = tkey(q, id)
@@ -892,11 +867,12 @@ return res
 // attempts, writing its audit entry first when it deletes anything. A
 // "purge" frees the tasks' idempotency keys; "retention" keeps them for
 // the key retention, as PurgeSucceeded does.
+// The store deletes the tasks' N:id:ID afterwards.
 // ARGV: N, now, actor, reason, action, audit filter (JSON), filter
-// (readfilter; without ids), count, ids...
-// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
-// P:ik:K, P:ikp and the dead-letter indexes (unbury).
-// Returns the number of tasks deleted.
+// (readfilter; without ids), count, ids..., audit ID.
+// Keys: P:audit, P:t:ID, P:a:ID, P:ik:K, P:ikp and the dead-letter
+// indexes (unbury).
+// Returns the IDs of the tasks deleted.
 var scriptPurgeDead = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local actor, reason, action, afilter = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
@@ -905,14 +881,15 @@ local n = tonumber(ARGV[b+1])
 local todo, seen = {}, {}
 for i = 1, n do
   local id = ARGV[b+1+i]
-  local q, v = look(id)
-  if q and not seen[id] and matches(f, v) then
+  local q, v = Q, look(id)
+  if v and not seen[id] and matches(f, v) then
     seen[id] = true
     todo[#todo+1] = {q, id}
   end
 end
-if #todo == 0 then return 0 end
-audit(now, actor, action, afilter, '', #todo, reason, '', firsts(todo))
+if #todo == 0 then return {} end
+audit(now, actor, action, afilter, '', #todo, reason, '')
+local gone = {}
 for _, t in ipairs(todo) do
   local q, id = t[1], t[2]
   local p, k = qp(q), tkey(q, id)
@@ -928,63 +905,55 @@ for _, t in ipairs(todo) do
       redis.call('ZREM', p .. ':ikp', ik)
     end
   end
-  redis.call('DEL', k, akey(q, id), idkey(id))
+  redis.call('DEL', k, akey(q, id))
+  gone[#gone+1] = id
 end
-return #todo
+return gone
 `)
 
-// scriptStats counts each queue's tasks by status.
+// scriptStats counts the queue's tasks by status.
 // ARGV: N, now, succeeded window (µs; zero or less counts every
 // succeeded task kept).
-// Keys: N:queues, and of each queue P:handlers, P:ph:H, P:inflight,
-// P:dead, P:done.
-// Returns per queue with tasks {queue, pending, in flight, dead,
-// succeeded in the window, oldest due age (µs)}, by queue name.
+// Keys: P:handlers, P:ph:H, P:inflight, P:dead, P:done.
+// Returns {pending, in flight, dead, succeeded in the window, oldest due
+// age (µs)}, or {} when the queue has no task.
 var scriptStats = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local since = '-inf'
 if tonumber(ARGV[3]) > 0 then since = fmt(now - tonumber(ARGV[3])) end
-local queues = redis.call('SMEMBERS', N .. ':queues')
-table.sort(queues)
-local out = {}
-for _, q in ipairs(queues) do
-  local p = qp(q)
-  local pend, oldest = 0, nil
-  for _, h in ipairs(redis.call('SMEMBERS', p .. ':handlers')) do
-    pend = pend + redis.call('ZCARD', p .. ':ph:' .. h)
-    local first = redis.call('ZRANGE', p .. ':ph:' .. h, 0, 0, 'WITHSCORES')
-    if #first > 0 and (not oldest or tonumber(first[2]) < oldest) then oldest = tonumber(first[2]) end
-  end
-  local fl = redis.call('ZCARD', p .. ':inflight')
-  local dead = redis.call('ZCARD', p .. ':dead')
-  local done = redis.call('ZCARD', p .. ':done')
-  if pend + fl + dead + done > 0 then
-    local succ = redis.call('ZCOUNT', p .. ':done', since, '+inf')
-    local age = 0
-    if oldest and oldest <= now then age = now - oldest end
-    out[#out+1] = {q, pend, fl, dead, succ, fmt(age)}
-  end
+local p = P
+local pend, oldest = 0, nil
+for _, h in ipairs(redis.call('SMEMBERS', p .. ':handlers')) do
+  pend = pend + redis.call('ZCARD', p .. ':ph:' .. h)
+  local first = redis.call('ZRANGE', p .. ':ph:' .. h, 0, 0, 'WITHSCORES')
+  if #first > 0 and (not oldest or tonumber(first[2]) < oldest) then oldest = tonumber(first[2]) end
 end
-return out
+local fl = redis.call('ZCARD', p .. ':inflight')
+local dead = redis.call('ZCARD', p .. ':dead')
+local done = redis.call('ZCARD', p .. ':done')
+if pend + fl + dead + done == 0 then return {} end
+local succ = redis.call('ZCOUNT', p .. ':done', since, '+inf')
+local age = 0
+if oldest and oldest <= now then age = now - oldest end
+return {pend, fl, dead, succ, fmt(age)}
 `)
 
 // scriptPause pauses or resumes a queue, writing its audit entry first
 // when it changes anything.
-// ARGV: N, now, queue, "pause" or "resume", actor, reason, audit filter.
-// Keys: P:paused, N:paused, N:audit, N:auditseq.
+// ARGV: N, now, queue, "pause" or "resume", actor, reason, audit filter,
+// audit ID.
+// Keys: P:paused, P:audit; N:notify.
 // Returns 1 when the queue changed state, else 0.
 var scriptPause = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local q, action = ARGV[3], ARGV[4]
 local paused = redis.call('EXISTS', qp(q) .. ':paused') == 1
 if (action == 'pause') == paused then return 0 end
-audit(now, ARGV[5], action, ARGV[7], '', 0, ARGV[6], '', {q})
+audit(now, ARGV[5], action, ARGV[7], '', 0, ARGV[6], '')
 if action == 'pause' then
   redis.call('SET', qp(q) .. ':paused', '1')
-  redis.call('SADD', N .. ':paused', q)
 else
   redis.call('DEL', qp(q) .. ':paused')
-  redis.call('SREM', N .. ':paused', q)
   redis.call('PUBLISH', N .. ':notify', q)
 end
 return 1
@@ -993,7 +962,7 @@ return 1
 // scriptSnooze returns leased tasks to PENDING, due after their delay,
 // without recording or counting an attempt, and counts the snooze.
 // ARGV: N, now, count, then per item: id, token, delay (µs).
-// Keys: N:id:ID, and of its queue P:t:ID, P:inflight, P:handlers, P:ph:H.
+// Keys: P:t:ID, P:inflight, P:handlers, P:ph:H.
 // Returns per item 1 (snoozed) or 0 (lost).
 var scriptSnooze = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1001,9 +970,9 @@ local n = tonumber(ARGV[3])
 local out = {}
 for i = 0, n - 1 do
   local id, token, delay = ARGV[4 + i*3], tonumber(ARGV[5 + i*3]), tonumber(ARGV[6 + i*3])
-  local q = redis.call('GET', idkey(id))
+  local q = Q
   local ok = 0
-  if q then
+  if redis.call('EXISTS', tkey(q, id)) == 1 then
     local k = tkey(q, id)
     local v = redis.call('HMGET', k, 'st', 'tk', 'h')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
@@ -1027,8 +996,7 @@ return out
 // ARGV: N, now, lease (µs), count, then per item 10 fields: id, token,
 // retry in (µs), outcome, error type, message, stack, fingerprint,
 // worker, duration (µs).
-// Keys: N:id:ID, and of its queue P:paused, P:t:ID, P:a:ID, P:inflight,
-// P:handlers, P:ph:H.
+// Keys: P:paused, P:t:ID, P:a:ID, P:inflight, P:handlers, P:ph:H.
 // Returns per item {0} (lost), {2} (left waiting) or {1, HGETALL...}.
 var scriptRetryInPlace = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1038,9 +1006,9 @@ local out = {}
 for i = 0, n - 1 do
   local b = 4 + i * 10
   local id, token = ARGV[b+1], tonumber(ARGV[b+2])
-  local q = redis.call('GET', idkey(id))
+  local q = Q
   local res = {0}
-  if q then
+  if redis.call('EXISTS', tkey(q, id)) == 1 then
     local k = tkey(q, id)
     local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
     if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
@@ -1071,34 +1039,31 @@ flush()
 return out
 `)
 
-// scriptNotDue counts each queue's PENDING tasks due after now.
-// ARGV: N, now. Keys: N:queues, P:handlers and P:ph:H of each queue.
-// Returns {queue, count} for each queue with any.
+// scriptNotDue counts the queue's PENDING tasks due after now.
+// ARGV: N, now. Keys: P:handlers, P:ph:H.
+// Returns the count.
 var scriptNotDue = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
-local out = {}
-for _, q in ipairs(redis.call('SMEMBERS', N .. ':queues')) do
-  local c = 0
-  for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do
-    c = c + redis.call('ZCOUNT', qp(q) .. ':ph:' .. h, '(' .. fmt(now), '+inf')
-  end
-  if c > 0 then out[#out+1] = {q, c} end
+local c = 0
+for _, h in ipairs(redis.call('SMEMBERS', P .. ':handlers')) do
+  c = c + redis.call('ZCOUNT', P .. ':ph:' .. h, '(' .. fmt(now), '+inf')
 end
-return out
+return c
 `)
 
 // scriptDeadHistogram counts dead tasks by finish time in consecutive
 // buckets, over all of them or per fingerprint.
+// Of one queue: the store sums the queues.
 // ARGV: N, since (µs), width (µs), buckets, fingerprint count,
 // fingerprints...
-// Keys: N:dead, or N:df:F of each fingerprint.
+// Keys: P:dead, or P:df:F of each fingerprint.
 // Returns one list of counts per fingerprint (one in all with none).
 var scriptDeadHistogram = redis.NewScript(prelude + `
 local since, width, nb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local nf = tonumber(ARGV[5])
 local keys = {}
-if nf == 0 then keys[1] = N .. ':dead' else
-  for i = 1, nf do keys[i] = N .. ':df:' .. ARGV[5 + i] end
+if nf == 0 then keys[1] = P .. ':dead' else
+  for i = 1, nf do keys[i] = P .. ':df:' .. ARGV[5 + i] end
 end
 local out = {}
 for _, key in ipairs(keys) do
@@ -1112,27 +1077,27 @@ end
 return out
 `)
 
-// scriptDeadGroupKeys reads the queues and handlers of each fingerprint's
-// dead tasks from the summaries bury keeps.
-// ARGV: N, fingerprints... Keys: N:dfk:F of each fingerprint.
-// Returns per fingerprint the HGETALL of its summary.
+// scriptDeadGroupKeys reads the handlers of each fingerprint's dead tasks
+// in the queue from the summaries bury keeps.
+// ARGV: N, fingerprints... Keys: P:dfk:F of each fingerprint.
+// Returns per fingerprint the HGETALL of its summary (handler -> count).
 var scriptDeadGroupKeys = redis.NewScript(prelude + `
 local out = {}
-for i = 2, #ARGV do out[#out+1] = redis.call('HGETALL', N .. ':dfk:' .. ARGV[i]) end
+for i = 2, #ARGV do out[#out+1] = redis.call('HGETALL', P .. ':dfk:' .. ARGV[i]) end
 return out
 `)
 
 // scriptListTasks lists live tasks of one state matching a filter, in the
-// state's order, after a cursor: PENDING tasks never tried in this life
+// state's order, after a cursor, in the script's queue (the store merges
+// queues): PENDING tasks never tried in this life
 // ("pending") or tried ("retrying") by due time, IN_FLIGHT ones by lease
 // expiry, SUCCEEDED ones by finish time, newest first. It walks the
 // state's sorted sets the filter allows (P:ph:H of each handler, or
-// P:inflight, P:done, of each queue) from the cursor and merges them.
+// P:inflight, P:done) from the cursor and merges them.
 // ARGV: N, state, limit, cursor time (µs, or empty), cursor ID, queue,
 // handler, error type, fingerprint, message (lower case), id count,
 // ids...
-// Keys: N:queues, N:id:ID, and of each queue P:handlers, the state's sets
-// and P:t:ID.
+// Keys: P:handlers, the state's sets and P:t:ID.
 // Returns HGETALL replies.
 var scriptListTasks = redis.NewScript(prelude + `
 local state, limit = ARGV[2], tonumber(ARGV[3])
@@ -1165,8 +1130,8 @@ if nids > 0 then
   local seen = {}
   for i = 1, nids do
     local id = ARGV[11 + i]
-    local q = redis.call('GET', idkey(id))
-    if q and not seen[id] and (f.q == '' or f.q == q) then
+    local q = Q
+    if redis.call('EXISTS', tkey(q, id)) == 1 and not seen[id] then
       seen[id] = true
       local key
       if set then key = qp(q) .. set else key = qp(q) .. ':ph:' .. (redis.call('HGET', tkey(q, id), 'h') or '') end
@@ -1175,8 +1140,7 @@ if nids > 0 then
     end
   end
 else
-  local queues
-  if f.q ~= '' then queues = {f.q} else queues = redis.call('SMEMBERS', N .. ':queues') end
+  local queues = {Q}
   local keys = {}
   for _, q in ipairs(queues) do
     if set then keys[#keys+1] = {qp(q) .. set, q}
@@ -1223,9 +1187,8 @@ return out
 
 // scriptRetryNow makes PENDING tasks due now, writing its audit entry
 // first when it changes anything, and notifies their queues.
-// ARGV: N, now, actor, reason, count, ids...
-// Keys: N:audit, N:auditseq, N:id:ID, N:notify, and of its queue P:t:ID,
-// P:handlers, P:ph:H.
+// ARGV: N, now, actor, reason, count, ids..., audit ID.
+// Keys: P:audit, P:t:ID, P:handlers, P:ph:H; N:notify.
 // Returns per task "ok", "notfound" or "notpending".
 var scriptRetryNow = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1233,8 +1196,8 @@ local n = tonumber(ARGV[5])
 local res, todo, ids, seen = {}, {}, {}, {}
 for i = 1, n do
   local id = ARGV[5 + i]
-  local q, v = look(id)
-  if not q then res[i] = 'notfound'
+  local q, v = Q, look(id)
+  if not v then res[i] = 'notfound'
   elseif v[1] ~= 'PENDING' or seen[id] then
     if seen[id] then res[i] = 'ok' else res[i] = 'notpending' end
   else
@@ -1245,7 +1208,7 @@ for i = 1, n do
   end
 end
 if #todo == 0 then return res end
-audit(now, ARGV[3], 'retry_now', '', table.concat(ids, ','), #todo, ARGV[4], '', firsts(todo))
+audit(now, ARGV[3], 'retry_now', '', table.concat(ids, ','), #todo, ARGV[4], '')
 local queues = {}
 for _, t in ipairs(todo) do
   redis.call('HSET', tkey(t[1], t[2]), 'nx', fmt(now), 'up', fmt(now))
@@ -1259,9 +1222,9 @@ return res
 // scriptCancel moves PENDING tasks to DEAD with a CANCELLED attempt,
 // writing its audit entry first when it changes anything.
 // ARGV: N, now, actor, reason, error type, message, fingerprint, count,
-// ids...
-// Keys: N:audit, N:auditseq, N:id:ID, and of its queue P:t:ID, P:a:ID,
-// P:handlers, P:ph:H and the dead-letter indexes (bury).
+// ids..., audit ID.
+// Keys: P:audit, P:t:ID, P:a:ID, P:handlers, P:ph:H and the dead-letter
+// indexes (bury).
 // Returns per task "ok", "notfound" or "notpending".
 var scriptCancel = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1270,8 +1233,8 @@ local n = tonumber(ARGV[8])
 local res, todo, ids, seen = {}, {}, {}, {}
 for i = 1, n do
   local id = ARGV[8 + i]
-  local q, v = look(id)
-  if not q then res[i] = 'notfound'
+  local q, v = Q, look(id)
+  if not v then res[i] = 'notfound'
   elseif seen[id] then res[i] = 'ok'
   elseif v[1] ~= 'PENDING' then res[i] = 'notpending'
   else
@@ -1282,7 +1245,7 @@ for i = 1, n do
   end
 end
 if #todo == 0 then return res end
-audit(now, actor, 'cancel', '', table.concat(ids, ','), #todo, reason, '', firsts(todo))
+audit(now, actor, 'cancel', '', table.concat(ids, ','), #todo, reason, '')
 for _, t in ipairs(todo) do
   local q, id = t[1], t[2]
   local k = tkey(q, id)
@@ -1296,108 +1259,95 @@ flush()
 return res
 `)
 
-// liveServes is the Lua that tells whether a live registered worker serves
-// (q, h) at now.
-const liveServes = `
-local function served(now, q, h)
-  for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
-    local v = redis.call('HMGET', N .. ':w:' .. id, 'qs', 'hs', 'seen', 'stale')
-    if v[3] and now - tonumber(v[3]) < tonumber(v[4]) and
-      string.find(v[1], ',' .. q .. ',', 1, true) and string.find(v[2], ',' .. h .. ',', 1, true) then
-      return true
-    end
-  end
-  return false
-end
-`
-
 // scriptRegister inserts or refreshes a worker's entry and removes the
-// expired entries.
+// expired entries. KEYS[1] is the registry's prefix N:{~}.
 // ARGV: N, now, id, host, pid, version, queues (",a,b,"), handlers
 // (",h1,h2,"), slots, in flight, stale after (µs), expire after (µs).
-// Keys: N:workers, N:w:ID of every worker.
+// Keys: N:{~}:workers, N:{~}:w:ID of every worker.
 // A worker's hash: host, pid, ver, qs, hs, slots, inflight, started,
 // seen (µs), stale and expire (µs).
 var scriptRegister = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
-for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
-  local v = redis.call('HMGET', N .. ':w:' .. id, 'seen', 'expire')
+for _, id in ipairs(redis.call('SMEMBERS', P .. ':workers')) do
+  local v = redis.call('HMGET', P .. ':w:' .. id, 'seen', 'expire')
   if not v[1] or now - tonumber(v[1]) >= tonumber(v[2]) then
-    redis.call('DEL', N .. ':w:' .. id)
-    redis.call('SREM', N .. ':workers', id)
+    redis.call('DEL', P .. ':w:' .. id)
+    redis.call('SREM', P .. ':workers', id)
   end
 end
-local k = N .. ':w:' .. ARGV[3]
+local k = P .. ':w:' .. ARGV[3]
 local started = redis.call('HGET', k, 'started') or fmt(now)
 redis.call('HSET', k, 'host', ARGV[4], 'pid', ARGV[5], 'ver', ARGV[6], 'qs', ARGV[7], 'hs', ARGV[8],
   'slots', ARGV[9], 'inflight', ARGV[10], 'started', started, 'seen', fmt(now), 'stale', ARGV[11], 'expire', ARGV[12])
-redis.call('SADD', N .. ':workers', ARGV[3])
+redis.call('SADD', P .. ':workers', ARGV[3])
 return 1
 `)
 
-// scriptWorkers reads every worker entry.
-// ARGV: N, now. Keys: N:workers, N:w:ID of every worker.
+// scriptDeregister removes a worker's entry. KEYS[1] is the registry's
+// prefix N:{~}.
+// ARGV: N, id. Keys: N:{~}:workers, N:{~}:w:ID.
+var scriptDeregister = redis.NewScript(prelude + `
+redis.call('DEL', P .. ':w:' .. ARGV[2])
+redis.call('SREM', P .. ':workers', ARGV[2])
+return 1
+`)
+
+// scriptWorkers reads every worker entry. KEYS[1] is the registry's
+// prefix N:{~}.
+// ARGV: N, now. Keys: N:{~}:workers, N:{~}:w:ID of every worker.
 // Returns {now, {id, HGETALL...}...}.
 var scriptWorkers = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local out = {fmt(now)}
-for _, id in ipairs(redis.call('SMEMBERS', N .. ':workers')) do
+for _, id in ipairs(redis.call('SMEMBERS', P .. ':workers')) do
   local row = {id}
-  for _, f in ipairs(redis.call('HGETALL', N .. ':w:' .. id)) do row[#row+1] = f end
+  for _, f in ipairs(redis.call('HGETALL', P .. ':w:' .. id)) do row[#row+1] = f end
   out[#out+1] = row
 end
 return out
 `)
 
-// scriptUnserved counts the PENDING tasks of each (queue, handler) that no
-// live worker serves.
-// ARGV: N, now, due only ("1"/"0"), queue count, queues... (none: every
-// queue).
-// Keys: N:queues, N:workers, N:w:ID, and of each queue P:handlers and
-// P:ph:H.
-// Returns {queue, handler, count, oldest due (µs)} per pair, and now
-// first.
-var scriptUnserved = redis.NewScript(prelude + liveServes + `
+// scriptUnserved counts the PENDING tasks of each handler of the queue
+// (the store keeps the pairs no live worker serves).
+// ARGV: N, now, due only ("1"/"0").
+// Keys: P:handlers, P:hp:H and P:ph:H.
+// Returns {handler, count, oldest due (µs)} per handler with tasks, and
+// now first.
+var scriptUnserved = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local dueonly = ARGV[3] == '1'
-local nq = tonumber(ARGV[4])
-local queues = {}
-if nq == 0 then queues = redis.call('SMEMBERS', N .. ':queues') else
-  for i = 1, nq do queues[i] = ARGV[4 + i] end
-end
 local out = {fmt(now)}
-for _, q in ipairs(queues) do
-  for _, h in ipairs(redis.call('SMEMBERS', qp(q) .. ':handlers')) do
-    local key = qp(q) .. ':ph:' .. h
-    local n
-    if not dueonly then n = redis.call('ZCARD', key)
-    elseif held(q, h) then n = 0
-    else n = redis.call('ZCOUNT', key, '-inf', fmt(now)) end
-    if n > 0 and not served(now, q, h) then
-      local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-      out[#out+1] = {q, h, n, first[2]}
-    end
+for _, h in ipairs(redis.call('SMEMBERS', P .. ':handlers')) do
+  local key = P .. ':ph:' .. h
+  local n
+  if not dueonly then n = redis.call('ZCARD', key)
+  elseif held(Q, h) then n = 0
+  else n = redis.call('ZCOUNT', key, '-inf', fmt(now)) end
+  if n > 0 then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    out[#out+1] = {h, n, first[2]}
   end
 end
 return out
 `)
 
 // scriptDeadLetterUnserved moves to DEAD the PENDING tasks of (queue,
-// handler) due for at least a grace while no live worker serves the pair,
-// each with a PERMANENT_FAILURE attempt, writing its audit entry first.
+// handler) due for at least a grace, each with a PERMANENT_FAILURE
+// attempt, writing its audit entry first; the store has checked that no
+// live worker serves the pair just before.
 // ARGV: N, now, queue, handler, grace (µs), limit, actor, error type,
-// message, fingerprint.
-// Keys: N:workers, N:w:ID, N:audit, N:auditseq, and of the queue P:ph:H,
-// P:t:ID, P:a:ID and the dead-letter indexes (bury).
+// message, fingerprint, audit ID.
+// Keys: P:audit, P:hp:H, P:ph:H, P:t:ID, P:a:ID and the dead-letter
+// indexes (bury).
 // Returns the number of tasks moved.
-var scriptDeadLetterUnserved = redis.NewScript(prelude + liveServes + `
+var scriptDeadLetterUnserved = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
-local q, h = ARGV[3], ARGV[4]
-if held(q, h) or served(now, q, h) then return 0 end
+local q, h = Q, ARGV[4]
+if held(q, h) then return 0 end
 local ids = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now - tonumber(ARGV[5])), 'LIMIT', 0, tonumber(ARGV[6]))
 if #ids == 0 then return 0 end
 local actor, etype, emsg, efp = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', '', {q})
+audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', '')
 for _, id in ipairs(ids) do
   local k = tkey(q, id)
   unwait(q, id, h)
@@ -1418,7 +1368,7 @@ return #ids
 // ("1"/"0"), probe id, probe token, actor, reason, fingerprint, ratio (as
 // kept), ratio (as audited, or empty), cool-off (as audited), audit
 // filter.
-// Keys: P:hp:H, P:hps, N:hps, P:ph:H, N:audit, N:auditseq.
+// Keys: P:hp:H, P:hps, P:ph:H, P:audit. The audit ID is the last argument.
 // A pause's hash: state, since, probeat (µs, 0 for none), trips, pid,
 // ptoken (the probe's lease while half-open), actor, reason, fp, ratio.
 // Returns 1 when it changed anything, else 0.
@@ -1440,11 +1390,10 @@ local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(fmt(trips)) 
 if ARGV[11] ~= '' then details = details .. nstr('fingerprint') .. nstr(ARGV[11]) end
 if ARGV[13] ~= '' then details = details .. nstr('ratio') .. nstr(ARGV[13]) end
 local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
-audit(now, ARGV[9], 'pause_handler', ARGV[15], '', waiting, ARGV[10], details, {q})
+audit(now, ARGV[9], 'pause_handler', ARGV[15], '', waiting, ARGV[10], details)
 if trips == 1 then
   redis.call('HSET', pk, 'since', fmt(now))
   redis.call('SADD', qp(q) .. ':hps', h)
-  redis.call('SADD', N .. ':hps', q .. '\n' .. h)
 end
 redis.call('HSET', pk, 'state', 'open', 'probeat', fmt(probeat), 'trips', fmt(trips), 'pid', '', 'ptoken', '0',
   'actor', ARGV[9], 'reason', ARGV[10], 'fp', ARGV[11], 'ratio', ARGV[12])
@@ -1456,7 +1405,8 @@ return 1
 // waiting tasks are claimable again.
 // ARGV: N, now, queue, handler, has probe ("1"/"0"), probe id, probe
 // token, actor, reason, audit filter.
-// Keys: P:hp:H, P:hps, N:hps, P:ph:H, N:audit, N:auditseq, N:notify.
+// Keys: P:hp:H, P:hps, P:ph:H, P:audit; N:notify. The audit ID is the
+// last argument.
 // Returns 1 when it resumed the handler, else 0.
 var scriptResumeHandler = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
@@ -1468,10 +1418,9 @@ if ARGV[5] == '1' and (v[1] ~= 'half_open' or v[2] ~= ARGV[6] or tonumber(v[3]) 
 local details = nstr('handler') .. nstr(h) .. nstr('trips') .. nstr(v[4])
 if ARGV[5] == '1' then details = details .. nstr('probe') .. nstr(ARGV[6]) end
 local waiting = redis.call('ZCARD', qp(q) .. ':ph:' .. h)
-audit(now, ARGV[8], 'resume_handler', ARGV[10], '', waiting, ARGV[9], details, {q})
+audit(now, ARGV[8], 'resume_handler', ARGV[10], '', waiting, ARGV[9], details)
 redis.call('DEL', pk)
 redis.call('SREM', qp(q) .. ':hps', h)
-redis.call('SREM', N .. ':hps', q .. '\n' .. h)
 redis.call('PUBLISH', N .. ':notify', q)
 return 1
 `)
@@ -1538,25 +1487,24 @@ end
 return out
 `)
 
-// scriptPausedHandlers reads the paused handlers of a queue (every queue
-// when empty).
-// ARGV: N, queue. Keys: N:hps or P:hps, P:hp:H of each.
+// scriptPausedHandlers reads the paused handlers of the queue.
+// ARGV: N. Keys: P:hps, P:hp:H of each.
 // Returns {queue, handler, HGETALL} per paused handler.
 var scriptPausedHandlers = redis.NewScript(prelude + `
 local out = {}
-local pairs_ = {}
-if ARGV[2] == '' then
-  for _, m in ipairs(redis.call('SMEMBERS', N .. ':hps')) do
-    local q, h = string.match(m, '^([^\n]*)\n(.*)$')
-    pairs_[#pairs_+1] = {q, h}
-  end
-else
-  for _, h in ipairs(redis.call('SMEMBERS', qp(ARGV[2]) .. ':hps')) do pairs_[#pairs_+1] = {ARGV[2], h} end
-end
-for _, p in ipairs(pairs_) do
-  out[#out+1] = {p[1], p[2], redis.call('HGETALL', qp(p[1]) .. ':hp:' .. p[2])}
+for _, h in ipairs(redis.call('SMEMBERS', P .. ':hps')) do
+  out[#out+1] = {Q, h, redis.call('HGETALL', P .. ':hp:' .. h)}
 end
 return out
+`)
+
+// scriptUnindex removes a task's entry from the ID index if it still
+// names the queue the store wrote it with (a task the enqueue script did
+// not insert).
+// KEYS: N:id:ID. ARGV: the queue.
+var scriptUnindex = redis.NewScript(`#!lua
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
 `)
 
 // scriptWaiting counts handler H's waiting tasks of a queue: all of them
@@ -1564,13 +1512,13 @@ return out
 // whether they were tried in their current life (at > 0: retrying) or
 // not (scheduled), walking at most budget of them by due time from rank
 // from (-1: the first one not due).
-// ARGV: N, now, queue, handler, from, budget.
+// ARGV: N, now, handler, from, budget.
 // Keys: of the queue P:hp:H, P:ph:H, P:t:ID of each task walked.
 // Returns {held, retrying, scheduled, next rank (-1: done)}.
 var scriptWaiting = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
-local q, h = ARGV[3], ARGV[4]
-local from, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
+local q, h = Q, ARGV[3]
+local from, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
 local key = qp(q) .. ':ph:' .. h
 if held(q, h) then return {redis.call('ZCARD', key), 0, 0, -1} end
 if from < 0 then from = redis.call('ZCOUNT', key, '-inf', fmt(now)) end
@@ -1589,24 +1537,23 @@ return {0, r, s, nxt}
 // entries: two commands per page of 1,000 (the page of P:dead by rank,
 // the HMGET of their P:dm records), never a task's own hash unless it has
 // no record (a task buried before P:dm was kept).
-// ARGV: N, queue, dead after (µs or empty), dead before (µs or empty), message
+// ARGV: N, dead after (µs or empty), dead before (µs or empty), message
 // (lower case), life min, life below, cursor finish time (µs or empty),
 // cursor ID, budget.
 // Keys: of the queue P:dead, P:dm, P:t:ID of a task without a record.
 // Returns {count, last examined finish time, last examined ID} (empty when
 // the walk is done).
 var scriptCountDeadQueue = redis.NewScript(prelude + `
-local q = ARGV[2]
-local p = qp(q)
+local q, p = Q, P
 local key = p .. ':dead'
-local msg, lmin, lbelow = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
-local cfi, cid, budget = ARGV[8], ARGV[9], tonumber(ARGV[10])
-local hi = tonumber(ARGV[4])
+local msg, lmin, lbelow = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local cfi, cid, budget = ARGV[7], ARGV[8], tonumber(ARGV[9])
+local hi = tonumber(ARGV[3])
 -- Pages by rank, which nothing changes while the script runs: each is
 -- O(log n) plus its size, however far the walk went.
 local rank = 0
 if cfi ~= '' then rank = redis.call('ZCOUNT', key, '-inf', '(' .. cfi)
-elseif ARGV[3] ~= '' then rank = redis.call('ZCOUNT', key, '-inf', '(' .. ARGV[3]) end
+elseif ARGV[2] ~= '' then rank = redis.call('ZCOUNT', key, '-inf', '(' .. ARGV[2]) end
 local cf = tonumber(cfi)
 local found, seen = 0, 0
 local lastfi, lastid = '', ''

@@ -48,7 +48,7 @@ func (s *Store) Series(ctx context.Context, p store.SeriesParams) (store.Series,
 	for i, q := range queues {
 		cmds[i] = make([]*redis.MapStringStringCmd, p.Buckets)
 		for b := range p.Buckets {
-			cmds[i][b] = pipe.HGetAll(ctx, s.ns+":{"+q+"}"+kind+strconv.FormatInt(first+int64(b), 10))
+			cmds[i][b] = pipe.HGetAll(ctx, s.prefix(q)+kind+strconv.FormatInt(first+int64(b), 10))
 		}
 	}
 	if len(queues) > 0 {

@@ -39,7 +39,7 @@ func (s *Store) WaitingCounts(ctx context.Context, now *time.Time) (map[string]s
 	pipe := s.c.Pipeline()
 	hcmds := make([]*redis.StringSliceCmd, len(queues))
 	for i, q := range queues {
-		hcmds[i] = pipe.SMembers(ctx, s.ns+":{"+q+"}:handlers")
+		hcmds[i] = pipe.SMembers(ctx, s.prefix(q)+":handlers")
 	}
 	if len(queues) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -51,7 +51,7 @@ func (s *Store) WaitingCounts(ctx context.Context, now *time.Time) (map[string]s
 		var w store.WaitingCounts
 		for _, h := range hcmds[i].Val() {
 			for from := int64(-1); ; {
-				res, err := s.run(ctx, scriptWaiting, nowArg, q, h, strconv.FormatInt(from, 10), waitingBudget)
+				res, err := s.runQ(ctx, scriptWaiting, q, nowArg, h, strconv.FormatInt(from, 10), waitingBudget)
 				if err != nil {
 					return nil, fmt.Errorf("redisstore: waiting counts of queue %s, handler %s: %w", q, h, err)
 				}

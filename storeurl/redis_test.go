@@ -116,3 +116,73 @@ func TestRedisURLs(t *testing.T) {
 		t.Errorf("error shows the password: %v", err)
 	}
 }
+
+// TestOpenRedisCluster opens a store on the test Redis Cluster by a
+// redis+cluster:// seed list, as rdq and rdq-server do with
+// RDQ_DATABASE_URL, and round-trips a task through it.
+func TestOpenRedisCluster(t *testing.T) {
+	t.Parallel()
+	seeds := os.Getenv("RDQ_TEST_REDIS_CLUSTER")
+	if seeds == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("RDQ_TEST_REDIS_CLUSTER is unset: run scripts/redis-cluster.sh and set it to the seed list it prints")
+		}
+		t.Skip("RDQ_TEST_REDIS_CLUSTER is unset: run scripts/redis-cluster.sh and set it to the seed list it prints")
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(seeds, ",")})
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Redis Cluster at %s (%v): run scripts/redis-cluster.sh", seeds, err)
+		}
+		t.Skipf("no Redis Cluster at %s (%v): run scripts/redis-cluster.sh", seeds, err)
+	}
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	ns := "storeurl-" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			keys, err := node.Keys(ctx, ns+":*").Result()
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				if err := node.Del(ctx, k).Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("deleting the keys of %s: %v", ns, err)
+		}
+	})
+	raw := "redis+cluster://" + seeds + "/?namespace=" + ns
+	tg, err := storeurl.Parse(raw)
+	if err != nil || tg.Kind != storeurl.Redis {
+		t.Fatalf("Parse(%s) = %+v, %v; want Kind Redis", raw, tg, err)
+	}
+	if d := storeurl.Describe(raw); !strings.Contains(d, seeds) {
+		t.Errorf("Describe(%s) = %q, want the seed list", raw, d)
+	}
+	s, err := storeurl.Open(t.Context(), raw, storeurl.Config{})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", storeurl.Describe(raw), err)
+	}
+	defer func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	roundTrip(t, s)
+	if _, err := storeurl.Open(t.Context(), "redis+cluster://"+seeds+"/3", storeurl.Config{}); err == nil || !strings.Contains(err.Error(), "no database") {
+		t.Errorf("Open of a cluster URL with database 3 = %v, want an error saying a cluster has no database", err)
+	}
+}

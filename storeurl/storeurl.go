@@ -3,6 +3,8 @@
 //
 //	postgres://... or postgresql://...      PostgreSQL (pgstore)
 //	redis://... or rediss://...             Redis (redisstore; rediss is TLS)
+//	redis+cluster://h1:p1,h2:p2,...         Redis Cluster (redisstore), from a
+//	                                        seed list; rediss+cluster is TLS
 //	sqlite:PATH, file:PATH or a plain path  a SQLite file (sqlitestore)
 //	empty                                   the default SQLite file, DefaultPath()
 //
@@ -22,7 +24,9 @@
 //
 // A Redis URL is go-redis's (redis://[user:password@]host:port/db) plus an
 // optional namespace parameter (redisstore.NamespaceParam) that prefixes
-// the store's keys.
+// the store's keys. A Redis Cluster URL names some of its nodes
+// (redis+cluster://[user:password@]host1:port1,host2:port2/?namespace=N),
+// from which the client learns the others; it has no database number.
 //
 // # Secrets in URLs
 //
@@ -160,7 +164,8 @@ func Parse(rawURL string) (Target, error) {
 	switch {
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
 		return parsePostgres(u)
-	case strings.HasPrefix(lower, "redis://"), strings.HasPrefix(lower, "rediss://"):
+	case strings.HasPrefix(lower, "redis://"), strings.HasPrefix(lower, "rediss://"),
+		strings.HasPrefix(lower, "redis+cluster://"), strings.HasPrefix(lower, "rediss+cluster://"):
 		return parseRedis(u)
 	case strings.HasPrefix(lower, "sqlite:"):
 		return parseSQLitePath(u, u[len("sqlite:"):])
@@ -171,7 +176,7 @@ func Parse(rawURL string) (Target, error) {
 		return Target{}, fmt.Errorf("%w: a keyword/value connection string (host=… dbname=…) is not supported; use a postgres:// URL", ErrBadURL)
 	}
 	if scheme, _, ok := strings.Cut(u, "://"); ok && !strings.ContainsAny(scheme, `/\`) {
-		return Target{}, fmt.Errorf("%w: %q: unknown scheme %q; use postgres://, postgresql://, redis://, rediss://, sqlite: or a file path", ErrBadURL, Redact(u), scheme)
+		return Target{}, fmt.Errorf("%w: %q: unknown scheme %q; use postgres://, postgresql://, redis://, rediss://, redis+cluster://, sqlite: or a file path", ErrBadURL, Redact(u), scheme)
 	}
 	return sqliteTarget(u, u)
 }
