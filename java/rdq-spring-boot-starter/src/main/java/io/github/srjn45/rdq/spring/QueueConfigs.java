@@ -1,5 +1,6 @@
 package io.github.srjn45.rdq.spring;
 
+import io.github.srjn45.rdq.Breaker;
 import io.github.srjn45.rdq.InvalidInputException;
 import io.github.srjn45.rdq.Policy;
 import io.github.srjn45.rdq.QueueConfig;
@@ -35,10 +36,46 @@ final class QueueConfigs {
         } else if (q.getTimeout() != null) {
             b.timeout(positive(p + "timeout", q.getTimeout()));
         }
+        RdqProperties.Breaker br = q.getBreaker();
+        if (br.isEnabled()) {
+            b.breaker(breaker(p + "breaker.", br));
+        } else if (br.anySet()) {
+            throw new InvalidConfigurationPropertyValueException(p + "breaker.enabled", false,
+                    "the breaker's settings are given but it is off: set " + p + "breaker.enabled=true, or remove them");
+        }
         try {
             return b.build();
         } catch (InvalidInputException e) {
             throw new InvalidConfigurationPropertyValueException("rdq.queues." + queue, queue, e.getMessage());
+        }
+    }
+
+    static Breaker breaker(String p, RdqProperties.Breaker q) {
+        Breaker.Builder b = Breaker.builder();
+        if (q.getWindow() != null) {
+            b.window(positive(p + "window", q.getWindow()));
+        }
+        if (q.getMinFailedTasks() != null) {
+            b.minFailedTasks(positive(p + "min-failed-tasks", q.getMinFailedTasks()));
+        }
+        if (q.getFailureRatio() != null) {
+            double r = q.getFailureRatio();
+            if (!(r > 0 && r <= 1)) {
+                throw new InvalidConfigurationPropertyValueException(p + "failure-ratio", r,
+                        "the failed share of attempts that trips the breaker must be in (0, 1]");
+            }
+            b.failureRatio(r);
+        }
+        if (q.getCoolOff() != null) {
+            b.coolOff(positive(p + "cool-off", q.getCoolOff()));
+        }
+        if (q.getMaxCoolOff() != null) {
+            b.maxCoolOff(positive(p + "max-cool-off", q.getMaxCoolOff()));
+        }
+        try {
+            return b.build();
+        } catch (InvalidInputException e) {
+            throw new InvalidConfigurationPropertyValueException(p.substring(0, p.length() - 1), "", e.getMessage());
         }
     }
 

@@ -22,6 +22,7 @@ import org.springframework.boot.context.properties.source.InvalidConfigurationPr
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Conditional;
 import org.springframework.context.annotation.ConditionContext;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.core.type.AnnotatedTypeMetadata;
 import org.springframework.jdbc.datasource.DataSourceUtils;
 
@@ -39,7 +40,11 @@ import org.springframework.jdbc.datasource.DataSourceUtils;
  *       exists and {@code rdq.worker.enabled} is not false, a {@link Worker}
  *       running the configured queues with those handlers, on the
  *       {@link RdqDataSource} data source if there is one, and an
- *       {@link RdqWorkerLifecycle} starting and stopping it with the context.</li>
+ *       {@link RdqWorkerLifecycle} starting and stopping it with the context;</li>
+ *   <li>the application's Micrometer {@code MeterRegistry} as the worker's
+ *       metrics, and its {@code OpenTelemetry} for the worker's and the client's
+ *       spans and the trace context in task headers, each when the library is on
+ *       the class path and the application has exactly one such bean.</li>
  * </ul>
  *
  * Each bean backs off when the application defines one of its type.
@@ -62,7 +67,7 @@ public class RdqAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     public RdqClient rdqClient(DataSource dataSource, ObjectProvider<RdqSchemaMigration> migration,
-            RdqProperties properties) {
+            RdqProperties properties, ObjectProvider<RdqInstrumentation> instrumentation) {
         migrateFirst(migration);
         RdqClient.Builder b = RdqClient.builder(new TransactionJoiningDataSource(dataSource))
                 .schema(properties.getSchema());
@@ -71,6 +76,7 @@ public class RdqAutoConfiguration {
         }
         properties.getQueues().forEach((name, q) ->
                 b.policy(name, QueueConfigs.policy("rdq.queues." + name + ".policy.", q.getPolicy())));
+        instrumentation.orderedStream().forEach(i -> i.client(b));
         return b.build();
     }
 
@@ -81,7 +87,7 @@ public class RdqAutoConfiguration {
     @Conditional(OnHandlersCondition.class)
     public Worker rdqWorker(DataSource dataSource, @RdqDataSource ObjectProvider<DataSource> rdqDataSource,
             ObjectProvider<RdqSchemaMigration> migration, RdqProperties properties, ListableBeanFactory beans,
-            ObjectProvider<RdqWorkerCustomizer> customizers) {
+            ObjectProvider<RdqWorkerCustomizer> customizers, ObjectProvider<RdqInstrumentation> instrumentation) {
         migrateFirst(migration);
         RdqProperties.Worker w = properties.getWorker();
         Worker.Builder b = Worker.builder(rdqDataSource.getIfAvailable(() -> dataSource)).schema(properties.getSchema());
@@ -112,6 +118,7 @@ public class RdqAutoConfiguration {
             }
             b.handle(h.name(), h.handler());
         }
+        instrumentation.orderedStream().forEach(i -> i.worker(b));
         customizers.orderedStream().forEach(c -> c.customize(b));
         return b.build();
     }
@@ -130,6 +137,36 @@ public class RdqAutoConfiguration {
     }
 
     /** Creates the migration bean, when there is one, so that the schema is migrated before it is used. */
+    /** The worker's metrics in the application's Micrometer registry. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
+    static class Meters {
+        @Bean
+        RdqInstrumentation rdqMeters(ObjectProvider<io.micrometer.core.instrument.MeterRegistry> registry) {
+            return b -> registry.ifUnique(b::meterRegistry);
+        }
+    }
+
+    /** The worker's and the client's spans on the application's OpenTelemetry. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "io.opentelemetry.api.OpenTelemetry")
+    static class Tracing {
+        @Bean
+        RdqInstrumentation rdqTracing(ObjectProvider<io.opentelemetry.api.OpenTelemetry> openTelemetry) {
+            return new RdqInstrumentation() {
+                @Override
+                public void worker(Worker.Builder builder) {
+                    openTelemetry.ifUnique(builder::openTelemetry);
+                }
+
+                @Override
+                public void client(RdqClient.Builder builder) {
+                    openTelemetry.ifUnique(builder::openTelemetry);
+                }
+            };
+        }
+    }
+
     private static void migrateFirst(ObjectProvider<RdqSchemaMigration> migration) {
         migration.getIfAvailable();
     }

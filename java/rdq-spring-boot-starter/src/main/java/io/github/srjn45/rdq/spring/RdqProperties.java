@@ -225,6 +225,9 @@ public class RdqProperties {
         /** The queue's retry policy. */
         private final Policy policy = new Policy();
 
+        /** The queue's circuit breaker, per handler. */
+        private final Breaker breaker = new Breaker();
+
         /** Concurrency, or null for the default. */
         public @Nullable Integer getConcurrency() {
             return concurrency;
@@ -278,6 +281,100 @@ public class RdqProperties {
         /** The policy's properties. */
         public Policy getPolicy() {
             return policy;
+        }
+
+        /** The breaker's properties. */
+        public Breaker getBreaker() {
+            return breaker;
+        }
+    }
+
+    /**
+     * The {@code rdq.queues.<name>.breaker.*} properties: a circuit breaker per
+     * handler of the queue ({@link io.github.srjn45.rdq.Breaker}), off unless
+     * enabled; each value left unset is the SDK's default.
+     */
+    public static class Breaker {
+        /** Whether the queue's handlers pause when one cause fails many tasks. */
+        private boolean enabled;
+
+        /** How far back attempts count; the SDK's default (1m) when unset. */
+        private @Nullable Duration window;
+
+        /** Distinct tasks failed with one cause that trip it; the SDK's default (10) when unset. */
+        private @Nullable Integer minFailedTasks;
+
+        /** The failed share of attempts that trips it, in (0, 1]; the SDK's default (0.5) when unset. */
+        private @Nullable Double failureRatio;
+
+        /** How long the first pause lasts before a probe; the SDK's default (30s) when unset. */
+        private @Nullable Duration coolOff;
+
+        /** The cap of the cool-off as it doubles; the SDK's default (10m) when unset. */
+        private @Nullable Duration maxCoolOff;
+
+        /** Whether the breaker is on. */
+        public boolean isEnabled() {
+            return enabled;
+        }
+
+        /** Turns the breaker on or off. */
+        public void setEnabled(boolean enabled) {
+            this.enabled = enabled;
+        }
+
+        /** The window, or null for the default. */
+        public @Nullable Duration getWindow() {
+            return window;
+        }
+
+        /** Sets the window. */
+        public void setWindow(@Nullable Duration window) {
+            this.window = window;
+        }
+
+        /** The failed tasks that trip it, or null for the default. */
+        public @Nullable Integer getMinFailedTasks() {
+            return minFailedTasks;
+        }
+
+        /** Sets the failed tasks that trip it. */
+        public void setMinFailedTasks(@Nullable Integer minFailedTasks) {
+            this.minFailedTasks = minFailedTasks;
+        }
+
+        /** The failure ratio, or null for the default. */
+        public @Nullable Double getFailureRatio() {
+            return failureRatio;
+        }
+
+        /** Sets the failure ratio. */
+        public void setFailureRatio(@Nullable Double failureRatio) {
+            this.failureRatio = failureRatio;
+        }
+
+        /** The first cool-off, or null for the default. */
+        public @Nullable Duration getCoolOff() {
+            return coolOff;
+        }
+
+        /** Sets the first cool-off. */
+        public void setCoolOff(@Nullable Duration coolOff) {
+            this.coolOff = coolOff;
+        }
+
+        /** The cool-off's cap, or null for the default. */
+        public @Nullable Duration getMaxCoolOff() {
+            return maxCoolOff;
+        }
+
+        /** Sets the cool-off's cap. */
+        public void setMaxCoolOff(@Nullable Duration maxCoolOff) {
+            this.maxCoolOff = maxCoolOff;
+        }
+
+        boolean anySet() {
+            return window != null || minFailedTasks != null || failureRatio != null || coolOff != null || maxCoolOff != null;
         }
     }
 

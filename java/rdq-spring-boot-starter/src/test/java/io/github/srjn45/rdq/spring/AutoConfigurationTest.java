@@ -5,20 +5,35 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.github.srjn45.rdq.Breaker;
 import io.github.srjn45.rdq.Handler;
 import io.github.srjn45.rdq.Migrations;
 import io.github.srjn45.rdq.NewTask;
 import io.github.srjn45.rdq.Policy;
+import io.github.srjn45.rdq.QueueConfig;
 import io.github.srjn45.rdq.RdqClient;
 import io.github.srjn45.rdq.SchemaVersionException;
 import io.github.srjn45.rdq.TaskContext;
 import io.github.srjn45.rdq.Worker;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.opentelemetry.api.OpenTelemetry;
+import io.opentelemetry.api.trace.Span;
+import io.opentelemetry.context.Scope;
+import io.opentelemetry.sdk.OpenTelemetrySdk;
+import io.opentelemetry.sdk.testing.exporter.InMemorySpanExporter;
+import io.opentelemetry.sdk.trace.SdkTracerProvider;
+import io.opentelemetry.sdk.trace.data.SpanData;
+import io.opentelemetry.sdk.trace.export.SimpleSpanProcessor;
+import java.net.ConnectException;
 import java.sql.Connection;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
@@ -139,6 +154,43 @@ class AutoConfigurationTest {
         @Bean
         RdqWorkerCustomizer inCode() {
             return b -> b.queue("coded").handle("c", ctx -> {});
+        }
+    }
+
+    /** A handler whose dependency is down, and the application's observability beans. */
+    @Configuration(proxyBeanMethods = false)
+    static class Observed {
+        static final ConcurrentLinkedQueue<String> traces = new ConcurrentLinkedQueue<>();
+
+        @Bean
+        @RdqHandler(name = "traced", queues = "q")
+        Handler traced() {
+            return ctx -> traces.add(Span.current().getSpanContext().getTraceId());
+        }
+
+        @Bean
+        @RdqHandler(name = "down", queues = "q")
+        Handler down() {
+            return ctx -> {
+                throw new ConnectException("connection refused");
+            };
+        }
+
+        @Bean
+        InMemorySpanExporter spans() {
+            return InMemorySpanExporter.create();
+        }
+
+        @Bean
+        OpenTelemetry openTelemetry(InMemorySpanExporter spans) {
+            return OpenTelemetrySdk.builder()
+                    .setTracerProvider(SdkTracerProvider.builder().addSpanProcessor(SimpleSpanProcessor.create(spans)).build())
+                    .build();
+        }
+
+        @Bean
+        MeterRegistry meterRegistry() {
+            return new SimpleMeterRegistry();
         }
     }
 
@@ -327,6 +379,97 @@ class AutoConfigurationTest {
             assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(InvalidConfigurationPropertyValueException.class)
                     .hasMessageContaining("rdq.queues.q.concurrency");
         });
+    }
+
+    @Test
+    void theApplicationsOpenTelemetryAndMeterRegistryReachTheClientAndTheWorker() {
+        runner(true).withUserConfiguration(Observed.class).run(ctx -> {
+            assertThat(ctx).hasNotFailed();
+            OpenTelemetry otel = ctx.getBean(OpenTelemetry.class);
+            InMemorySpanExporter spans = ctx.getBean(InMemorySpanExporter.class);
+            RdqClient client = ctx.getBean(RdqClient.class);
+            Span parent = otel.getTracer("test").spanBuilder("request").startSpan();
+            String trace = parent.getSpanContext().getTraceId();
+            try (Scope ignored = parent.makeCurrent()) {
+                client.submit(NewTask.builder("q", "traced").build());
+            } finally {
+                parent.end();
+            }
+            TestDatabase.await("the handler ran in the submitter's trace", () -> Observed.traces.contains(trace));
+            List<String> names = spans.getFinishedSpanItems().stream()
+                    .filter(d -> d.getTraceId().equals(trace)).map(SpanData::getName).toList();
+            assertThat(names).contains("rdq.submit");
+            TestDatabase.await("the worker's span ended", () -> spans.getFinishedSpanItems().stream()
+                    .anyMatch(d -> d.getTraceId().equals(trace) && d.getName().equals("rdq.execute traced")));
+            MeterRegistry registry = ctx.getBean(MeterRegistry.class);
+            TestDatabase.await("the worker's metrics are in the application's registry",
+                    () -> registry.find("rdq.worker.handler.duration").tags("handler", "traced").timer() != null);
+        });
+    }
+
+    @Test
+    void withoutMicrometerOrOpenTelemetryTheClientAndWorkerRunAsBefore() {
+        runner(true).withClassLoader(new FilteredClassLoader("io.micrometer", "io.opentelemetry"))
+                .withUserConfiguration(MethodHandlerOnly.class).run(ctx -> {
+                    assertThat(ctx).hasNotFailed().doesNotHaveBean(RdqInstrumentation.class);
+                    RdqClient client = ctx.getBean(RdqClient.class);
+                    UUID id = client.submit(NewTask.builder("q", "m").build()).task().id();
+                    TestDatabase.await("the task ran",
+                            () -> client.get(id).orElseThrow().status() == io.github.srjn45.rdq.Status.SUCCEEDED);
+                });
+    }
+
+    @Test
+    void breakerPropertiesPauseAHandlerWhoseDependencyIsDown() {
+        runner(true).withUserConfiguration(Observed.class)
+                .withPropertyValues("rdq.queues.q.breaker.enabled=true", "rdq.queues.q.breaker.min-failed-tasks=2",
+                        "rdq.queues.q.breaker.cool-off=1h", "rdq.queues.q.breaker.max-cool-off=2h",
+                        "rdq.queues.q.policy.initial-backoff=1h")
+                .run(ctx -> {
+                    assertThat(ctx).hasNotFailed();
+                    RdqClient client = ctx.getBean(RdqClient.class);
+                    for (int i = 0; i < 3; i++) {
+                        client.submit(NewTask.builder("q", "down").build());
+                    }
+                    String schema = schemas.get(schemas.size() - 1);
+                    DataSource ds = ctx.getBean(DataSource.class);
+                    TestDatabase.await("the breaker paused the handler", () -> {
+                        try (Connection c = ds.getConnection(); ResultSet rs = c.createStatement().executeQuery(
+                                "SELECT count(*) FROM " + schema + ".paused_handlers WHERE queue = 'q' AND handler = 'down' AND actor = 'breaker'")) {
+                            rs.next();
+                            return rs.getLong(1) == 1;
+                        } catch (SQLException e) {
+                            throw new IllegalStateException(e);
+                        }
+                    });
+                });
+    }
+
+    @Test
+    void breakerPropertiesBuildTheSdksBreakerAndAreRefusedWhileItIsOff() {
+        RdqProperties.Queue q = new RdqProperties.Queue();
+        assertTrue(QueueConfigs.of("q", q).breaker().isEmpty(), "no breaker unless enabled");
+        q.getBreaker().setEnabled(true);
+        q.getBreaker().setMinFailedTasks(3);
+        q.getBreaker().setCoolOff(Duration.ofSeconds(5));
+        QueueConfig c = QueueConfigs.of("q", q);
+        Breaker b = c.breaker().orElseThrow();
+        assertEquals(3, b.minFailedTasks());
+        assertEquals(Duration.ofSeconds(5), b.coolOff());
+        assertEquals(Breaker.DEFAULT_WINDOW, b.window(), "unset settings are the SDK's defaults");
+
+        runner(true).withUserConfiguration(OneHandler.class).withPropertyValues("rdq.queues.q.breaker.cool-off=5s").run(ctx -> {
+            assertThat(ctx).hasFailed();
+            assertThat(ctx.getStartupFailure()).rootCause().isInstanceOf(InvalidConfigurationPropertyValueException.class)
+                    .hasMessageContaining("rdq.queues.q.breaker.enabled=true");
+        });
+        runner(true).withUserConfiguration(OneHandler.class)
+                .withPropertyValues("rdq.queues.q.breaker.enabled=true", "rdq.queues.q.breaker.failure-ratio=1.5").run(ctx -> {
+                    assertThat(ctx).hasFailed();
+                    assertThat(ctx.getStartupFailure()).rootCause()
+                            .isInstanceOf(InvalidConfigurationPropertyValueException.class)
+                            .hasMessageContaining("rdq.queues.q.breaker.failure-ratio");
+                });
     }
 
     @Test
