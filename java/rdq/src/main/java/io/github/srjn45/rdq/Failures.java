@@ -10,6 +10,7 @@ import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.Collections;
 import java.util.IdentityHashMap;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -50,30 +51,30 @@ public final class Failures {
         return false;
     }
 
-    /** The delay a {@link SnoozeException} in t's cause chain asks for, or null. */
-    public static @Nullable Duration snoozeOf(@Nullable Throwable t) {
+    /** The delay a {@link SnoozeException} in t's cause chain asks for, if there is one. */
+    public static Optional<Duration> snoozeOf(@Nullable Throwable t) {
         if (t == null) {
-            return null;
+            return Optional.empty();
         }
         for (Throwable e : chain(t)) {
             if (e instanceof SnoozeException s) {
-                return s.after();
+                return Optional.of(s.after());
             }
         }
-        return null;
+        return Optional.empty();
     }
 
-    /** The delay a {@link RetryAfterException} in t's cause chain asks for, or null. */
-    public static @Nullable Duration retryAfterOf(@Nullable Throwable t) {
+    /** The delay a {@link RetryAfterException} in t's cause chain asks for, if there is one. */
+    public static Optional<Duration> retryAfterOf(@Nullable Throwable t) {
         if (t == null) {
-            return null;
+            return Optional.empty();
         }
         for (Throwable e : chain(t)) {
             if (e instanceof RetryAfterException r) {
-                return r.after();
+                return Optional.of(r.after());
             }
         }
-        return null;
+        return Optional.empty();
     }
 
     /**

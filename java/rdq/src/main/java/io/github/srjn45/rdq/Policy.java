@@ -501,7 +501,7 @@ public final class Policy {
         if (maxAttempts != UNLIMITED && n >= maxAttempts) {
             return new Decision(outcome, true, Duration.ZERO);
         }
-        Duration after = Failures.retryAfterOf(err);
+        Duration after = Failures.retryAfterOf(err).orElse(null);
         if (after != null) {
             return new Decision(outcome, false, after);
         }

@@ -986,7 +986,7 @@ public final class Worker implements AutoCloseable {
                 completing.incrementAndGet();
             }
             try {
-                Duration snooze = Failures.snoozeOf(err);
+                Duration snooze = Failures.snoozeOf(err).orElse(null);
                 if (snooze != null) {
                     if (e.probe == null && q.policy.canSnooze(t.snoozes())) {
                         // (A breaker's probe must be answered, so it never snoozes.)
