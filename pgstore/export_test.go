@@ -178,3 +178,9 @@ func EnqueueQuery(s *Store, queue string, n int) (string, []any) {
 func HoldStraysQuery(s *Store, queues []string) (string, []any) {
 	return s.q.holdStrays, []any{queues, nil}
 }
+
+// SeriesRollupStep is how many minutes one Series call rolls up at most.
+const SeriesRollupStep = seriesRollupStep
+
+// SeriesLockKey returns the advisory lock key of s's series rollups.
+func SeriesLockKey(s *Store) int64 { return seriesLockKey(s.schema) }
