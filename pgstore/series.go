@@ -11,6 +11,12 @@ import (
 	"github.com/srjn45/rdq/store"
 )
 
+// The series statements run as unnamed statements
+// (pgx.QueryExecModeExec), planned for their arguments on every call: the
+// generic plan of a prepared statement, which PostgreSQL may switch to
+// after five calls, reads the recent history through a parallel bitmap
+// scan instead of the range of attempts_finished_idx.
+
 // seriesRollupStep bounds the minutes one Series call rolls up, the newest
 // first; seriesHistoryMinutes bounds how far before store.SeriesLag a read
 // counts minutes not rolled up yet from the history. Together they bound a
@@ -71,8 +77,8 @@ func (s *Store) Series(ctx context.Context, p store.SeriesParams) (store.Series,
 	if left.newestOlder != nil {
 		out.PartialUntil = left.newestOlder.Add(time.Minute)
 	}
-	rows, err := s.pool.Query(ctx, s.q.series, pl.Start, pl.HoursFrom, pl.HoursTo, pl.Rolled, pl.End,
-		p.Width.Seconds(), p.Queue, p.Handler, from)
+	rows, err := s.pool.Query(ctx, s.q.series, pgx.QueryExecModeExec, pl.Start, pl.HoursFrom, pl.HoursTo, pl.Rolled, pl.End,
+		p.Width.Seconds(), p.Queue, p.Handler, from, left.notDone)
 	if err != nil {
 		return store.Series{}, fmt.Errorf("pgstore: series: %w", err)
 	}
@@ -109,14 +115,16 @@ type seriesLeft struct {
 	// seriesHistoryMinutes before SeriesPlan.Rolled; newestOlder the newest
 	// one before those.
 	oldestRecent, newestOlder *time.Time
+	// notDone lists the hours of the plan not rolled up.
+	notDone []time.Time
 }
 
 // seriesPending reads what is left to roll up for pl; the minutes from
 // history on are counted from the history by the read.
 func (s *Store) seriesPending(ctx context.Context, pl store.SeriesPlan, history time.Time) (seriesLeft, error) {
 	var l seriesLeft
-	if err := s.pool.QueryRow(ctx, s.q.seriesPending, pl.MinutesFrom, pl.Rolled, history, pl.HoursFrom, pl.HoursTo).
-		Scan(&l.minutes, &l.oldestRecent, &l.newestOlder, &l.hours); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.seriesPending, pgx.QueryExecModeExec, pl.MinutesFrom, pl.Rolled, history, pl.HoursFrom, pl.HoursTo).
+		Scan(&l.minutes, &l.oldestRecent, &l.newestOlder, &l.hours, &l.notDone); err != nil {
 		return l, fmt.Errorf("reading what is left to roll up: %w", err)
 	}
 	return l, nil
@@ -136,13 +144,18 @@ func (s *Store) rollup(ctx context.Context, tx pgx.Tx, pl store.SeriesPlan) (boo
 	if !locked {
 		return false, nil
 	}
+	// The planner's guess at what generate_series yields can put a
+	// rollup past jit_above_cost; compiling it would cost more than it.
+	if _, err := tx.Exec(ctx, sqlJITOff); err != nil {
+		return false, fmt.Errorf("turning JIT off: %w", err)
+	}
 	var n int64
-	if err := tx.QueryRow(ctx, s.q.seriesRollup, pl.MinutesFrom, pl.Rolled, pl.Keep, seriesRollupStep).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, s.q.seriesRollup, pgx.QueryExecModeExec, pl.MinutesFrom, pl.Rolled, pl.Keep, seriesRollupStep).Scan(&n); err != nil {
 		return false, fmt.Errorf("rolling up the minutes from %s to %s: %w",
 			pl.MinutesFrom.UTC().Format(time.RFC3339), pl.Rolled.UTC().Format(time.RFC3339), err)
 	}
 	if pl.HoursFrom.Before(pl.HoursTo) {
-		if err := tx.QueryRow(ctx, s.q.seriesRollupHours, pl.HoursFrom, pl.HoursTo, pl.Keep).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, s.q.seriesRollupHours, pgx.QueryExecModeExec, pl.HoursFrom, pl.HoursTo, pl.Keep).Scan(&n); err != nil {
 			return false, fmt.Errorf("rolling up the hours from %s to %s: %w",
 				pl.HoursFrom.UTC().Format(time.RFC3339), pl.HoursTo.UTC().Format(time.RFC3339), err)
 		}

@@ -2258,46 +2258,66 @@ const sqlSeriesLock = `SELECT pg_try_advisory_xact_lock($1)`
 // read: of the minutes of [$1, $2) not rolled up yet, how many there are,
 // the oldest at or after $3 (counted from the history by the read) and the
 // newest before $3 (left out of the read); and how many of the hours of
-// [$4, $5) not rolled up yet have every minute rolled up. Indexes:
-// series_minutes_pkey (a probe per minute and a range per hour),
-// series_hours_done_pkey (a probe per hour).
+// [$4, $5) not rolled up yet have every minute rolled up, and those hours
+// not rolled up yet. Indexes: series_minutes_pkey (a probe per minute and
+// a range per hour), series_hours_done_pkey (a probe per hour).
 const sqlSeriesPending = `
 WITH pending AS (
     SELECT m.minute
     FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_minutes AS s WHERE s.minute = m.minute)
+),
+hours AS (
+    SELECT h.hour,
+           (SELECT count(*) FROM {schema}.series_minutes AS s
+            WHERE s.minute >= h.hour AND s.minute < h.hour + interval '1 hour') = 60 AS complete
+    FROM generate_series($4::timestamptz, $5::timestamptz - interval '1 hour', interval '1 hour') AS h(hour)
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_hours_done AS d WHERE d.hour = h.hour)
 )
 SELECT (SELECT count(*) FROM pending),
        (SELECT min(minute) FROM pending WHERE minute >= $3::timestamptz),
        (SELECT max(minute) FROM pending WHERE minute < $3::timestamptz),
-       (SELECT count(*)
-        FROM generate_series($4::timestamptz, $5::timestamptz - interval '1 hour', interval '1 hour') AS h(hour)
-        WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_hours_done AS d WHERE d.hour = h.hour)
-          AND (SELECT count(*) FROM {schema}.series_minutes AS s
-               WHERE s.minute >= h.hour AND s.minute < h.hour + interval '1 hour') = 60)`
+       (SELECT count(*) FROM hours WHERE complete),
+       (SELECT coalesce(array_agg(hour ORDER BY hour), '{}') FROM hours)`
 
 // sqlSeriesClock reads the store's clock. $1 Now override.
 const sqlSeriesClock = `SELECT coalesce($1::timestamptz, now())`
 
 // sqlSeriesRollup rolls the newest $4 minutes of [$1, $2) not rolled up
-// yet into series_counts and marks them in series_minutes, and deletes
-// both tables' minutes before $3 (the retention). Racing rollups write each
-// row once (ON CONFLICT DO NOTHING: the later one waits for the earlier
-// one's commit, then skips; Series also runs one rollup at a time). Returns
-// how many minutes it rolled up. Indexes:
-// series_minutes_pkey (the minutes done, one range; the arbiter and the
-// deletion), series_counts_pkey (the arbiter and the deletion), and those
-// of seriesEvents over the span of the minutes to do.
+// yet into series_counts, and marks them and the quiet ones (no attempt
+// and no success finished in them, which cost a probe each) in
+// series_minutes; it deletes both tables' minutes before $3 (the
+// retention). Racing rollups write each row once (ON CONFLICT DO NOTHING:
+// the later one waits for the earlier one's commit, then skips; Series
+// also runs one rollup at a time). Returns how many minutes it marked.
+// Indexes: series_minutes_pkey (the minutes done, one range; the arbiter
+// and the deletion), attempts_finished_idx and tasks_succeeded_idx (a
+// probe per minute not rolled up), series_counts_pkey (the arbiter and the
+// deletion), and those of seriesEvents over the span of the newest
+// minutes.
 var sqlSeriesRollup = `
-WITH todo AS (
+WITH pending AS (
     SELECT m.minute
     FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_minutes AS s WHERE s.minute = m.minute)
-    ORDER BY m.minute DESC
-    LIMIT $4
+),
+busy AS (
+    SELECT minute FROM pending ORDER BY minute DESC LIMIT $4
+),
+quiet AS (
+    SELECT p.minute
+    FROM pending AS p
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.attempts AS a
+                      WHERE a.finished_at >= p.minute AND a.finished_at < p.minute + interval '1 minute')
+      AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS t
+                      WHERE t.status = 'SUCCEEDED'
+                        AND t.finished_at >= p.minute AND t.finished_at < p.minute + interval '1 minute')
+),
+todo AS (
+    SELECT minute FROM busy UNION SELECT minute FROM quiet
 ),
 span AS (
-    SELECT min(minute) AS lo, max(minute) + interval '1 minute' AS hi FROM todo
+    SELECT min(minute) AS lo, max(minute) + interval '1 minute' AS hi FROM busy
 ),
 events AS (` + seriesEvents("(SELECT lo FROM span)", "(SELECT hi FROM span)") + `
 ),
@@ -2305,7 +2325,7 @@ counted AS (
     INSERT INTO {schema}.series_counts (minute, queue, handler, attempts, successes, retryable, permanent, dead_lettered)
     SELECT e.minute, e.queue, e.handler, ` + seriesCounted + `
     FROM events AS e
-    WHERE e.minute IN (SELECT minute FROM todo)
+    WHERE e.minute IN (SELECT minute FROM busy)
     GROUP BY e.minute, e.queue, e.handler
     ON CONFLICT DO NOTHING
 ),
@@ -2362,13 +2382,13 @@ SELECT count(*) FROM todo`
 
 // sqlSeries reads a series in buckets of $6 seconds from $1, for queue $7
 // and handler $8 when not empty: the hours of [$2, $3) from series_hours
-// where rolled up, from series_counts where not; the rolled-up minutes of
+// where rolled up, from series_counts for the hours $10 that are not (an
+// array whose length the planner sees); the rolled-up minutes of
 // [$1, $2) and [$3, $4) from series_counts; the minutes of [$9, $4) not
 // rolled up, and those of [$4, $5), from the history. One snapshot: a
 // minute is read from its counters or from the history, never both.
 // Indexes: series_hours_pkey and series_counts_pkey (a range each),
-// series_hours_done_pkey (a probe per hour), series_counts_pkey (a range
-// per hour not rolled up), series_minutes_pkey (a probe per minute, queue
+// series_counts_pkey (a range per hour not rolled up), series_minutes_pkey (a probe per minute, queue
 // and handler of history before $4) and those of seriesEvents over
 // [$9, $5).
 var sqlSeries = `
@@ -2380,9 +2400,8 @@ minutes AS (
     WHERE c.hour >= $2::timestamptz AND c.hour < $3::timestamptz
     UNION ALL
     SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
-    FROM generate_series($2::timestamptz, $3::timestamptz - interval '1 hour', interval '1 hour') AS h(hour)
+    FROM unnest($10::timestamptz[]) AS h(hour)
     JOIN {schema}.series_counts AS c ON c.minute >= h.hour AND c.minute < h.hour + interval '1 hour'
-    WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_hours_done AS d WHERE d.hour = h.hour)
     UNION ALL
     SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
     FROM {schema}.series_counts AS c
