@@ -17,8 +17,9 @@ import (
 // after five calls, reads the recent history through a parallel bitmap
 // scan instead of the range of attempts_finished_idx.
 
-// seriesRollupStep bounds the minutes one Series call rolls up, the newest
-// first; seriesHistoryMinutes bounds how far before store.SeriesLag a read
+// seriesRollupStep bounds the minutes with attempts one Series call rolls
+// up, the newest first (quiet ones cost an index probe each and are all
+// marked); seriesHistoryMinutes bounds how far before store.SeriesLag a read
 // counts minutes not rolled up yet from the history. Together they bound a
 // read's work whatever is left to roll up (after an upgrade, or a long
 // spell without reads): what lies further back is left out of the read,
@@ -31,8 +32,9 @@ const (
 // Series counts attempts and their outcomes per bucket, queue and handler
 // (store.SeriesReader). When complete minutes of the window (older than
 // store.SeriesLag) are not rolled up yet (sqlSeriesPending), it rolls the
-// newest seriesRollupStep of them into counter rows (sqlSeriesRollup) and
-// the complete hours into hour rows (sqlSeriesRollupHours), unless another
+// newest seriesRollupStep of them with attempts into counter rows and
+// marks the quiet ones (sqlSeriesRollup), and rolls the complete hours
+// into hour rows (sqlSeriesRollupHours), unless another
 // call of the schema is rolling up: then it reads what is there. The read
 // (sqlSeries) takes those rows, and counts from the history the minutes
 // since store.SeriesLag and those not rolled up within the
@@ -130,8 +132,9 @@ func (s *Store) seriesPending(ctx context.Context, pl store.SeriesPlan, history 
 	return l, nil
 }
 
-// rollup rolls up, in tx, the newest seriesRollupStep minutes of pl not
-// rolled up yet, and the hours of pl whose every minute is. It takes a
+// rollup rolls up, in tx, the quiet minutes of pl not rolled up yet and
+// the newest seriesRollupStep others, and the hours of pl whose every
+// minute is. It takes a
 // transaction-scoped advisory lock keyed on the schema if it is free, so
 // that one rollup runs at a time (two inserting the same rows in different
 // orders could deadlock) and no reader waits for one; without the lock it

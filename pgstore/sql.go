@@ -2283,10 +2283,10 @@ SELECT (SELECT count(*) FROM pending),
 // sqlSeriesClock reads the store's clock. $1 Now override.
 const sqlSeriesClock = `SELECT coalesce($1::timestamptz, now())`
 
-// sqlSeriesRollup rolls the newest $4 minutes of [$1, $2) not rolled up
-// yet into series_counts, and marks them and the quiet ones (no attempt
-// and no success finished in them, which cost a probe each) in
-// series_minutes; it deletes both tables' minutes before $3 (the
+// sqlSeriesRollup marks the minutes of [$1, $2) not rolled up yet that
+// are quiet (no attempt and no success finished in them: a probe each) in
+// series_minutes, and rolls the newest $4 of the others into
+// series_counts and marks them; it deletes both tables' minutes before $3 (the
 // retention). Racing rollups write each row once (ON CONFLICT DO NOTHING:
 // the later one waits for the earlier one's commit, then skips; Series
 // also runs one rollup at a time). Returns how many minutes it marked.
@@ -2301,17 +2301,20 @@ WITH pending AS (
     FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_minutes AS s WHERE s.minute = m.minute)
 ),
-busy AS (
-    SELECT minute FROM pending ORDER BY minute DESC LIMIT $4
+probed AS (
+    SELECT p.minute,
+           NOT EXISTS (SELECT 1 FROM {schema}.attempts AS a
+                       WHERE a.finished_at >= p.minute AND a.finished_at < p.minute + interval '1 minute')
+           AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS t
+                           WHERE t.status = 'SUCCEEDED'
+                             AND t.finished_at >= p.minute AND t.finished_at < p.minute + interval '1 minute') AS quiet
+    FROM pending AS p
 ),
 quiet AS (
-    SELECT p.minute
-    FROM pending AS p
-    WHERE NOT EXISTS (SELECT 1 FROM {schema}.attempts AS a
-                      WHERE a.finished_at >= p.minute AND a.finished_at < p.minute + interval '1 minute')
-      AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS t
-                      WHERE t.status = 'SUCCEEDED'
-                        AND t.finished_at >= p.minute AND t.finished_at < p.minute + interval '1 minute')
+    SELECT minute FROM probed WHERE quiet
+),
+busy AS (
+    SELECT minute FROM probed WHERE NOT quiet ORDER BY minute DESC LIMIT $4
 ),
 todo AS (
     SELECT minute FROM busy UNION SELECT minute FROM quiet
