@@ -26,6 +26,9 @@ type seriesView struct {
 	Width  time.Duration
 	Counts []store.SeriesCounts
 	Total  store.SeriesCounts
+	// Partial, when not zero, is where the counts become complete (see
+	// store.Series.PartialUntil).
+	Partial time.Time
 }
 
 // activityLine is one queue and handler of a series, summed over it.
@@ -67,7 +70,7 @@ func (c *Console) readSeries(ctx context.Context, r *http.Request, sr store.Seri
 
 // seriesView keeps the lines of s of the queues r may read, and sums them.
 func (c *Console) seriesView(r *http.Request, s store.Series) (seriesView, []activityLine) {
-	v := seriesView{Start: s.Start, Width: s.Width}
+	v := seriesView{Start: s.Start, Width: s.Width, Partial: s.PartialUntil}
 	all := c.can(r, ActionRead, AllQueues)
 	var lines []activityLine
 	for _, l := range s.Lines {

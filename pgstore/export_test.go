@@ -178,3 +178,38 @@ func EnqueueQuery(s *Store, queue string, n int) (string, []any) {
 func HoldStraysQuery(s *Store, queues []string) (string, []any) {
 	return s.q.holdStrays, []any{queues, nil}
 }
+
+// SeriesRollupStep is how many minutes one Series call rolls up at most.
+const SeriesRollupStep = seriesRollupStep
+
+// SeriesLockKey returns the advisory lock key of s's series rollups.
+func SeriesLockKey(s *Store) int64 { return seriesLockKey(s.schema) }
+
+// SeriesStatement is one of the statements of a Series call, with its
+// arguments.
+type SeriesStatement struct {
+	Name string
+	SQL  string
+	Args []any
+}
+
+// SeriesStatements returns the statements of a Series call of p at now
+// with nothing rolled up, with the arguments Series passes them.
+func SeriesStatements(s *Store, p store.SeriesParams, now time.Time) []SeriesStatement {
+	pl := store.PlanSeries(p, now)
+	history := pl.Rolled.Add(-seriesHistoryMinutes * time.Minute)
+	if history.Before(pl.MinutesFrom) {
+		history = pl.MinutesFrom
+	}
+	var notDone []time.Time
+	for h := pl.HoursFrom; h.Before(pl.HoursTo); h = h.Add(time.Hour) {
+		notDone = append(notDone, h)
+	}
+	return []SeriesStatement{
+		{"pending", s.q.seriesPending, []any{pl.MinutesFrom, pl.Rolled, history, pl.HoursFrom, pl.HoursTo}},
+		{"rollup", s.q.seriesRollup, []any{pl.MinutesFrom, pl.Rolled, pl.Keep, seriesRollupStep}},
+		{"rollup hours", s.q.seriesRollupHours, []any{pl.HoursFrom, pl.HoursTo, pl.Keep}},
+		{"read", s.q.series, []any{pl.Start, pl.HoursFrom, pl.HoursTo, pl.Rolled, pl.End,
+			p.Width.Seconds(), p.Queue, p.Handler, history, notDone}},
+	}
+}

@@ -55,10 +55,11 @@ WHERE t.status = 'DEAD'`, nil},
 //
 //	RDQ_BENCH_DEAD_TASKS=1000000 go test -run '^$' -bench Series -benchtime 20x ./pgstore/
 //
-// rollup-24h rolls a whole day of history (every attempt of every task)
-// into minute counters, as the first read after an upgrade does; the other
-// reads run once the counters exist, as every later one does: they read
-// the counters and the last few minutes of history.
+// first-read-after-a-day is the first read of a day by the hour with none
+// of the history rolled up, as after an upgrade: it rolls up a bounded
+// part of it. catch-up-24h is every read until the day is rolled up. The
+// other reads run once the counters exist, as every later one does: they
+// read the counters and the last few minutes of history.
 func BenchmarkSeries(b *testing.B) {
 	n := benchDeadTasks(b)
 	s, _ := pgtest.NewStore(b)
@@ -66,17 +67,44 @@ func BenchmarkSeries(b *testing.B) {
 	ctx := context.Background()
 	pool := pgtest.Pool(b)
 	hours := store.SeriesParams{Width: time.Hour, Buckets: 24}
-	b.Run("rollup-24h", func(b *testing.B) {
+	forget := func(b *testing.B) {
+		b.Helper()
+		if _, err := pool.Exec(ctx, fmt.Sprintf("TRUNCATE %[1]s.series_counts, %[1]s.series_minutes, %[1]s.series_hours, %[1]s.series_hours_done", s.Schema())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("first-read-after-a-day", func(b *testing.B) {
 		for b.Loop() {
 			b.StopTimer()
-			if _, err := pool.Exec(ctx, fmt.Sprintf("TRUNCATE %[1]s.series_counts, %[1]s.series_minutes", s.Schema())); err != nil {
+			forget(b)
+			b.StartTimer()
+			got, err := s.Series(ctx, hours)
+			if err != nil {
 				b.Fatal(err)
 			}
-			b.StartTimer()
-			if _, err := s.Series(ctx, hours); err != nil {
-				b.Fatal(err)
+			if got.PartialUntil.IsZero() {
+				b.Fatal("the first read of a day is complete")
 			}
 		}
+	})
+	b.Run("catch-up-24h", func(b *testing.B) {
+		reads := 0
+		for b.Loop() {
+			b.StopTimer()
+			forget(b)
+			b.StartTimer()
+			for {
+				got, err := s.Series(ctx, hours)
+				if err != nil {
+					b.Fatal(err)
+				}
+				reads++
+				if got.PartialUntil.IsZero() {
+					break
+				}
+			}
+		}
+		b.ReportMetric(float64(reads)/float64(b.N), "reads/op")
 	})
 	for _, r := range []struct {
 		name string
@@ -87,6 +115,21 @@ func BenchmarkSeries(b *testing.B) {
 		{"minutes-60-queue", store.SeriesParams{Width: time.Minute, Buckets: 60, Queue: "queue-7"}},
 		{"minutes-1440", store.SeriesParams{Width: time.Minute, Buckets: 1440}},
 	} {
+		// Once the counters exist: read until nothing is left to roll up.
+		for _, p := range []store.SeriesParams{hours, r.p} {
+			for reads := 1; ; reads++ {
+				got, err := s.Series(ctx, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got.PartialUntil.IsZero() {
+					break
+				}
+				if reads == 100000 {
+					b.Fatalf("the series is still partial after %d reads", reads)
+				}
+			}
+		}
 		b.Run(r.name, func(b *testing.B) {
 			var lines int
 			for b.Loop() {

@@ -1887,6 +1887,7 @@ type queries struct {
 	deadHistogramByFingerprint string
 	deadGroupKeys              string
 	seriesClock                string
+	seriesPending              string
 	seriesRollup               string
 	seriesRollupHours          string
 	series                     string
@@ -1979,6 +1980,7 @@ func buildQueries(quotedSchema, quotedChannel string) queries {
 		deadHistogramByFingerprint: r.Replace(sqlDeadHistogramByFingerprint),
 		deadGroupKeys:              r.Replace(sqlDeadGroupKeys),
 		seriesClock:                sqlSeriesClock,
+		seriesPending:              r.Replace(sqlSeriesPending),
 		seriesRollup:               r.Replace(sqlSeriesRollup),
 		seriesRollupHours:          r.Replace(sqlSeriesRollupHours),
 		series:                     r.Replace(sqlSeries),
@@ -2248,30 +2250,77 @@ const seriesCounted = `count(*) FILTER (WHERE e.outcome <> 'CANCELLED'),
            count(*) FILTER (WHERE e.outcome = 'PERMANENT_FAILURE'),
            count(*) FILTER (WHERE e.dead)`
 
-// sqlSeriesLock serializes the rollups of one schema: $1 is the schema's
-// key (seriesLockKey).
-const sqlSeriesLock = `SELECT pg_advisory_xact_lock($1)`
+// sqlSeriesLock takes the rollup lock of one schema if it is free, and
+// reports whether it did: $1 is the schema's key (seriesLockKey).
+const sqlSeriesLock = `SELECT pg_try_advisory_xact_lock($1)`
 
-// sqlSeriesClock reads the store's clock. $1 Now override.
-const sqlSeriesClock = `SELECT coalesce($1::timestamptz, now())`
-
-// sqlSeriesRollup rolls the minutes of [$1, $2) not rolled up yet into
-// series_counts and marks them in series_minutes, and deletes both tables'
-// minutes before $3 (the retention). Racing rollups write each row once
-// (ON CONFLICT DO NOTHING: the later one waits for the earlier one's
-// commit, then skips; Series also runs rollups one at a time). Returns how
-// many minutes it rolled up. Indexes:
-// series_minutes_pkey (the minutes done, one range; the arbiter and the
-// deletion), series_counts_pkey (the arbiter and the deletion), and those
-// of seriesEvents over the span of the minutes to do.
-var sqlSeriesRollup = `
-WITH todo AS (
+// sqlSeriesPending reads, without writing, what is left to roll up for a
+// read: of the minutes of [$1, $2) not rolled up yet, how many there are,
+// the oldest at or after $3 (counted from the history by the read) and the
+// newest before $3 (left out of the read); and how many of the hours of
+// [$4, $5) not rolled up yet have every minute rolled up, and those hours
+// not rolled up yet. Indexes: series_minutes_pkey (a probe per minute and
+// a range per hour), series_hours_done_pkey (a probe per hour).
+const sqlSeriesPending = `
+WITH pending AS (
     SELECT m.minute
     FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_minutes AS s WHERE s.minute = m.minute)
 ),
+hours AS (
+    SELECT h.hour,
+           (SELECT count(*) FROM {schema}.series_minutes AS s
+            WHERE s.minute >= h.hour AND s.minute < h.hour + interval '1 hour') = 60 AS complete
+    FROM generate_series($4::timestamptz, $5::timestamptz - interval '1 hour', interval '1 hour') AS h(hour)
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_hours_done AS d WHERE d.hour = h.hour)
+)
+SELECT (SELECT count(*) FROM pending),
+       (SELECT min(minute) FROM pending WHERE minute >= $3::timestamptz),
+       (SELECT max(minute) FROM pending WHERE minute < $3::timestamptz),
+       (SELECT count(*) FROM hours WHERE complete),
+       (SELECT coalesce(array_agg(hour ORDER BY hour), '{}') FROM hours)`
+
+// sqlSeriesClock reads the store's clock. $1 Now override.
+const sqlSeriesClock = `SELECT coalesce($1::timestamptz, now())`
+
+// sqlSeriesRollup marks the minutes of [$1, $2) not rolled up yet that
+// are quiet (no attempt and no success finished in them: a probe each) in
+// series_minutes, and rolls the newest $4 of the others into
+// series_counts and marks them; it deletes both tables' minutes before $3 (the
+// retention). Racing rollups write each row once (ON CONFLICT DO NOTHING:
+// the later one waits for the earlier one's commit, then skips; Series
+// also runs one rollup at a time). Returns how many minutes it marked.
+// Indexes: series_minutes_pkey (the minutes done, one range; the arbiter
+// and the deletion), attempts_finished_idx and tasks_succeeded_idx (a
+// probe per minute not rolled up), series_counts_pkey (the arbiter and the
+// deletion), and those of seriesEvents over the span of the newest
+// minutes.
+var sqlSeriesRollup = `
+WITH pending AS (
+    SELECT m.minute
+    FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 minute', interval '1 minute') AS m(minute)
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_minutes AS s WHERE s.minute = m.minute)
+),
+probed AS (
+    SELECT p.minute,
+           NOT EXISTS (SELECT 1 FROM {schema}.attempts AS a
+                       WHERE a.finished_at >= p.minute AND a.finished_at < p.minute + interval '1 minute')
+           AND NOT EXISTS (SELECT 1 FROM {schema}.tasks AS t
+                           WHERE t.status = 'SUCCEEDED'
+                             AND t.finished_at >= p.minute AND t.finished_at < p.minute + interval '1 minute') AS quiet
+    FROM pending AS p
+),
+quiet AS (
+    SELECT minute FROM probed WHERE quiet
+),
+busy AS (
+    SELECT minute FROM probed WHERE NOT quiet ORDER BY minute DESC LIMIT $4
+),
+todo AS (
+    SELECT minute FROM busy UNION SELECT minute FROM quiet
+),
 span AS (
-    SELECT min(minute) AS lo, max(minute) + interval '1 minute' AS hi FROM todo
+    SELECT min(minute) AS lo, max(minute) + interval '1 minute' AS hi FROM busy
 ),
 events AS (` + seriesEvents("(SELECT lo FROM span)", "(SELECT hi FROM span)") + `
 ),
@@ -2279,7 +2328,7 @@ counted AS (
     INSERT INTO {schema}.series_counts (minute, queue, handler, attempts, successes, retryable, permanent, dead_lettered)
     SELECT e.minute, e.queue, e.handler, ` + seriesCounted + `
     FROM events AS e
-    WHERE e.minute IN (SELECT minute FROM todo)
+    WHERE e.minute IN (SELECT minute FROM busy)
     GROUP BY e.minute, e.queue, e.handler
     ON CONFLICT DO NOTHING
 ),
@@ -2296,18 +2345,20 @@ old_minutes AS (
 SELECT count(*) FROM todo`
 
 // sqlSeriesRollupHours sums the minutes of the hours of [$1, $2) not
-// rolled up yet from series_counts into series_hours and marks them in
-// series_hours_done, and deletes both tables' hours before $3. Every
-// minute of those hours must be rolled up already. Racing rollups write
-// each row once, as in sqlSeriesRollup. Returns how many hours it rolled
-// up. Indexes: series_hours_done_pkey (the hours done; the arbiter and the
-// deletion), series_counts_pkey (one range over the hours to do),
-// series_hours_pkey (the arbiter and the deletion).
+// rolled up yet whose every minute is, from series_counts into
+// series_hours, and marks them in series_hours_done, and deletes both
+// tables' hours before $3. Racing rollups write each row once, as in
+// sqlSeriesRollup. Returns how many hours it rolled up. Indexes:
+// series_hours_done_pkey (the hours done; the arbiter and the deletion),
+// series_minutes_pkey (a range per hour), series_counts_pkey (one range
+// over the hours to do), series_hours_pkey (the arbiter and the deletion).
 const sqlSeriesRollupHours = `
 WITH todo AS (
     SELECT h.hour
     FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 hour', interval '1 hour') AS h(hour)
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.series_hours_done AS d WHERE d.hour = h.hour)
+      AND (SELECT count(*) FROM {schema}.series_minutes AS s
+           WHERE s.minute >= h.hour AND s.minute < h.hour + interval '1 hour') = 60
 ),
 counted AS (
     INSERT INTO {schema}.series_hours (hour, queue, handler, attempts, successes, retryable, permanent, dead_lettered)
@@ -2333,18 +2384,27 @@ old_done AS (
 SELECT count(*) FROM todo`
 
 // sqlSeries reads a series in buckets of $6 seconds from $1, for queue $7
-// and handler $8 when not empty: the rolled-up hours of [$2, $3) from
-// series_hours, the rolled-up minutes of [$1, $2) and [$3, $4) from
-// series_counts, and the minutes of [$4, $5) from the history. Indexes:
-// series_hours_pkey and series_counts_pkey (a range each) and those of
-// seriesEvents over the minutes not rolled up.
+// and handler $8 when not empty: the hours of [$2, $3) from series_hours
+// where rolled up, from series_counts for the hours $10 that are not (an
+// array whose length the planner sees); the rolled-up minutes of
+// [$1, $2) and [$3, $4) from series_counts; the minutes of [$9, $4) not
+// rolled up, and those of [$4, $5), from the history. One snapshot: a
+// minute is read from its counters or from the history, never both.
+// Indexes: series_hours_pkey and series_counts_pkey (a range each),
+// series_counts_pkey (a range per hour not rolled up), series_minutes_pkey (a probe per minute, queue
+// and handler of history before $4) and those of seriesEvents over
+// [$9, $5).
 var sqlSeries = `
-WITH events AS (` + seriesEvents("$4::timestamptz", "$5::timestamptz") + `
+WITH events AS (` + seriesEvents("$9::timestamptz", "$5::timestamptz") + `
 ),
 minutes AS (
     SELECT c.hour AS minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
     FROM {schema}.series_hours AS c
     WHERE c.hour >= $2::timestamptz AND c.hour < $3::timestamptz
+    UNION ALL
+    SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
+    FROM unnest($10::timestamptz[]) AS h(hour)
+    JOIN {schema}.series_counts AS c ON c.minute >= h.hour AND c.minute < h.hour + interval '1 hour'
     UNION ALL
     SELECT c.minute, c.queue, c.handler, c.attempts, c.successes, c.retryable, c.permanent, c.dead_lettered
     FROM {schema}.series_counts AS c
@@ -2357,6 +2417,8 @@ minutes AS (
     SELECT e.minute, e.queue, e.handler, ` + seriesCounted + `
     FROM events AS e
     GROUP BY e.minute, e.queue, e.handler
+    HAVING e.minute >= $4::timestamptz
+        OR NOT EXISTS (SELECT 1 FROM {schema}.series_minutes AS s WHERE s.minute = e.minute)
 )
 SELECT m.queue, m.handler, floor(extract(epoch FROM (m.minute - $1::timestamptz)) / $6::float8)::int AS bucket,
        sum(m.attempts)::bigint, sum(m.successes)::bigint, sum(m.retryable)::bigint,

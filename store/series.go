@@ -34,7 +34,10 @@ const MaxSeriesBuckets = 1440
 // them costs the statements that claim and finish tasks nothing. A store
 // rolls complete minutes (older than SeriesLag) up into counter rows when a
 // series is read, each minute once however many readers race, and counts
-// the minutes since then from the history on every read. Once rolled up, a
+// the minutes since then from the history on every read. A store may
+// bound the work of one read, rolling up a few minutes per read: the
+// minutes it has not reached yet are then left out, and
+// Series.PartialUntil says up to when. Once rolled up, a
 // minute's counts stay as they were for SeriesRetention, even after its
 // tasks are purged; a minute rolled up after its tasks were purged misses
 // them.
@@ -72,6 +75,12 @@ type Series struct {
 	Width time.Duration
 	// Lines holds a line per (queue, handler) with any count.
 	Lines []SeriesLine
+	// PartialUntil, when not zero, is where the counts become complete:
+	// attempts that finished before it may be missing, because the store
+	// rolls up a bounded part of its history per read and has not reached
+	// them yet (the first reads after an upgrade or a long spell without
+	// reads). Later reads fill them in.
+	PartialUntil time.Time
 }
 
 // SeriesLine is the series of one queue and handler: Counts has one

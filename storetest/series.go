@@ -141,9 +141,24 @@ func testSeries(t *testing.T, h Harness) {
 		store.SortSeriesLines(want.Lines)
 		return want
 	}
+	// check reads p again until the store has rolled up everything
+	// (Series.PartialUntil zero), each partial read right from
+	// PartialUntil on, and the last one right throughout.
 	check := func(what string, p store.SeriesParams) {
 		t.Helper()
-		got, want := read(p), expect(p)
+		want := expect(p)
+		got := read(p)
+		for reads := 1; !got.PartialUntil.IsZero(); reads++ {
+			if err := samePartialSeries(got, want, *p.Now); err != nil {
+				t.Errorf("Series %s (%+v), read %d: %v", what, p, reads, err)
+				return
+			}
+			if reads == maxSeriesReads {
+				t.Errorf("Series %s (%+v): still partial (until %s) after %d reads", what, p, got.PartialUntil, reads)
+				return
+			}
+			got = read(p)
+		}
 		if err := sameSeries(got, want); err != nil {
 			t.Errorf("Series %s (%+v): %v", what, p, err)
 		}
@@ -163,7 +178,7 @@ func testSeries(t *testing.T, h Harness) {
 		wg.Go(func() {
 			got, err := sr.Series(e.ctx, minutes)
 			if err == nil {
-				err = sameSeries(got, expect(minutes))
+				err = samePartialSeries(got, expect(minutes), readAt)
 			}
 			errs[i] = err
 		})
@@ -210,6 +225,40 @@ func testSeries(t *testing.T, h Harness) {
 			t.Errorf("Series(%+v) = %v, want an error wrapping rdq.ErrInvalid", bad, err)
 		}
 	}
+}
+
+// maxSeriesReads bounds the reads a store may take to roll up a few hours
+// of history (see store.Series.PartialUntil).
+const maxSeriesReads = 1000
+
+// samePartialSeries reports how got differs from want in the buckets that
+// start at or after got.PartialUntil (every bucket when it is zero), read
+// at now; PartialUntil must lie within the window.
+func samePartialSeries(got, want store.Series, now time.Time) error {
+	if got.PartialUntil.IsZero() {
+		return sameSeries(got, want)
+	}
+	if !got.PartialUntil.After(got.Start) || got.PartialUntil.After(now) {
+		return fmt.Errorf("partial until %s: not within the window from %s to %s", got.PartialUntil, got.Start, now)
+	}
+	first := int((got.PartialUntil.Sub(got.Start) + got.Width - 1) / got.Width)
+	cut := func(s store.Series) store.Series {
+		out := store.Series{Start: s.Start, Width: s.Width}
+		for _, l := range s.Lines {
+			if first >= len(l.Counts) {
+				continue
+			}
+			l.Counts = l.Counts[first:]
+			if slices.ContainsFunc(l.Counts, func(c store.SeriesCounts) bool { return !c.IsZero() }) {
+				out.Lines = append(out.Lines, l)
+			}
+		}
+		return out
+	}
+	if err := sameSeries(cut(got), cut(want)); err != nil {
+		return fmt.Errorf("from %s on (partial until %s): %w", got.Start.Add(time.Duration(first)*got.Width), got.PartialUntil, err)
+	}
+	return nil
 }
 
 // sameSeries reports how got differs from want.

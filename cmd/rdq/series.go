@@ -111,7 +111,17 @@ func (e *env) series(args []string) error {
 			}
 			lines = append(lines, jl)
 		}
-		return writeJSON(e.stdout, map[string]any{"start": s.Start.UTC(), "width_seconds": int64(s.Width / time.Second), "lines": lines})
+		out := map[string]any{"start": s.Start.UTC(), "width_seconds": int64(s.Width / time.Second), "lines": lines}
+		if !s.PartialUntil.IsZero() {
+			out["partial_until"] = s.PartialUntil.UTC()
+		}
+		return writeJSON(e.stdout, out)
+	}
+	partial := func() {
+		if !s.PartialUntil.IsZero() {
+			fmt.Fprintf(e.stdout, "attempts before %s may be missing: the store is still counting them from its history; run again to fill them in\n",
+				fmtTime(s.PartialUntil))
+		}
 	}
 	sums := make([]store.SeriesCounts, p.Buckets)
 	var total store.SeriesCounts
@@ -136,6 +146,7 @@ func (e *env) series(args []string) error {
 	}
 	if total.IsZero() {
 		fmt.Fprintf(e.stdout, "no attempt finished in %s since %s\n", what, fmtTime(s.Start))
+		partial()
 		return nil
 	}
 	t := newTable(e.stdout, "TIME", "ATTEMPTS", "SUCCEEDED", "RETRYABLE", "PERMANENT", "DEAD")
@@ -158,5 +169,6 @@ func (e *env) series(args []string) error {
 		fmt.Fprintf(e.stdout, "; %d quiet %s not shown", quiet, plural(int64(quiet), unit, unit+"s"))
 	}
 	fmt.Fprintln(e.stdout)
+	partial()
 	return nil
 }

@@ -107,3 +107,42 @@ func TestSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestSeriesSaysWhereCountsArePartial: with attempts in 20 minutes no
+// read has rolled up yet, the first read says which counts may be
+// missing, in text and in JSON, and reading again fills them in.
+func TestSeriesSaysWhereCountsArePartial(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 20 {
+		at := now.Add(-time.Duration(30+i) * time.Minute)
+		nt := store.NewTask{ID: rdq.NewID(), Queue: "partial-q", Handler: "charge",
+			FirstFailure: &store.AttemptRecord{Outcome: rdq.OutcomePermanentFailure, Failure: rdq.Failure{Type: "x", Message: "y", Fingerprint: rdq.Fingerprint("x", "y")}}}
+		if _, err := h.s.Enqueue(ctx, store.EnqueueParams{Tasks: []store.NewTask{nt}, Now: &at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var js struct {
+		PartialUntil time.Time `json:"partial_until"`
+	}
+	mustJSON(t, h.ok("--json", "series", "--queue", "partial-q", "--since", "1h"), &js)
+	if js.PartialUntil.IsZero() {
+		t.Fatal("the first read of 20 busy minutes is not partial")
+	}
+	for reads := 1; ; reads++ {
+		out := h.ok("series", "--queue", "partial-q", "--since", "1h")
+		if !strings.Contains(out, "may be missing") {
+			if f := strings.Fields(out[strings.Index(out, "total"):]); f[1] != "20" {
+				t.Errorf("the total once complete: %q, want 20 attempts", f[:2])
+			}
+			break
+		}
+		if !strings.Contains(out, "attempts before ") || !strings.Contains(out, "run again to fill them in") {
+			t.Fatalf("the partial note:\n%s", out)
+		}
+		if reads == 10 {
+			t.Fatalf("still partial after %d reads:\n%s", reads, out)
+		}
+	}
+}
