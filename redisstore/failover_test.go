@@ -183,10 +183,20 @@ func TestClusterFailover(t *testing.T) {
 	mu.Unlock()
 
 	// The rest is drained, expired leases (of claims lost with the master)
-	// taken over.
+	// taken over and given back to wait, as a worker's reclaim does.
 	waitFor(t, 120*time.Second, "every enqueued task finished", func() bool {
-		if _, err := s.ReclaimExpired(ctx, store.ReclaimParams{Queues: queues, Limit: 100, Lease: 5 * time.Second, WorkerID: "reclaimer"}); err != nil {
+		reclaimed, err := s.ReclaimExpired(ctx, store.ReclaimParams{Queues: queues, Limit: 100, Lease: 5 * time.Second, WorkerID: "reclaimer"})
+		if err != nil {
 			t.Logf("reclaim: %v", err)
+		}
+		if len(reclaimed) > 0 {
+			back := make([]store.Completion, len(reclaimed))
+			for i, r := range reclaimed {
+				back[i] = store.Completion{Lease: store.Lease{ID: r.ID, Token: r.LeaseToken}, Status: rdq.StatusPending}
+			}
+			if _, err := s.Finish(ctx, store.FinishParams{Completions: back}); err != nil {
+				t.Logf("giving reclaimed tasks back: %v", err)
+			}
 		}
 		drainOnce(ctx, s, queues, &mu, finished, &finErrs)
 		st, err := s.Stats(ctx, store.StatsParams{})

@@ -53,7 +53,8 @@ func (s *Service) GetSeries(ctx context.Context, req *rdqv1.GetSeriesRequest) (*
 		if err != nil {
 			return nil, err
 		}
-		out := &rdqv1.GetSeriesResponse{Start: tsProto(series.Start), WidthSeconds: int64(series.Width / time.Second)}
+		out := &rdqv1.GetSeriesResponse{Start: tsProto(series.Start), WidthSeconds: int64(series.Width / time.Second),
+			PartialUntil: tsProto(series.PartialUntil)}
 		for _, l := range series.Lines {
 			if !c.sees(l.Queue) {
 				continue
@@ -116,5 +117,9 @@ func renderGetSeries(_ *rdqv1.GetSeriesRequest, res *rdqv1.GetSeriesResponse) (a
 		}
 		lines = append(lines, rl)
 	}
-	return map[string]any{"start": start, "width_seconds": res.GetWidthSeconds(), "lines": lines}, nil
+	out := map[string]any{"start": start, "width_seconds": res.GetWidthSeconds(), "lines": lines}
+	if res.GetPartialUntil() != nil {
+		out["partial_until"] = res.GetPartialUntil().AsTime().UTC()
+	}
+	return out, nil
 }

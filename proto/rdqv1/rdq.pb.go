@@ -3910,7 +3910,12 @@ type GetSeriesResponse struct {
 	WidthSeconds int64                  `protobuf:"varint,2,opt,name=width_seconds,json=widthSeconds,proto3" json:"width_seconds,omitempty"`
 	// lines holds a line per queue and handler with any count, by queue then
 	// handler.
-	Lines         []*SeriesLine `protobuf:"bytes,3,rep,name=lines,proto3" json:"lines,omitempty"`
+	Lines []*SeriesLine `protobuf:"bytes,3,rep,name=lines,proto3" json:"lines,omitempty"`
+	// partial_until, when set, is where the counts become complete: buckets
+	// before it may still miss attempts the store has not counted yet (a
+	// PostgreSQL store catching up after an upgrade or a quiet spell). Unset
+	// when every bucket is complete.
+	PartialUntil  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=partial_until,json=partialUntil,proto3" json:"partial_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3962,6 +3967,13 @@ func (x *GetSeriesResponse) GetWidthSeconds() int64 {
 func (x *GetSeriesResponse) GetLines() []*SeriesLine {
 	if x != nil {
 		return x.Lines
+	}
+	return nil
+}
+
+func (x *GetSeriesResponse) GetPartialUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PartialUntil
 	}
 	return nil
 }
@@ -4284,11 +4296,12 @@ const file_rdq_v1_rdq_proto_rawDesc = "" +
 	"SeriesLine\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\ahandler\x18\x02 \x01(\tR\ahandler\x12,\n" +
-	"\x06counts\x18\x03 \x03(\v2\x14.rdq.v1.SeriesCountsR\x06counts\"\x94\x01\n" +
+	"\x06counts\x18\x03 \x03(\v2\x14.rdq.v1.SeriesCountsR\x06counts\"\xd5\x01\n" +
 	"\x11GetSeriesResponse\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12#\n" +
 	"\rwidth_seconds\x18\x02 \x01(\x03R\fwidthSeconds\x12(\n" +
-	"\x05lines\x18\x03 \x03(\v2\x12.rdq.v1.SeriesLineR\x05lines*o\n" +
+	"\x05lines\x18\x03 \x03(\v2\x12.rdq.v1.SeriesLineR\x05lines\x12?\n" +
+	"\rpartial_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fpartialUntil*o\n" +
 	"\x10SeriesResolution\x12!\n" +
 	"\x1dSERIES_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18SERIES_RESOLUTION_MINUTE\x10\x01\x12\x1a\n" +
@@ -4461,51 +4474,52 @@ var file_rdq_v1_rdq_proto_depIdxs = []int32{
 	55, // 56: rdq.v1.SeriesLine.counts:type_name -> rdq.v1.SeriesCounts
 	61, // 57: rdq.v1.GetSeriesResponse.start:type_name -> google.protobuf.Timestamp
 	56, // 58: rdq.v1.GetSeriesResponse.lines:type_name -> rdq.v1.SeriesLine
-	7,  // 59: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
-	9,  // 60: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
-	12, // 61: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
-	15, // 62: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
-	17, // 63: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
-	20, // 64: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
-	22, // 65: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
-	25, // 66: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
-	27, // 67: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
-	30, // 68: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
-	33, // 69: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
-	35, // 70: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
-	38, // 71: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
-	40, // 72: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
-	42, // 73: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
-	42, // 74: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
-	45, // 75: rdq.v1.RdqService.ListBreakers:input_type -> rdq.v1.ListBreakersRequest
-	48, // 76: rdq.v1.RdqService.SetBreaker:input_type -> rdq.v1.SetBreakerRequest
-	50, // 77: rdq.v1.RdqService.ListWorkers:input_type -> rdq.v1.ListWorkersRequest
-	54, // 78: rdq.v1.RdqService.GetSeries:input_type -> rdq.v1.GetSeriesRequest
-	8,  // 79: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
-	11, // 80: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
-	13, // 81: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
-	16, // 82: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
-	19, // 83: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
-	21, // 84: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
-	24, // 85: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
-	26, // 86: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
-	29, // 87: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
-	32, // 88: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
-	34, // 89: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
-	36, // 90: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
-	39, // 91: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
-	41, // 92: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
-	44, // 93: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
-	44, // 94: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
-	47, // 95: rdq.v1.RdqService.ListBreakers:output_type -> rdq.v1.ListBreakersResponse
-	49, // 96: rdq.v1.RdqService.SetBreaker:output_type -> rdq.v1.SetBreakerResponse
-	53, // 97: rdq.v1.RdqService.ListWorkers:output_type -> rdq.v1.ListWorkersResponse
-	57, // 98: rdq.v1.RdqService.GetSeries:output_type -> rdq.v1.GetSeriesResponse
-	79, // [79:99] is the sub-list for method output_type
-	59, // [59:79] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	61, // 59: rdq.v1.GetSeriesResponse.partial_until:type_name -> google.protobuf.Timestamp
+	7,  // 60: rdq.v1.RdqService.Submit:input_type -> rdq.v1.SubmitRequest
+	9,  // 61: rdq.v1.RdqService.SubmitBatch:input_type -> rdq.v1.SubmitBatchRequest
+	12, // 62: rdq.v1.RdqService.GetTask:input_type -> rdq.v1.GetTaskRequest
+	15, // 63: rdq.v1.RdqService.ListDead:input_type -> rdq.v1.ListDeadRequest
+	17, // 64: rdq.v1.RdqService.DeadGroups:input_type -> rdq.v1.DeadGroupsRequest
+	20, // 65: rdq.v1.RdqService.ShowDead:input_type -> rdq.v1.ShowDeadRequest
+	22, // 66: rdq.v1.RdqService.Redrive:input_type -> rdq.v1.RedriveRequest
+	25, // 67: rdq.v1.RdqService.Purge:input_type -> rdq.v1.PurgeRequest
+	27, // 68: rdq.v1.RdqService.ListAudit:input_type -> rdq.v1.ListAuditRequest
+	30, // 69: rdq.v1.RdqService.QueueStats:input_type -> rdq.v1.QueueStatsRequest
+	33, // 70: rdq.v1.RdqService.PauseQueue:input_type -> rdq.v1.PauseQueueRequest
+	35, // 71: rdq.v1.RdqService.ResumeQueue:input_type -> rdq.v1.ResumeQueueRequest
+	38, // 72: rdq.v1.RdqService.ListTasks:input_type -> rdq.v1.ListTasksRequest
+	40, // 73: rdq.v1.RdqService.TaskByKey:input_type -> rdq.v1.TaskByKeyRequest
+	42, // 74: rdq.v1.RdqService.RetryTasks:input_type -> rdq.v1.ChangeTasksRequest
+	42, // 75: rdq.v1.RdqService.CancelTasks:input_type -> rdq.v1.ChangeTasksRequest
+	45, // 76: rdq.v1.RdqService.ListBreakers:input_type -> rdq.v1.ListBreakersRequest
+	48, // 77: rdq.v1.RdqService.SetBreaker:input_type -> rdq.v1.SetBreakerRequest
+	50, // 78: rdq.v1.RdqService.ListWorkers:input_type -> rdq.v1.ListWorkersRequest
+	54, // 79: rdq.v1.RdqService.GetSeries:input_type -> rdq.v1.GetSeriesRequest
+	8,  // 80: rdq.v1.RdqService.Submit:output_type -> rdq.v1.SubmitResponse
+	11, // 81: rdq.v1.RdqService.SubmitBatch:output_type -> rdq.v1.SubmitBatchResponse
+	13, // 82: rdq.v1.RdqService.GetTask:output_type -> rdq.v1.GetTaskResponse
+	16, // 83: rdq.v1.RdqService.ListDead:output_type -> rdq.v1.ListDeadResponse
+	19, // 84: rdq.v1.RdqService.DeadGroups:output_type -> rdq.v1.DeadGroupsResponse
+	21, // 85: rdq.v1.RdqService.ShowDead:output_type -> rdq.v1.ShowDeadResponse
+	24, // 86: rdq.v1.RdqService.Redrive:output_type -> rdq.v1.RedriveResponse
+	26, // 87: rdq.v1.RdqService.Purge:output_type -> rdq.v1.PurgeResponse
+	29, // 88: rdq.v1.RdqService.ListAudit:output_type -> rdq.v1.ListAuditResponse
+	32, // 89: rdq.v1.RdqService.QueueStats:output_type -> rdq.v1.QueueStatsResponse
+	34, // 90: rdq.v1.RdqService.PauseQueue:output_type -> rdq.v1.PauseQueueResponse
+	36, // 91: rdq.v1.RdqService.ResumeQueue:output_type -> rdq.v1.ResumeQueueResponse
+	39, // 92: rdq.v1.RdqService.ListTasks:output_type -> rdq.v1.ListTasksResponse
+	41, // 93: rdq.v1.RdqService.TaskByKey:output_type -> rdq.v1.TaskByKeyResponse
+	44, // 94: rdq.v1.RdqService.RetryTasks:output_type -> rdq.v1.ChangeTasksResponse
+	44, // 95: rdq.v1.RdqService.CancelTasks:output_type -> rdq.v1.ChangeTasksResponse
+	47, // 96: rdq.v1.RdqService.ListBreakers:output_type -> rdq.v1.ListBreakersResponse
+	49, // 97: rdq.v1.RdqService.SetBreaker:output_type -> rdq.v1.SetBreakerResponse
+	53, // 98: rdq.v1.RdqService.ListWorkers:output_type -> rdq.v1.ListWorkersResponse
+	57, // 99: rdq.v1.RdqService.GetSeries:output_type -> rdq.v1.GetSeriesResponse
+	80, // [80:100] is the sub-list for method output_type
+	60, // [60:80] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_rdq_v1_rdq_proto_init() }

@@ -1908,6 +1908,7 @@ class GetSeriesResponse(_message.Message):
     START_FIELD_NUMBER: _builtins.int
     WIDTH_SECONDS_FIELD_NUMBER: _builtins.int
     LINES_FIELD_NUMBER: _builtins.int
+    PARTIAL_UNTIL_FIELD_NUMBER: _builtins.int
     width_seconds: _builtins.int
     @_builtins.property
     def start(self) -> _timestamp_pb2.Timestamp:
@@ -1921,16 +1922,25 @@ class GetSeriesResponse(_message.Message):
         handler.
         """
 
+    @_builtins.property
+    def partial_until(self) -> _timestamp_pb2.Timestamp:
+        """partial_until, when set, is where the counts become complete: buckets
+        before it may still miss attempts the store has not counted yet (a
+        PostgreSQL store catching up after an upgrade or a quiet spell). Unset
+        when every bucket is complete.
+        """
+
     def __init__(
         self,
         *,
         start: _timestamp_pb2.Timestamp | None = ...,
         width_seconds: _builtins.int = ...,
         lines: _abc.Iterable[Global___SeriesLine] | None = ...,
+        partial_until: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["partial_until", b"partial_until", "start", b"start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines", "start", b"start", "width_seconds", b"width_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lines", b"lines", "partial_until", b"partial_until", "start", b"start", "width_seconds", b"width_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
