@@ -22,6 +22,8 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -73,9 +75,8 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
         Limits.validateTask(t.queue(), t.handler(), t.payload(), t.contentType(), t.headers(), t.idempotencyKey());
         checkCount("attempts", t.attempts(), 0);
         checkCount("life", t.life(), 0);
-        checkCount("max_attempts", t.maxAttempts(), Policy.UNLIMITED);
-        if (t.timeout().isNegative()) {
-            throw invalid("timeout " + GoDurations.format(t.timeout()) + " is negative; omit it for the queue's timeout");
+        if (t.maxAttempts().isPresent()) {
+            checkCount("max_attempts", t.maxAttempts().getAsInt(), Policy.UNLIMITED);
         }
         checkCount("snoozes", t.snoozes(), 0);
         checkToken("lease_token", t.leaseToken());
@@ -177,8 +178,8 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
         }
         number(sb, "attempts", t.attempts());
         number(sb, "life", t.life());
-        number(sb, "max_attempts", t.maxAttempts());
-        number(sb, "timeout_ms", delayMillis(t.timeout()));
+        number(sb, "max_attempts", t.maxAttempts().orElse(0)); // 0 on the wire: the queue's
+        number(sb, "timeout_ms", delayMillis(t.timeout().orElse(Duration.ZERO)));
         number(sb, "snoozes", t.snoozes());
         long delayMs = delayMillis(delay);
         number(sb, "delay_ms", delayMs);
@@ -496,7 +497,9 @@ public record Envelope(Task task, List<Attempt> history, Duration delay) {
             throw invalid("envelope has no handler; set \"handler\" to the name the task is executed by");
         }
         Task t = new Task(id, queue, handler, payload, contentType, headers, key, status, attempts, life, next, token,
-                leaseExpires, owner, created, updated, finished, let, lem, lef, maxAttempts, timeout, snoozes);
+                leaseExpires, owner, created, updated, finished, let, lem, lef,
+                maxAttempts == 0 ? OptionalInt.empty() : OptionalInt.of(maxAttempts),
+                timeout.isZero() ? Optional.empty() : Optional.of(timeout), snoozes);
         Envelope e = new Envelope(t, history, delay);
         e.validate();
         return e;

@@ -21,6 +21,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.TreeMap;
 import java.util.UUID;
 import java.util.regex.Pattern;
@@ -379,7 +381,7 @@ final class PgStore {
                 String queue = rs.getString(1);
                 String key = rs.getString(2);
                 Task stub = new Task(rs.getObject(3, UUID.class), queue, "", new byte[0], "", Map.of(), key, null, 0,
-                        0, null, 0, null, "", instant(rs, 4), null, null, "", "", "", 0, Duration.ZERO, 0);
+                        0, null, 0, null, "", instant(rs, 4), null, null, "", "", "", OptionalInt.empty(), Optional.empty(), 0);
                 out.put(List.of(queue, key), stub);
             }
         }
@@ -750,7 +752,17 @@ final class PgStore {
                 rs.getString(5), headers, key == null ? "" : key, Status.parse(rs.getString(8)), rs.getInt(9),
                 rs.getInt(10), instant(rs, 11), rs.getLong(12), instant(rs, 13), rs.getString(14), instant(rs, 15),
                 instant(rs, 16), instant(rs, 17), rs.getString(18), rs.getString(19), rs.getString(20),
-                rs.getInt(21), Duration.ofNanos(rs.getLong(22) * 1_000L), rs.getInt(23));
+                ownMaxAttempts(rs.getInt(21)), ownTimeout(rs.getLong(22)), rs.getInt(23));
+    }
+
+    /** A task's stored attempt budget: 0 is its queue's. */
+    private static OptionalInt ownMaxAttempts(int n) {
+        return n == 0 ? OptionalInt.empty() : OptionalInt.of(n);
+    }
+
+    /** A task's stored timeout in microseconds: 0 is its queue's. */
+    private static Optional<Duration> ownTimeout(long micros) {
+        return micros == 0 ? Optional.empty() : Optional.of(Duration.ofNanos(micros * 1_000L));
     }
 
     static <T> T requireNonNull(T v, String what) {

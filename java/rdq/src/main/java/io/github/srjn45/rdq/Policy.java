@@ -89,10 +89,10 @@ public final class Policy {
      * maxAttempts, lowered to {@link #taskMaxAttempts()}.
      */
     public Policy forTask(Task t) {
-        int n = t.maxAttempts();
-        if (n == 0) {
+        if (t.maxAttempts().isEmpty()) {
             return this;
         }
+        int n = t.maxAttempts().getAsInt();
         if (taskMaxAttempts != UNLIMITED && (n == UNLIMITED || n > taskMaxAttempts)) {
             n = taskMaxAttempts;
         }
@@ -106,11 +106,7 @@ public final class Policy {
     public Optional<Duration> taskTimeout(Task t, Optional<Duration> queueTimeout) {
         Objects.requireNonNull(t, "Policy.taskTimeout: the task is null");
         Objects.requireNonNull(queueTimeout, "Policy.taskTimeout: the queue's timeout is null; pass Optional.empty() for none");
-        Duration own = t.timeout();
-        if (own.isZero() || own.isNegative()) {
-            return queueTimeout;
-        }
-        return Optional.of(own.compareTo(taskMaxTimeout) > 0 ? taskMaxTimeout : own);
+        return t.timeout().map(own -> own.compareTo(taskMaxTimeout) > 0 ? taskMaxTimeout : own).or(() -> queueTimeout);
     }
 
     /**

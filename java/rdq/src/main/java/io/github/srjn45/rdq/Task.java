@@ -3,6 +3,9 @@ package io.github.srjn45.rdq;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.UUID;
 import org.jspecify.annotations.Nullable;
 
@@ -30,47 +33,37 @@ import org.jspecify.annotations.Nullable;
  * @param lastErrorType    the last failure's type
  * @param lastErrorMessage the last failure's message
  * @param lastErrorFingerprint the last failure's fingerprint
- * @param maxAttempts      the task's own attempt budget per life, set at submission; 0 for the
- *                         queue's, {@link Policy#UNLIMITED} for none
- * @param timeout          the task's own execution timeout, set at submission; zero for the queue's
+ * @param maxAttempts      the task's own attempt budget per life, if it was given one at
+ *                         submission (at least 1, or {@link Policy#UNLIMITED} for none); empty: its
+ *                         queue's applies
+ * @param timeout          the task's own execution timeout, if it was given one at submission
+ *                         (positive); empty: its queue's applies
  * @param snoozes          the times the task snoozed in its current life without spending an attempt
  */
 public record Task(UUID id, String queue, String handler, byte[] payload, String contentType,
         Map<String, String> headers, String idempotencyKey, Status status, int attempts, int life,
         @Nullable Instant nextAttemptAt, long leaseToken, @Nullable Instant leaseExpiresAt, String leaseOwner,
         @Nullable Instant createdAt, @Nullable Instant updatedAt, @Nullable Instant finishedAt, String lastErrorType, String lastErrorMessage,
-        String lastErrorFingerprint, int maxAttempts, Duration timeout, int snoozes) {
+        String lastErrorFingerprint, OptionalInt maxAttempts, Optional<Duration> timeout, int snoozes) {
 
-    /** Normalizes: timeout never null. */
-    public Task(UUID id, String queue, String handler, byte[] payload, String contentType,
-            Map<String, String> headers, String idempotencyKey, Status status, int attempts, int life,
-            @Nullable Instant nextAttemptAt, long leaseToken, @Nullable Instant leaseExpiresAt, String leaseOwner,
-            @Nullable Instant createdAt, @Nullable Instant updatedAt, @Nullable Instant finishedAt,
-            String lastErrorType, String lastErrorMessage, String lastErrorFingerprint, int maxAttempts,
-            @Nullable Duration timeout, int snoozes) {
-        this.id = id;
-        this.queue = queue;
-        this.handler = handler;
-        this.payload = payload;
-        this.contentType = contentType;
-        this.headers = headers;
-        this.idempotencyKey = idempotencyKey;
-        this.status = status;
-        this.attempts = attempts;
-        this.life = life;
-        this.nextAttemptAt = nextAttemptAt;
-        this.leaseToken = leaseToken;
-        this.leaseExpiresAt = leaseExpiresAt;
-        this.leaseOwner = leaseOwner;
-        this.createdAt = createdAt;
-        this.updatedAt = updatedAt;
-        this.finishedAt = finishedAt;
-        this.lastErrorType = lastErrorType;
-        this.lastErrorMessage = lastErrorMessage;
-        this.lastErrorFingerprint = lastErrorFingerprint;
-        this.maxAttempts = maxAttempts;
-        this.timeout = timeout == null ? Duration.ZERO : timeout;
-        this.snoozes = snoozes;
+    /**
+     * Checks the task's own budget and timeout.
+     *
+     * @throws NullPointerException  if maxAttempts or timeout is null (empty means the queue's)
+     * @throws InvalidInputException if maxAttempts holds neither a count from 1 nor
+     *                               {@link Policy#UNLIMITED}, or timeout holds a duration that is not positive
+     */
+    public Task {
+        Objects.requireNonNull(maxAttempts, "Task: maxAttempts is null; use OptionalInt.empty() for the queue's budget");
+        Objects.requireNonNull(timeout, "Task: timeout is null; use Optional.empty() for the queue's timeout");
+        if (maxAttempts.isPresent() && maxAttempts.getAsInt() < 1 && maxAttempts.getAsInt() != Policy.UNLIMITED) {
+            throw new InvalidInputException("rdq: invalid input: task " + id + ": maxAttempts " + maxAttempts.getAsInt()
+                    + " is neither a count from 1 nor Policy.UNLIMITED; use OptionalInt.empty() for the queue's budget");
+        }
+        if (timeout.isPresent() && (timeout.get().isZero() || timeout.get().isNegative())) {
+            throw new InvalidInputException("rdq: invalid input: task " + id + ": timeout " + timeout.get()
+                    + " is not positive; use Optional.empty() for the queue's timeout");
+        }
     }
 
     /** The number, in the current life, of the next attempt: attempts + 1. */

@@ -12,6 +12,8 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.UUID;
 import org.junit.jupiter.api.Test;
 
@@ -49,12 +51,12 @@ class ClientTest extends DbTestBase {
                 .build();
         Task t = task(c.submit(NewTask.builder("bounded", "h").maxAttempts(5).timeout(Duration.ofSeconds(30))
                 .build()).task().id());
-        assertEquals(5, t.maxAttempts());
-        assertEquals(Duration.ofSeconds(30), t.timeout());
+        assertEquals(OptionalInt.of(5), t.maxAttempts());
+        assertEquals(Optional.of(Duration.ofSeconds(30)), t.timeout());
         Task plain = task(c.submit(NewTask.builder("bounded", "h").build()).task().id());
-        assertEquals(0, plain.maxAttempts(), "unset: the queue's budget");
-        assertEquals(Duration.ZERO, plain.timeout(), "unset: the queue's timeout");
-        assertEquals(Policy.UNLIMITED, task(c.submit(NewTask.builder("open", "h").unlimitedAttempts()
+        assertEquals(OptionalInt.empty(), plain.maxAttempts(), "unset: the queue's budget");
+        assertEquals(Optional.empty(), plain.timeout(), "unset: the queue's timeout");
+        assertEquals(OptionalInt.of(Policy.UNLIMITED), task(c.submit(NewTask.builder("open", "h").unlimitedAttempts()
                 .build()).task().id()).maxAttempts());
 
         InvalidInputException e = assertThrows(InvalidInputException.class,

@@ -15,6 +15,8 @@ import java.time.Duration;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
@@ -106,10 +108,10 @@ class EnvelopeTest {
         Envelope s = Envelope.decode(Files.readAllBytes(dir().resolve("submission.json")));
         assertEquals(30_000, s.delay().toMillis());
         assertEquals("signup-42", s.task().idempotencyKey());
-        assertEquals(5, s.task().maxAttempts());
-        assertEquals(Duration.ofSeconds(90), s.task().timeout());
-        assertEquals(Policy.UNLIMITED, t.maxAttempts());
-        assertEquals(Duration.ofMillis(2500), t.timeout());
+        assertEquals(OptionalInt.of(5), s.task().maxAttempts());
+        assertEquals(Optional.of(Duration.ofSeconds(90)), s.task().timeout());
+        assertEquals(OptionalInt.of(Policy.UNLIMITED), t.maxAttempts());
+        assertEquals(Optional.of(Duration.ofMillis(2500)), t.timeout());
         assertEquals(2, t.snoozes());
     }
 

@@ -10,6 +10,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
@@ -290,7 +292,7 @@ class WorkerTest extends DbTestBase {
                 .handle("hang", ctx -> Thread.sleep(60_000)));
         await(WAIT, "dead after its own 2 attempts", statusIs(two, Status.DEAD));
         assertEquals(2, history(two).size());
-        assertEquals(2, task(two).maxAttempts());
+        assertEquals(OptionalInt.of(2), task(two).maxAttempts());
         await(WAIT, "dead after its own 50ms timeout", statusIs(quick, Status.DEAD));
         List<Attempt> h = history(quick);
         assertEquals(1, h.size());
