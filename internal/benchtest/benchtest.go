@@ -22,9 +22,11 @@ import (
 // EndToEnd measures the whole path on st: submit b.N tasks in batches of
 // 500, two workers (concurrency 200 each) claim them, run a no-op handler
 // and finish them, each with its success in its history. It reports tasks/s
-// from the first submit to the last finish written, and the heap after a
-// collection at the end (heap-MiB) and its growth over the second half of
-// the run (heap-growth-MiB): flat memory keeps both the same at any b.N.
+// from the first submit to the last finish written, the process's CPU time
+// per task over the same span (cpu-µs/task, where getrusage exists), and
+// the heap after a collection at the end (heap-MiB) and its growth over the
+// second half of the run (heap-growth-MiB): flat memory keeps both the same
+// at any b.N.
 // A store that implements store.Admin is checked to hold b.N succeeded
 // tasks in the queue "bench" afterwards.
 func EndToEnd(b *testing.B, st store.Store) {
@@ -71,6 +73,7 @@ func EndToEnd(b *testing.B, st store.Store) {
 	ctx := context.Background()
 
 	b.ResetTimer()
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	for _, w := range ws {
 		if err := w.Start(ctx); err != nil {
@@ -110,6 +113,9 @@ func EndToEnd(b *testing.B, st store.Store) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/task")
+	}
 	b.ReportMetric(float64(end.HeapInuse)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(int64(end.HeapInuse)-int64(half.HeapInuse))/(1<<20), "heap-growth-MiB")
 

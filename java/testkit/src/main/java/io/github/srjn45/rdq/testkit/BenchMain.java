@@ -4,6 +4,8 @@ import io.github.srjn45.rdq.NewTask;
 import io.github.srjn45.rdq.QueueConfig;
 import io.github.srjn45.rdq.RdqClient;
 import io.github.srjn45.rdq.Worker;
+import java.lang.management.CompilationMXBean;
+import java.lang.management.ManagementFactory;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -19,31 +21,55 @@ import javax.sql.DataSource;
  * The Java worker's end-to-end benchmark, shaped like Go's benchtest.EndToEnd:
  * submit N tasks in batches of 500 while two workers (concurrency 200 each)
  * claim them, run a no-op handler and finish them, an attempt row written for
- * each. A first round of the same shape on the queue "warmup"
- * (RDQ_BENCH_WARMUP tasks, 20,000 by default; 0 for none) lets the JIT compile
- * the hot path before the measured round on the queue "bench", whose workers
- * are new; then the tables are analyzed, as Go's benchmark does. Connections
- * are reused ({@link ReusingDataSource}), as Go's pool reuses them, so the
- * measured round runs on the warm-up's connections instead of opening its
- * own. Prints "tasks=N seconds=S tasks_per_sec=R" for the measured round,
- * from the first submit to the last finish written (the workers stopped).
+ * each. Warm-up rounds of the same shape (RDQ_BENCH_WARMUP tasks each, 20,000
+ * by default; 0 for none) run on queues of their own until the JIT has
+ * settled: until a round spent less than a tenth of its time compiling, or
+ * after RDQ_BENCH_WARMUP_ROUNDS rounds (10 by default). On a small machine the
+ * JIT compiles for several such rounds, and a round measured while it does
+ * measures the compiler. Then the tables are analyzed, as Go's benchmark
+ * does, and the measured round runs on the queue "bench" with new workers.
+ * Connections are reused ({@link ReusingDataSource}), as Go's pool reuses
+ * them, so the measured round runs on the warm-up's connections instead of
+ * opening its own. Prints each warm-up round on stderr and, on stdout,
+ * "tasks=N seconds=S tasks_per_sec=R cpu_us_per_task=C jit_ms=J" for the
+ * measured round, from the first submit to the last finish written (the
+ * workers stopped): C is this process's CPU time per task, J the time the JIT
+ * spent compiling meanwhile.
  */
 public final class BenchMain {
     private BenchMain() {}
+
+    /** A round's figures. */
+    private record Round(int tasks, double seconds, double cpuMicrosPerTask, long jitMillis) {
+        /** The share of the round's time the JIT spent compiling (over all compiler threads). */
+        double jitShare() {
+            return jitMillis / (seconds * 1000);
+        }
+
+        @Override
+        public String toString() {
+            return String.format("tasks=%d seconds=%.3f tasks_per_sec=%.0f cpu_us_per_task=%.1f jit_ms=%d", tasks, seconds,
+                    tasks / seconds, cpuMicrosPerTask, jitMillis);
+        }
+    }
 
     public static void main(String[] args) throws Exception {
         Env.logging();
         int n = Integer.parseInt(args.length > 0 ? args[0] : "20000");
         int warmup = Env.integer("RDQ_BENCH_WARMUP", 20_000);
+        int warmupRounds = Env.integer("RDQ_BENCH_WARMUP_ROUNDS", 10);
         String schema = Env.get("RDQ_SCHEMA", "rdq");
         var ds = new ReusingDataSource(Env.dataSource());
         try {
-            if (warmup > 0) {
-                round(ds, schema, "warmup", warmup);
+            for (int i = 0; warmup > 0 && i < warmupRounds; i++) {
+                Round r = round(ds, schema, "warmup" + i, warmup);
+                System.err.println("warm-up " + (i + 1) + ": " + r);
+                if (r.jitShare() < 0.1) {
+                    break;
+                }
             }
             analyze(ds, schema);
-            double secs = round(ds, schema, "bench", n);
-            System.out.printf("tasks=%d seconds=%.3f tasks_per_sec=%.0f%n", n, secs, n / secs);
+            System.out.println(round(ds, schema, "bench", n));
         } finally {
             ds.closeAll();
         }
@@ -62,8 +88,12 @@ public final class BenchMain {
         }
     }
 
-    /** Runs n no-op tasks through two new workers on queue; returns the seconds it took. */
-    private static double round(DataSource ds, String schema, String queue, int n) throws Exception {
+    /** Runs n no-op tasks through two new workers on queue. */
+    private static Round round(DataSource ds, String schema, String queue, int n) throws Exception {
+        var os = (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+        CompilationMXBean jit = ManagementFactory.getCompilationMXBean();
+        long cpu0 = os.getProcessCpuTime();
+        long jit0 = jit.getTotalCompilationTime();
         RdqClient client = RdqClient.builder(ds).schema(schema).build();
         AtomicLong executed = new AtomicLong();
         CountDownLatch all = new CountDownLatch(1);
@@ -113,6 +143,6 @@ public final class BenchMain {
                 }
             }
         }
-        return secs;
+        return new Round(n, secs, (os.getProcessCpuTime() - cpu0) / 1e3 / n, jit.getTotalCompilationTime() - jit0);
     }
 }
