@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -93,10 +95,82 @@ func (s *Service) guardRPC(next http.Handler, methods map[string]bool) http.Hand
 				refuse(ctx, s.readError(rerr))
 				return
 			}
+			// A compressed message is inflated here too, within the
+			// same limit, so that one that grows past it is refused
+			// with the stable code as well.
+			body, rerr = s.inflateRPC(r, body)
+			if rerr != nil {
+				refuse(ctx, rerr)
+				return
+			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// inflateRPC returns body, the request body of a call of RPCPath, with its
+// gzip compression undone and r's headers saying so: a Connect unary body
+// compressed whole (Content-Encoding), or the compressed messages of a gRPC
+// or gRPC-Web body (Grpc-Encoding, each message's flag), its messages
+// together at most Config.MaxBodyBytes once inflated. A body in another encoding is
+// returned as it is, for connect-go to accept or refuse.
+func (s *Service) inflateRPC(r *http.Request, body []byte) ([]byte, error) {
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		if r.Header.Get("Grpc-Encoding") != "gzip" {
+			return body, nil
+		}
+		var out []byte
+		var inflated int64
+		for rest := body; len(rest) > 0; {
+			if len(rest) < 5 {
+				return nil, errorf(CodeInvalidArgument, "the request body ends inside a message's 5-byte prefix")
+			}
+			flags, n := rest[0], binary.BigEndian.Uint32(rest[1:5])
+			if uint64(n) > uint64(len(rest)-5) {
+				return nil, errorf(CodeInvalidArgument, fmt.Sprintf("the request body ends inside a message of %d bytes", n))
+			}
+			msg := rest[5 : 5+n]
+			rest = rest[5+n:]
+			if flags&1 != 0 {
+				var err error
+				if msg, err = s.gunzip(msg, s.maxBody-inflated); err != nil {
+					return nil, err
+				}
+				inflated += int64(len(msg))
+			}
+			out = binary.BigEndian.AppendUint32(append(out, flags&^1), uint32(len(msg)))
+			out = append(out, msg...)
+		}
+		return out, nil
+	}
+	if r.Header.Get("Content-Encoding") != "gzip" {
+		return body, nil
+	}
+	plain, err := s.gunzip(body, s.maxBody)
+	if err != nil {
+		return nil, err
+	}
+	r.Header.Del("Content-Encoding")
+	return plain, nil
+}
+
+// gunzip inflates gzip-compressed request bytes, refusing them when they
+// inflate to more than limit bytes.
+func (s *Service) gunzip(b []byte, limit int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, errorf(CodeInvalidArgument, "the request is declared gzip-compressed but is not gzip: "+err.Error())
+	}
+	plain, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return nil, errorf(CodeInvalidArgument, "the request's gzip stream is corrupt: "+err.Error())
+	}
+	if int64(len(plain)) > limit {
+		return nil, errorf(CodePayloadTooLarge, fmt.Sprintf("the request message is larger than %d bytes once decompressed", s.maxBody))
+	}
+	return plain, nil
 }
 
 // connectUnary runs a Connect call through UnaryInterceptor, as the gRPC

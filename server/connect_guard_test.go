@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -210,4 +211,57 @@ func TestConnectBodyReadDeadline(t *testing.T) {
 		t.Errorf("a Connect body that stopped arriving: %d %s %q", status, code, msg)
 	}
 	waitUntil(t, "the place to be freed", func() bool { return s.bodies.inUse() == 0 })
+}
+
+// A compressed call that is not what it declares is refused with the
+// stable code invalid_argument before connect-go reads it: a Connect body
+// that is not gzip, a gRPC-Web body cut inside a message, a gRPC-Web
+// message flagged compressed that is not gzip.
+func TestConnectRefusesBrokenCompression(t *testing.T) {
+	_, srv := slotsService(t, Config{MaxBodyBytes: 1 << 10, BodyReadTimeout: time.Hour})
+	for _, c := range []struct {
+		name, contentType, header, body string
+	}{
+		{"Connect, not gzip", "application/json", "Content-Encoding", `{"task": {}}`},
+		{"gRPC-Web, cut inside a message", "application/grpc-web+proto", "Grpc-Encoding", "\x01\x00\x00\x00\x10abc"},
+		{"gRPC-Web, flagged but not gzip", "application/grpc-web+proto", "Grpc-Encoding", "\x01\x00\x00\x00\x03abc"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, srv.URL+RPCPath+"Submit", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", c.contentType)
+		req.Header.Set(c.header, "gzip")
+		req.Header.Set("Authorization", "Bearer "+slowSubmitterToken)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Connect answers 400 with a JSON error; gRPC-Web, without a
+		// message, answers its status in headers, the ErrorInfo in the
+		// status details (base64 protobuf).
+		reason := string(body)
+		if d := resp.Header.Get("Grpc-Status-Details-Bin"); d != "" {
+			raw, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d, "="))
+			if err != nil {
+				t.Fatalf("%s: grpc-status-details-bin: %v", c.name, err)
+			}
+			reason = string(raw)
+		}
+		wantStatus := http.StatusBadRequest
+		if c.header == "Grpc-Encoding" {
+			wantStatus = http.StatusOK
+			if got := resp.Header.Get("Grpc-Status"); got != "3" {
+				t.Errorf("%s: grpc-status %q, want 3 (InvalidArgument)", c.name, got)
+			}
+		}
+		if resp.StatusCode != wantStatus || !strings.Contains(reason, "invalid_argument") {
+			t.Errorf("%s: %d %q %v, want %d with the stable code invalid_argument", c.name, resp.StatusCode, body, resp.Header, wantStatus)
+		}
+	}
 }
