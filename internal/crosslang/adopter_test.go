@@ -31,13 +31,13 @@ func TestAMavenProjectAdoptsTheInstalledSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	mvn(ctx, t, "", "-f", filepath.Join(javaDir, "pom.xml"), "-pl", "rdq", "-am", "install",
+	mvn(ctx, t, "", nil, "-q", "-f", filepath.Join(javaDir, "pom.xml"), "-pl", "rdq", "-am", "install",
 		"-DskipTests", "-Dmaven.javadoc.skip=true", "-Dmaven.source.skip=true")
 
 	dir := t.TempDir()
 	writeAdopter(t, dir, sdkVersion(t))
 	cpFile := filepath.Join(dir, "classpath.txt")
-	mvn(ctx, t, dir, "compile", "dependency:build-classpath", "-Dmdep.outputFile="+cpFile)
+	mvn(ctx, t, dir, nil, "-q", "compile", "dependency:build-classpath", "-Dmdep.outputFile="+cpFile)
 	deps, err := os.ReadFile(cpFile)
 	if err != nil {
 		t.Fatal(err)
@@ -115,13 +115,15 @@ func TestAMavenProjectAdoptsTheInstalledSDK(t *testing.T) {
 	}
 }
 
-// mvn runs Maven in dir (the current directory when empty), offline first,
-// then online when the offline build lacks an artifact.
-func mvn(ctx context.Context, t *testing.T, dir string, args ...string) {
+// mvn runs Maven with args in dir (the current directory when empty) and
+// env added to this process's environment, offline first, then online when
+// the offline build lacks an artifact; it returns Maven's output.
+func mvn(ctx context.Context, t *testing.T, dir string, env []string, args ...string) []byte {
 	t.Helper()
 	run := func(extra ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "mvn", append(append(extra, "-q", "-B"), args...)...)
+		cmd := exec.CommandContext(ctx, "mvn", append(append(extra, "-B"), args...)...)
 		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
 		return cmd.CombinedOutput()
 	}
 	out, err := run("-o")
@@ -131,6 +133,7 @@ func mvn(ctx context.Context, t *testing.T, dir string, args ...string) {
 	if err != nil {
 		t.Fatalf("mvn %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	return out
 }
 
 // sdkVersion is the version the SDK's build installs (rdq-parent's).

@@ -27,22 +27,10 @@ func TestJavaVirtualThreadsOnJava21(t *testing.T) {
 	requireJava(t) // Maven, and the dependencies for an offline build
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	args := []string{"-B", "-f", filepath.Join(javaDir, "pom.xml"), "-pl", "examples", "-am", "test",
+	out := mvn(ctx, t, "", []string{"JAVA_HOME=" + home, "RDQ_TEST_DATABASE_URL=" + pgtest.URL()},
+		"-f", filepath.Join(javaDir, "pom.xml"), "-pl", "examples", "-am", "test",
 		"-Dtest=WorkerTest#handlersRunOnVirtualThreadsOnJava21,VirtualThreadsWorkerTest",
-		"-Dsurefire.failIfNoSpecifiedTests=false"}
-	env := append(os.Environ(), "JAVA_HOME="+home, "RDQ_TEST_DATABASE_URL="+pgtest.URL())
-	run := func(extra ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "mvn", append(extra, args...)...)
-		cmd.Env = env
-		return cmd.CombinedOutput()
-	}
-	out, err := run("-o")
-	if err != nil && strings.Contains(string(out), "offline mode") {
-		out, err = run()
-	}
-	if err != nil {
-		t.Fatalf("mvn %s on %s: %v\n%s", strings.Join(args, " "), home, err, out)
-	}
+		"-Dsurefire.failIfNoSpecifiedTests=false")
 	for _, class := range []string{"io.github.srjn45.rdq.WorkerTest", "io.github.srjn45.rdq.examples.VirtualThreadsWorkerTest"} {
 		re := regexp.MustCompile(`Tests run: (\d+), Failures: 0, Errors: 0, Skipped: 0, .* in ` + regexp.QuoteMeta(class) + `\n`)
 		m := re.FindSubmatch(out)
