@@ -51,6 +51,11 @@ class StarterAppTest {
         r.add("spring.datasource.password", TestDatabase::password);
         r.add("rdq.schema", () -> SCHEMA);
         r.add("rdq.migrate", () -> "true");
+        // JPA is on the tests' classpath for JpaTransactionTest; this
+        // application's transactions stay DataSourceTransactionManager's.
+        r.add("spring.autoconfigure.exclude",
+                () -> "org.springframework.boot.autoconfigure.orm.jpa.HibernateJpaAutoConfiguration,"
+                        + "org.springframework.boot.autoconfigure.data.jpa.JpaRepositoriesAutoConfiguration");
         r.add("rdq.worker.id", () -> "starter-test");
         r.add("rdq.worker.poll-interval", () -> "50ms");
         r.add("rdq.queues.emails.concurrency", () -> "4");
