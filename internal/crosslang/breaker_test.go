@@ -216,10 +216,12 @@ func TestJavaBreakerIsGos(t *testing.T) {
 		}
 		// Count is how many waiting tasks the pause held: a failed task
 		// whose result was being written while the pause committed is
-		// held by that write instead (claims skip it either way), so it
-		// varies with timing, on either side alike.
-		if i == 0 && (j.Count < 1 || j.Count > 3 || g.Count < 1 || g.Count > 3) {
-			t.Errorf("the trips held %d (Java) and %d (Go) waiting tasks, want 1 to 3", j.Count, g.Count)
+		// held by that write instead (claims skip it either way), and the
+		// fourth task may be claimed, then given back, meanwhile; so it
+		// varies with timing, from none to the three failed ones, on
+		// either side alike. More would be tasks of another queue.
+		if i == 0 && (j.Count > 3 || g.Count > 3) {
+			t.Errorf("the trips held %d (Java) and %d (Go) waiting tasks, want at most the queue's 3", j.Count, g.Count)
 		}
 		if !slices.Equal(j.Queues, []string{"jq"}) || !slices.Equal(g.Queues, []string{"gq"}) {
 			t.Errorf("entry %d queues: Java %v, want [jq]; Go %v, want [gq]", i, j.Queues, g.Queues)
