@@ -62,6 +62,11 @@ import "github.com/redis/go-redis/v9"
 // created, up updated, fi finished (µs, 0 when not finished), et, em, ef
 // last error type, message, fingerprint, ma max attempts, to timeout (µs),
 // sn snoozes, mn the highest attempt number recorded.
+// A field whose value is its default (0 for a number, empty for a text:
+// hd, ik, at, lf, tk, le, lo, ca, fi, et, em, ef, sn, mn) may be left out:
+// an enqueue writes none of them but those of a first failure, and every
+// script and the store read a missing one as its default. Each field of
+// a hash costs every command that writes or reads it.
 //
 // A task's row is how the scripts that hand tasks to a worker (scriptClaim,
 // scriptRetryInPlace) return one: the values, without their names, of the
@@ -218,6 +223,7 @@ end
 local function bury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi', 'lf', 'em')
   local p, fi = qp(q), v[4]
+  v[2], v[3] = v[2] or '', v[3] or ''
   redis.call('HSET', p .. ':dm', id, (v[5] or '0') .. ':' .. string.lower(v[6] or ''))
   redis.call('ZADD', p .. ':dead', fi, id)
   redis.call('ZADD', p .. ':dh:' .. v[1], fi, id)
@@ -232,6 +238,7 @@ end
 local function unbury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef')
   local p = qp(q)
+  v[2], v[3] = v[2] or '', v[3] or ''
   redis.call('ZREM', p .. ':dead', id)
   redis.call('HDEL', p .. ':dm', id)
   redis.call('ZREM', p .. ':dh:' .. v[1], id)
@@ -275,10 +282,12 @@ local function matches(f, v)
 end
 
 -- look reads what matches needs of task id of this script's queue, or nil
--- when there is no such task.
+-- when there is no such task; a field the hash leaves out reads as its
+-- default.
 local function look(id)
   local v = redis.call('HMGET', tkey(Q, id), 'st', 'q', 'h', 'et', 'ef', 'fi', 'em', 'lf')
   if not v[1] then return nil end
+  v[4], v[5], v[6], v[7], v[8] = v[4] or '', v[5] or '', v[6] or '0', v[7] or '', v[8] or '0'
   return v
 end
 
@@ -306,6 +315,7 @@ end
 // {"purged", id, queue, key, created}.
 var scriptEnqueue = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
+local nows = fmt(now)
 local retention = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local out = {}
@@ -355,10 +365,12 @@ for i = 0, n - 1 do
   if not res then
     local k = tkey(q, id)
     local due = now + tonumber(ARGV[b+8])
-    redis.call('HSET', k, 'id', id, 'q', q, 'h', h, 'p', ARGV[b+4], 'ct', ARGV[b+5], 'hd', ARGV[b+6],
-      'ik', ik, 'st', 'PENDING', 'at', '0', 'lf', '0', 'nx', fmt(due), 'tk', '0', 'le', '0', 'lo', '',
-      'ca', '0', 'cr', fmt(now), 'up', fmt(now), 'fi', '0', 'et', '', 'em', '', 'ef', '',
-      'ma', ARGV[b+9], 'to', ARGV[b+10], 'sn', '0', 'mn', '0')
+    -- Only the fields without a default (see the layout).
+    local set = {'id', id, 'q', q, 'h', h, 'p', ARGV[b+4], 'ct', ARGV[b+5], 'st', 'PENDING',
+      'nx', fmt(due), 'cr', nows, 'up', nows, 'ma', ARGV[b+9], 'to', ARGV[b+10]}
+    if ARGV[b+6] ~= '' then set[#set+1], set[#set+2] = 'hd', ARGV[b+6] end
+    if ik ~= '' then set[#set+1], set[#set+2] = 'ik', ik end
+    redis.call('HSET', k, unpack(set))
     if ARGV[b+11] == '1' then
       local outcome = ARGV[b+12]
       local dur = tonumber(ARGV[b+18])
@@ -532,10 +544,10 @@ for i = 0, n - 1 do
       local set = {'le', '0', 'up', nows, 'st', status}
       if ARGV[b+5] == '1' then
         local outcome = ARGV[b+6]
-        local n = tonumber(v[5]) + 1
-        append(q, id, v[4], n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
+        local n = num(v[5]) + 1
+        append(q, id, v[4], n, num(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
           ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+11])
-        set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(tonumber(v[6]) + 1)
+        set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(num(v[6]) + 1)
         if outcome ~= 'SUCCESS' then
           set[#set+1], set[#set+2], set[#set+3] = 'et', ARGV[b+7], 'em'
           set[#set+1], set[#set+2], set[#set+3] = ARGV[b+8], 'ef', ARGV[b+10]
@@ -627,7 +639,7 @@ for i = 1, math.min(limit, #cands) do
   local id, q = c[2], c[3]
   local k = tkey(q, id)
   local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo', 'h')
-  record(q, id, v[5], tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
+  record(q, id, v[5], num(v[1]), num(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
   local exp = now + lease
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HINCRBY', k, 'tk', 1)
@@ -1025,7 +1037,7 @@ for i = 0, n - 1 do
     local h, worker = v[4], ARGV[b+9]
     local et, em, ef = ARGV[b+5], ARGV[b+6], ARGV[b+8]
     local mn = num(v[5]) + 1
-    append(q, id, h, mn, tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
+    append(q, id, h, mn, num(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
       et, em, ARGV[b+7], worker)
     local at = fmt(num(v[6]) + 1)
     local due = now + tonumber(ARGV[b+3])
@@ -1125,8 +1137,8 @@ elseif state == 'succeeded' then set, st = ':done', 'SUCCEEDED' end
 local function fits(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'st', 'h', 'et', 'ef', 'em', 'at')
   if v[1] ~= st then return false end
-  if state == 'pending' and tonumber(v[6]) ~= 0 then return false end
-  if state == 'retrying' and tonumber(v[6]) == 0 then return false end
+  if state == 'pending' and num(v[6]) ~= 0 then return false end
+  if state == 'retrying' and num(v[6]) == 0 then return false end
   if f.h ~= '' and v[2] ~= f.h then return false end
   if f.et ~= '' and v[3] ~= f.et then return false end
   if f.ef ~= '' and v[4] ~= f.ef then return false end
@@ -1365,7 +1377,7 @@ audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', 
 for _, id in ipairs(ids) do
   local k = tkey(q, id)
   unwait(q, id, h)
-  record(q, id, h, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
+  record(q, id, h, num(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
   bury(q, id)
@@ -1471,14 +1483,14 @@ for i = 1, nq do
         local free = v[1] == 'open'
         if not free then
           local pv = redis.call('HMGET', tkey(q, v[3]), 'st', 'tk', 'le')
-          free = not (pv[1] == 'IN_FLIGHT' and tonumber(pv[2]) == tonumber(v[4]) and tonumber(pv[3]) > now)
+          free = not (pv[1] == 'IN_FLIGHT' and num(pv[2]) == tonumber(v[4]) and num(pv[3]) > now)
         end
         if free then
           local best, bat, bdue
           local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, 1000)
           for j = 1, #r, 2 do
             local id, due = r[j], tonumber(r[j+1])
-            local at = tonumber(redis.call('HGET', tkey(q, id), 'at'))
+            local at = num(redis.call('HGET', tkey(q, id), 'at'))
             if not best or at < bat or (at == bat and (due < bdue or (due == bdue and id < best))) then
               best, bat, bdue = id, at, due
             end
