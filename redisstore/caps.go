@@ -158,7 +158,11 @@ func (s *Store) RetryInPlace(ctx context.Context, p store.RetryInPlaceParams) ([
 			case int64(0):
 				out[i].Err = store.ErrLeaseLost
 			case int64(1):
-				t, err := decodeTask(row[1:])
+				if len(row) != 2 {
+					return fmt.Errorf("malformed result of %d elements", len(row))
+				}
+				v, _ := row[1].([]any)
+				t, err := decodeRow(v)
 				if err != nil {
 					return err
 				}

@@ -83,8 +83,7 @@ func decodeHeaders(s string) (map[string]string, error) {
 	return h, nil
 }
 
-// decodeTask reads a task from its hash's HGETALL reply; where a field
-// appears more than once, its last value counts (see scriptClaim).
+// decodeTask reads a task from its hash's HGETALL reply.
 func decodeTask(fields []any) (*rdq.Task, error) {
 	if len(fields)%2 != 0 || len(fields) == 0 {
 		return nil, fmt.Errorf("malformed task hash of %d elements", len(fields))
@@ -126,6 +125,69 @@ func decodeTask(fields []any) (*rdq.Task, error) {
 		Timeout:        time.Duration(to) * time.Microsecond,
 		Snoozes:        atoi(f["sn"]),
 	}, nil
+}
+
+// rowLen is the length of a task's row: the values of 23 of its hash's
+// fields, in the order the layout in scripts.go gives.
+const rowLen = 23
+
+// decodeRow reads a task from its row (see the layout in scripts.go); a
+// field the hash lacks is nil in the row and reads as empty.
+func decodeRow(v []any) (*rdq.Task, error) {
+	if len(v) != rowLen {
+		return nil, fmt.Errorf("malformed task row of %d elements, want %d", len(v), rowLen)
+	}
+	id, err := rdq.ParseID(str(v[0]))
+	if err != nil {
+		return nil, fmt.Errorf("task row: %w", err)
+	}
+	hd, err := decodeHeaders(str(v[5]))
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	tk, _ := strconv.ParseInt(str(v[11]), 10, 64)
+	to, _ := strconv.ParseInt(str(v[21]), 10, 64)
+	return &rdq.Task{
+		ID:             id,
+		Queue:          str(v[1]),
+		Handler:        str(v[2]),
+		Payload:        []byte(str(v[3])),
+		ContentType:    str(v[4]),
+		Headers:        hd,
+		IdempotencyKey: str(v[6]),
+		Status:         rdq.Status(str(v[7])),
+		Attempts:       atoi(str(v[8])),
+		Life:           atoi(str(v[9])),
+		NextAttemptAt:  microTime(str(v[10])),
+		LeaseToken:     tk,
+		LeaseExpiresAt: microTime(str(v[12])),
+		LeaseOwner:     str(v[13]),
+		CreatedAt:      microTime(str(v[14])),
+		UpdatedAt:      microTime(str(v[15])),
+		FinishedAt:     microTime(str(v[16])),
+		LastError:      rdq.ErrorSummary{Type: str(v[17]), Message: str(v[18]), Fingerprint: str(v[19])},
+		MaxAttempts:    atoi(str(v[20])),
+		Timeout:        time.Duration(to) * time.Microsecond,
+		Snoozes:        atoi(str(v[22])),
+	}, nil
+}
+
+// decodeRows reads a script's reply of task rows.
+func decodeRows(res any) ([]*rdq.Task, error) {
+	rows, ok := res.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redisstore: unexpected reply %T", res)
+	}
+	out := make([]*rdq.Task, 0, len(rows))
+	for _, r := range rows {
+		v, _ := r.([]any)
+		t, err := decodeRow(v)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // decodeTasks reads a script's reply of task hashes.

@@ -62,6 +62,18 @@ import "github.com/redis/go-redis/v9"
 // created, up updated, fi finished (µs, 0 when not finished), et, em, ef
 // last error type, message, fingerprint, ma max attempts, to timeout (µs),
 // sn snoozes, mn the highest attempt number recorded.
+// A field whose value is its default (0 for a number, empty for a text:
+// hd, ik, at, lf, tk, le, lo, ca, fi, et, em, ef, sn, mn) may be left out:
+// an enqueue writes none of them but those of a first failure, and every
+// script and the store read a missing one as its default. Each field of
+// a hash costs every command that writes or reads it.
+//
+// A task's row is how the scripts that hand tasks to a worker (scriptClaim,
+// scriptRetryInPlace) return one: the values, without their names, of the
+// fields id, q, h, p, ct, hd, ik, st, at, lf, nx, tk, le, lo, cr, up, fi,
+// et, em, ef, ma, to, sn, in this order (decodeRow reads it); less than
+// half of an HGETALL, and each script reads only the fields it neither
+// knows nor writes.
 //
 // Records (attempts, audit entries) are sequences of netstrings
 // ("LEN:BYTES"), so any bytes survive. An attempt: number, life, token,
@@ -211,6 +223,7 @@ end
 local function bury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef', 'fi', 'lf', 'em')
   local p, fi = qp(q), v[4]
+  v[2], v[3] = v[2] or '', v[3] or ''
   redis.call('HSET', p .. ':dm', id, (v[5] or '0') .. ':' .. string.lower(v[6] or ''))
   redis.call('ZADD', p .. ':dead', fi, id)
   redis.call('ZADD', p .. ':dh:' .. v[1], fi, id)
@@ -225,6 +238,7 @@ end
 local function unbury(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'h', 'et', 'ef')
   local p = qp(q)
+  v[2], v[3] = v[2] or '', v[3] or ''
   redis.call('ZREM', p .. ':dead', id)
   redis.call('HDEL', p .. ':dm', id)
   redis.call('ZREM', p .. ':dh:' .. v[1], id)
@@ -268,10 +282,12 @@ local function matches(f, v)
 end
 
 -- look reads what matches needs of task id of this script's queue, or nil
--- when there is no such task.
+-- when there is no such task; a field the hash leaves out reads as its
+-- default.
 local function look(id)
   local v = redis.call('HMGET', tkey(Q, id), 'st', 'q', 'h', 'et', 'ef', 'fi', 'em', 'lf')
   if not v[1] then return nil end
+  v[4], v[5], v[6], v[7], v[8] = v[4] or '', v[5] or '', v[6] or '0', v[7] or '', v[8] or '0'
   return v
 end
 
@@ -299,6 +315,7 @@ end
 // {"purged", id, queue, key, created}.
 var scriptEnqueue = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
+local nows = fmt(now)
 local retention = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local out = {}
@@ -348,10 +365,12 @@ for i = 0, n - 1 do
   if not res then
     local k = tkey(q, id)
     local due = now + tonumber(ARGV[b+8])
-    redis.call('HSET', k, 'id', id, 'q', q, 'h', h, 'p', ARGV[b+4], 'ct', ARGV[b+5], 'hd', ARGV[b+6],
-      'ik', ik, 'st', 'PENDING', 'at', '0', 'lf', '0', 'nx', fmt(due), 'tk', '0', 'le', '0', 'lo', '',
-      'ca', '0', 'cr', fmt(now), 'up', fmt(now), 'fi', '0', 'et', '', 'em', '', 'ef', '',
-      'ma', ARGV[b+9], 'to', ARGV[b+10], 'sn', '0', 'mn', '0')
+    -- Only the fields without a default (see the layout).
+    local set = {'id', id, 'q', q, 'h', h, 'p', ARGV[b+4], 'ct', ARGV[b+5], 'st', 'PENDING',
+      'nx', fmt(due), 'cr', nows, 'up', nows, 'ma', ARGV[b+9], 'to', ARGV[b+10]}
+    if ARGV[b+6] ~= '' then set[#set+1], set[#set+2] = 'hd', ARGV[b+6] end
+    if ik ~= '' then set[#set+1], set[#set+2] = 'ik', ik end
+    redis.call('HSET', k, unpack(set))
     if ARGV[b+11] == '1' then
       local outcome = ARGV[b+12]
       local dur = tonumber(ARGV[b+18])
@@ -391,9 +410,8 @@ return out
 // Keys: P:paused, P:handlers (no handlers given), P:hp:H and P:ph:H of
 // each handler, P:inflight, P:t:ID of each claimed task. A paused queue
 // and a paused handler are passed over.
-// Returns per claimed task its HGETALL before the claim followed by the
-// fields the claim set (later pairs override earlier ones); dry, {due,
-// ID} per task.
+// Returns per claimed task its row (see the layout) as the claim left it;
+// dry, {due, ID} per task.
 var scriptClaim = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
 local lease = tonumber(ARGV[3])
@@ -435,6 +453,9 @@ end
 local exp = fmt(now + lease)
 local nows = fmt(now)
 local taken, inflight = {}, {}
+-- The fields of a row a claim reads (all but the ID, the queue and the
+-- handler, which it knows, and those it writes), in order.
+local claimfields = {'p', 'ct', 'hd', 'ik', 'at', 'lf', 'nx', 'tk', 'cr', 'fi', 'et', 'em', 'ef', 'ma', 'to', 'sn'}
 for i = 1, math.min(limit, #cands) do
   local c = cands[i]
   local id, q, h = c[2], c[3], c[4]
@@ -446,19 +467,13 @@ for i = 1, math.min(limit, #cands) do
   if not inflight[q] then inflight[q] = {} end
   local fl = inflight[q]
   fl[#fl+1], fl[#fl+2] = exp, id
-  -- The reply is the hash as read, then the fields this claim rewrote:
-  -- a reader of the pairs keeps the last value of each field.
-  local t = redis.call('HGETALL', k)
-  local tk = 0
-  for j = 1, #t, 2 do
-    if t[j] == 'tk' then tk = tonumber(t[j+1]); break end
-  end
-  tk = fmt(tk + 1)
+  -- The reply is the task's row: what the claim does not know, read,
+  -- and what it writes.
+  local v = redis.call('HMGET', k, unpack(claimfields))
+  local tk = fmt(num(v[8]) + 1)
   redis.call('HSET', k, 'tk', tk, 'st', 'IN_FLIGHT', 'le', exp, 'lo', worker, 'ca', nows, 'up', nows)
-  local m = #t
-  t[m+1], t[m+2], t[m+3], t[m+4], t[m+5], t[m+6] = 'tk', tk, 'st', 'IN_FLIGHT', 'le', exp
-  t[m+7], t[m+8], t[m+9], t[m+10], t[m+11], t[m+12] = 'lo', worker, 'ca', nows, 'up', nows
-  out[#out+1] = t
+  out[#out+1] = {id, q, h, v[1], v[2], v[3], v[4], 'IN_FLIGHT', v[5], v[6], v[7], tk, exp, worker,
+    v[9], nows, v[10], v[11], v[12], v[13], v[14], v[15], v[16]}
 end
 for src, ids in pairs(taken) do variadic('ZREM', src, ids) end
 for q, pairs_ in pairs(inflight) do variadic('ZADD', qp(q) .. ':inflight', pairs_) end
@@ -529,10 +544,10 @@ for i = 0, n - 1 do
       local set = {'le', '0', 'up', nows, 'st', status}
       if ARGV[b+5] == '1' then
         local outcome = ARGV[b+6]
-        local n = tonumber(v[5]) + 1
-        append(q, id, v[4], n, tonumber(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
+        local n = num(v[5]) + 1
+        append(q, id, v[4], n, num(v[3]), token, now - tonumber(ARGV[b+12]), now, outcome,
           ARGV[b+7], ARGV[b+8], ARGV[b+9], ARGV[b+11])
-        set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(tonumber(v[6]) + 1)
+        set[#set+1], set[#set+2], set[#set+3], set[#set+4] = 'mn', fmt(n), 'at', fmt(num(v[6]) + 1)
         if outcome ~= 'SUCCESS' then
           set[#set+1], set[#set+2], set[#set+3] = 'et', ARGV[b+7], 'em'
           set[#set+1], set[#set+2], set[#set+3] = ARGV[b+8], 'ef', ARGV[b+10]
@@ -624,7 +639,7 @@ for i = 1, math.min(limit, #cands) do
   local id, q = c[2], c[3]
   local k = tkey(q, id)
   local v = redis.call('HMGET', k, 'lf', 'tk', 'ca', 'lo', 'h')
-  record(q, id, v[5], tonumber(v[1]), tonumber(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
+  record(q, id, v[5], num(v[1]), num(v[2]), num(v[3]), now, 'LEASE_EXPIRED', etype, emsg, '', v[4] or '')
   local exp = now + lease
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HINCRBY', k, 'tk', 1)
@@ -992,49 +1007,60 @@ return out
 // scriptRetryInPlace records failed attempts and leases their tasks again
 // to the attempt's worker, unless the task's queue is paused, where it is
 // left PENDING as Finish leaves a retry, and so is a task of a paused
-// handler (held).
+// handler (held). Per task it reads the hash once and writes it once;
+// the leases kept go into P:inflight in one command.
 // ARGV: N, now, lease (µs), count, then per item 10 fields: id, token,
 // retry in (µs), outcome, error type, message, stack, fingerprint,
 // worker, duration (µs).
-// Keys: P:paused, P:t:ID, P:a:ID, P:inflight, P:handlers, P:ph:H.
-// Returns per item {0} (lost), {2} (left waiting) or {1, HGETALL...}.
+// Keys: P:paused, P:t:ID, P:a:ID, P:inflight, P:hp:H, P:handlers, P:ph:H.
+// Returns per item {0} (lost), {2} (left waiting) or {1, row} (see the
+// layout).
 var scriptRetryInPlace = redis.NewScript(prelude + `
 local now = clock(ARGV[2])
-local lease = tonumber(ARGV[3])
+local nows = fmt(now)
+local exp = fmt(now + tonumber(ARGV[3]))
 local n = tonumber(ARGV[4])
 local out = {}
+-- The fields it reads: the lease's, the attempt's, and those of the row
+-- it neither knows nor writes.
+local fields = {'st', 'tk', 'lf', 'h', 'mn', 'at', 'p', 'ct', 'hd', 'ik', 'cr', 'fi', 'ma', 'to', 'sn'}
+local paused = redis.call('EXISTS', P .. ':paused') == 1
+local holds, inflight = {}, {}
 for i = 0, n - 1 do
   local b = 4 + i * 10
   local id, token = ARGV[b+1], tonumber(ARGV[b+2])
   local q = Q
+  local k = tkey(q, id)
   local res = {0}
-  if redis.call('EXISTS', tkey(q, id)) == 1 then
-    local k = tkey(q, id)
-    local v = redis.call('HMGET', k, 'st', 'tk', 'lf', 'h')
-    if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
-      local worker = ARGV[b+9]
-      record(q, id, v[4], tonumber(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
-        ARGV[b+5], ARGV[b+6], ARGV[b+7], worker)
-      redis.call('HINCRBY', k, 'at', 1)
-      local due = now + tonumber(ARGV[b+3])
-      redis.call('HSET', k, 'et', ARGV[b+5], 'em', ARGV[b+6], 'ef', ARGV[b+8], 'nx', fmt(due), 'up', fmt(now))
-      if redis.call('EXISTS', qp(q) .. ':paused') == 1 or held(q, v[4]) then
-        redis.call('HSET', k, 'st', 'PENDING', 'le', '0')
-        redis.call('ZREM', qp(q) .. ':inflight', id)
-        wait(q, id, v[4], due)
-        res = {2}
-      else
-        local exp = now + lease
-        redis.call('HINCRBY', k, 'tk', 1)
-        redis.call('HSET', k, 'le', fmt(exp), 'lo', worker, 'ca', fmt(now))
-        redis.call('ZADD', qp(q) .. ':inflight', fmt(exp), id)
-        res = {1}
-        for _, f in ipairs(redis.call('HGETALL', k)) do res[#res+1] = f end
-      end
+  local v = redis.call('HMGET', k, unpack(fields))
+  if v[1] == 'IN_FLIGHT' and tonumber(v[2]) == token then
+    local h, worker = v[4], ARGV[b+9]
+    local et, em, ef = ARGV[b+5], ARGV[b+6], ARGV[b+8]
+    local mn = num(v[5]) + 1
+    append(q, id, h, mn, num(v[3]), token, now - tonumber(ARGV[b+10]), now, ARGV[b+4],
+      et, em, ARGV[b+7], worker)
+    local at = fmt(num(v[6]) + 1)
+    local due = now + tonumber(ARGV[b+3])
+    local hold = holds[h]
+    if hold == nil then hold = held(q, h); holds[h] = hold end
+    if paused or hold then
+      redis.call('HSET', k, 'mn', fmt(mn), 'at', at, 'et', et, 'em', em, 'ef', ef, 'nx', fmt(due), 'up', nows,
+        'st', 'PENDING', 'le', '0')
+      redis.call('ZREM', P .. ':inflight', id)
+      wait(q, id, h, due)
+      res = {2}
+    else
+      local tk = fmt(token + 1)
+      redis.call('HSET', k, 'mn', fmt(mn), 'at', at, 'et', et, 'em', em, 'ef', ef, 'nx', fmt(due), 'up', nows,
+        'tk', tk, 'le', exp, 'lo', worker, 'ca', nows)
+      inflight[#inflight+1], inflight[#inflight+2] = exp, id
+      res = {1, {id, q, h, v[7], v[8], v[9], v[10], 'IN_FLIGHT', at, v[3], fmt(due), tk, exp, worker,
+        v[11], nows, v[12], et, em, ef, v[13], v[14], v[15]}}
     end
   end
   out[#out+1] = res
 end
+variadic('ZADD', P .. ':inflight', inflight)
 flush()
 return out
 `)
@@ -1111,8 +1137,8 @@ elseif state == 'succeeded' then set, st = ':done', 'SUCCEEDED' end
 local function fits(q, id)
   local v = redis.call('HMGET', tkey(q, id), 'st', 'h', 'et', 'ef', 'em', 'at')
   if v[1] ~= st then return false end
-  if state == 'pending' and tonumber(v[6]) ~= 0 then return false end
-  if state == 'retrying' and tonumber(v[6]) == 0 then return false end
+  if state == 'pending' and num(v[6]) ~= 0 then return false end
+  if state == 'retrying' and num(v[6]) == 0 then return false end
   if f.h ~= '' and v[2] ~= f.h then return false end
   if f.et ~= '' and v[3] ~= f.et then return false end
   if f.ef ~= '' and v[4] ~= f.ef then return false end
@@ -1351,7 +1377,7 @@ audit(now, actor, 'dead_letter_unserved', '', table.concat(ids, ','), #ids, '', 
 for _, id in ipairs(ids) do
   local k = tkey(q, id)
   unwait(q, id, h)
-  record(q, id, h, tonumber(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
+  record(q, id, h, num(redis.call('HGET', k, 'lf')), 0, now, now, 'PERMANENT_FAILURE', etype, emsg, '', actor)
   redis.call('HINCRBY', k, 'at', 1)
   redis.call('HSET', k, 'st', 'DEAD', 'fi', fmt(now), 'up', fmt(now), 'et', etype, 'em', emsg, 'ef', efp)
   bury(q, id)
@@ -1457,14 +1483,14 @@ for i = 1, nq do
         local free = v[1] == 'open'
         if not free then
           local pv = redis.call('HMGET', tkey(q, v[3]), 'st', 'tk', 'le')
-          free = not (pv[1] == 'IN_FLIGHT' and tonumber(pv[2]) == tonumber(v[4]) and tonumber(pv[3]) > now)
+          free = not (pv[1] == 'IN_FLIGHT' and num(pv[2]) == tonumber(v[4]) and num(pv[3]) > now)
         end
         if free then
           local best, bat, bdue
           local r = redis.call('ZRANGEBYSCORE', qp(q) .. ':ph:' .. h, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, 1000)
           for j = 1, #r, 2 do
             local id, due = r[j], tonumber(r[j+1])
-            local at = tonumber(redis.call('HGET', tkey(q, id), 'at'))
+            local at = num(redis.call('HGET', tkey(q, id), 'at'))
             if not best or at < bat or (at == bat and (due < bdue or (due == bdue and id < best))) then
               best, bat, bdue = id, at, due
             end

@@ -629,7 +629,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: claim: %w", err)
 		}
-		tasks, err := decodeTasks(res)
+		tasks, err := decodeRows(res)
 		if err != nil {
 			return nil, err
 		}
@@ -653,7 +653,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 		if err != nil {
 			return err
 		}
-		tasks, err := decodeTasks(res)
+		tasks, err := decodeRows(res)
 		if err != nil {
 			return err
 		}
