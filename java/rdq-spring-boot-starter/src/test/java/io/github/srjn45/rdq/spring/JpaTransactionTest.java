@@ -35,15 +35,11 @@ class JpaTransactionTest {
 
     @DynamicPropertySource
     static void properties(DynamicPropertyRegistry r) {
-        r.add("spring.datasource.url", TestDatabase::jdbcUrl);
-        r.add("spring.datasource.username", TestDatabase::user);
-        r.add("spring.datasource.password", TestDatabase::password);
+        TestDatabase.register(r, SCHEMA);
         r.add("spring.jpa.hibernate.ddl-auto", () -> "create");
         r.add("spring.jpa.open-in-view", () -> "false");
         r.add("spring.jpa.properties.hibernate.default_schema", () -> SCHEMA);
         r.add("spring.jpa.properties.hibernate.hbm2ddl.create_namespaces", () -> "true");
-        r.add("rdq.schema", () -> SCHEMA);
-        r.add("rdq.migrate", () -> "true");
     }
 
     /** Drops the test schema once the context has closed. */

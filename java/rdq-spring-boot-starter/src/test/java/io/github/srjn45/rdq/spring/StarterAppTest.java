@@ -46,11 +46,7 @@ class StarterAppTest {
 
     @DynamicPropertySource
     static void properties(DynamicPropertyRegistry r) {
-        r.add("spring.datasource.url", TestDatabase::jdbcUrl);
-        r.add("spring.datasource.username", TestDatabase::user);
-        r.add("spring.datasource.password", TestDatabase::password);
-        r.add("rdq.schema", () -> SCHEMA);
-        r.add("rdq.migrate", () -> "true");
+        TestDatabase.register(r, SCHEMA);
         // JPA is on the tests' classpath for JpaTransactionTest; this
         // application's transactions stay DataSourceTransactionManager's.
         r.add("spring.autoconfigure.exclude",

@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.util.HexFormat;
 import java.util.function.BooleanSupplier;
 import org.postgresql.ds.PGSimpleDataSource;
+import org.springframework.test.context.DynamicPropertyRegistry;
 
 /**
  * The test database, RDQ_TEST_DATABASE_URL as for the Go tests and the SDK's
@@ -59,6 +60,18 @@ public final class TestDatabase {
         byte[] b = new byte[8];
         new SecureRandom().nextBytes(b);
         return "rdqspring_" + HexFormat.of().formatHex(b);
+    }
+
+    /**
+     * Registers the test database as the application's {@code spring.datasource},
+     * and schema as rdq's, migrated at start.
+     */
+    public static void register(DynamicPropertyRegistry r, String schema) {
+        r.add("spring.datasource.url", TestDatabase::jdbcUrl);
+        r.add("spring.datasource.username", TestDatabase::user);
+        r.add("spring.datasource.password", TestDatabase::password);
+        r.add("rdq.schema", () -> schema);
+        r.add("rdq.migrate", () -> "true");
     }
 
     /** Drops schema and everything in it. */
