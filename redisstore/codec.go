@@ -83,53 +83,30 @@ func decodeHeaders(s string) (map[string]string, error) {
 	return h, nil
 }
 
-// decodeTask reads a task from its hash's HGETALL reply.
+// rowFields are the hash fields of a task's row, in the row's order (see
+// the layout in scripts.go).
+var rowFields = [...]string{"id", "q", "h", "p", "ct", "hd", "ik", "st", "at", "lf", "nx", "tk", "le", "lo",
+	"cr", "up", "fi", "et", "em", "ef", "ma", "to", "sn"}
+
+// rowLen is the length of a task's row.
+const rowLen = len(rowFields)
+
+// decodeTask reads a task from its hash's HGETALL reply, as the row of its
+// fields.
 func decodeTask(fields []any) (*rdq.Task, error) {
 	if len(fields)%2 != 0 || len(fields) == 0 {
 		return nil, fmt.Errorf("malformed task hash of %d elements", len(fields))
 	}
-	f := make(map[string]string, len(fields)/2)
+	f := make(map[string]any, len(fields)/2)
 	for i := 0; i < len(fields); i += 2 {
-		f[str(fields[i])] = str(fields[i+1])
+		f[str(fields[i])] = fields[i+1]
 	}
-	id, err := rdq.ParseID(f["id"])
-	if err != nil {
-		return nil, fmt.Errorf("task hash: %w", err)
+	row := make([]any, rowLen)
+	for i, name := range rowFields {
+		row[i] = f[name]
 	}
-	hd, err := decodeHeaders(f["hd"])
-	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", id, err)
-	}
-	tk, _ := strconv.ParseInt(f["tk"], 10, 64)
-	to, _ := strconv.ParseInt(f["to"], 10, 64)
-	return &rdq.Task{
-		ID:             id,
-		Queue:          f["q"],
-		Handler:        f["h"],
-		Payload:        []byte(f["p"]),
-		ContentType:    f["ct"],
-		Headers:        hd,
-		IdempotencyKey: f["ik"],
-		Status:         rdq.Status(f["st"]),
-		Attempts:       atoi(f["at"]),
-		Life:           atoi(f["lf"]),
-		NextAttemptAt:  microTime(f["nx"]),
-		LeaseToken:     tk,
-		LeaseExpiresAt: microTime(f["le"]),
-		LeaseOwner:     f["lo"],
-		CreatedAt:      microTime(f["cr"]),
-		UpdatedAt:      microTime(f["up"]),
-		FinishedAt:     microTime(f["fi"]),
-		LastError:      rdq.ErrorSummary{Type: f["et"], Message: f["em"], Fingerprint: f["ef"]},
-		MaxAttempts:    atoi(f["ma"]),
-		Timeout:        time.Duration(to) * time.Microsecond,
-		Snoozes:        atoi(f["sn"]),
-	}, nil
+	return decodeRow(row)
 }
-
-// rowLen is the length of a task's row: the values of 23 of its hash's
-// fields, in the order the layout in scripts.go gives.
-const rowLen = 23
 
 // decodeRow reads a task from its row (see the layout in scripts.go); a
 // field the hash lacks is nil in the row and reads as empty.
@@ -139,7 +116,7 @@ func decodeRow(v []any) (*rdq.Task, error) {
 	}
 	id, err := rdq.ParseID(str(v[0]))
 	if err != nil {
-		return nil, fmt.Errorf("task row: %w", err)
+		return nil, fmt.Errorf("task: %w", err)
 	}
 	hd, err := decodeHeaders(str(v[5]))
 	if err != nil {
@@ -173,33 +150,21 @@ func decodeRow(v []any) (*rdq.Task, error) {
 }
 
 // decodeRows reads a script's reply of task rows.
-func decodeRows(res any) ([]*rdq.Task, error) {
-	rows, ok := res.([]any)
-	if !ok {
-		return nil, fmt.Errorf("redisstore: unexpected reply %T", res)
-	}
-	out := make([]*rdq.Task, 0, len(rows))
-	for _, r := range rows {
-		v, _ := r.([]any)
-		t, err := decodeRow(v)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, nil
-}
+func decodeRows(res any) ([]*rdq.Task, error) { return decodeReply(res, decodeRow) }
 
 // decodeTasks reads a script's reply of task hashes.
-func decodeTasks(res any) ([]*rdq.Task, error) {
-	rows, ok := res.([]any)
+func decodeTasks(res any) ([]*rdq.Task, error) { return decodeReply(res, decodeTask) }
+
+// decodeReply reads a script's reply of tasks, each decoded by decode.
+func decodeReply(res any, decode func([]any) (*rdq.Task, error)) ([]*rdq.Task, error) {
+	items, ok := res.([]any)
 	if !ok {
 		return nil, fmt.Errorf("redisstore: unexpected reply %T", res)
 	}
-	out := make([]*rdq.Task, 0, len(rows))
-	for _, r := range rows {
-		fields, _ := r.([]any)
-		t, err := decodeTask(fields)
+	out := make([]*rdq.Task, 0, len(items))
+	for _, r := range items {
+		v, _ := r.([]any)
+		t, err := decode(v)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: %w", err)
 		}

@@ -177,21 +177,9 @@ func TestConnectBodySlotsAndReadDeadline(t *testing.T) {
 	waitUntil(t, "the trickling Connect bodies to hold every place of their principal", func() bool {
 		return s.bodies.inUse() == DefaultMaxConcurrentBodies
 	})
-	req, err := http.NewRequest(http.MethodPost, srv.URL+RPCPath+"PauseQueue", strings.NewReader(`{"queue": "orders", "reason": "incident 7"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+slotsAdminToken)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := postWith(t, srv, RPCPath+"PauseQueue",
+		map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + slotsAdminToken},
+		strings.NewReader(`{"queue": "orders", "reason": "incident 7"}`))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("the admin's pause, with the submitter's bodies trickling: %d %s", resp.StatusCode, body)
 	}
@@ -226,22 +214,9 @@ func TestConnectRefusesBrokenCompression(t *testing.T) {
 		{"gRPC-Web, cut inside a message", "application/grpc-web+proto", "Grpc-Encoding", "\x01\x00\x00\x00\x10abc"},
 		{"gRPC-Web, flagged but not gzip", "application/grpc-web+proto", "Grpc-Encoding", "\x01\x00\x00\x00\x03abc"},
 	} {
-		req, err := http.NewRequest(http.MethodPost, srv.URL+RPCPath+"Submit", strings.NewReader(c.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", c.contentType)
-		req.Header.Set(c.header, "gzip")
-		req.Header.Set("Authorization", "Bearer "+slowSubmitterToken)
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, body := postWith(t, srv, RPCPath+"Submit",
+			map[string]string{"Content-Type": c.contentType, c.header: "gzip", "Authorization": "Bearer " + slowSubmitterToken},
+			strings.NewReader(c.body))
 		// Connect answers 400 with a JSON error; gRPC-Web, without a
 		// message, answers its status in headers, the ErrorInfo in the
 		// status details (base64 protobuf).

@@ -46,14 +46,26 @@ func restService(t testing.TB, cfg Config) (*Service, *httptest.Server) {
 	return s, srv
 }
 
+// post sends a JSON body to srv's path as the REST tests' principal and
+// returns the status and the answer's body.
 func post(t *testing.T, srv *httptest.Server, path string, body io.Reader) (int, []byte) {
+	t.Helper()
+	resp, raw := postWith(t, srv, path,
+		map[string]string{"Authorization": "Bearer " + restToken, "Content-Type": "application/json"}, body)
+	return resp.StatusCode, raw
+}
+
+// postWith sends body to srv's path with headers and returns the answer and
+// its body, read whole.
+func postWith(t *testing.T, srv *httptest.Server, path string, headers map[string]string, body io.Reader) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, srv.URL+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+restToken)
-	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +75,7 @@ func post(t *testing.T, srv *httptest.Server, path string, body io.Reader) (int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp.StatusCode, raw
+	return resp, raw
 }
 
 // A request that finds MaxConcurrentBodies bodies in flight waits, and is

@@ -98,20 +98,8 @@ func TestRESTSlowBodiesDoNotStarveAnotherPrincipal(t *testing.T) {
 		return s.bodies.inUse() == DefaultMaxConcurrentBodies
 	})
 
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/queues:pause", strings.NewReader(`{"queue": "orders", "reason": "incident 7"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+slotsAdminToken)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := postWith(t, srv, "/v1/queues:pause", map[string]string{"Authorization": "Bearer " + slotsAdminToken},
+		strings.NewReader(`{"queue": "orders", "reason": "incident 7"}`))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("the admin's pause, with the submitter's bodies trickling: %d %s", resp.StatusCode, body)
 	}
