@@ -105,6 +105,19 @@ func (c *completer) close() {
 	}
 }
 
+// completerFlushes is how many batches the completer writes at once. A
+// batch's statement takes the store a while; with a second one written
+// meanwhile, the results that arrive during a write wait for the store's
+// capacity rather than for that write to end.
+const completerFlushes = 2
+
+// flushed is the end of one batch's write: its buffer, free again, and the
+// items to try again.
+type flushed struct {
+	buf   []finishItem
+	retry []finishItem
+}
+
 func (c *completer) run() {
 	defer c.w.bg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -112,15 +125,31 @@ func (c *completer) run() {
 	var retry []finishItem
 	var stopDeadline time.Time
 	open := true
-	buf := make([]finishItem, 0, c.batch)
-	for open || len(retry) > 0 {
+	// free holds the batch buffers not being written; a buffer is handed to
+	// the goroutine that writes it and comes back on done.
+	free := make([][]finishItem, 0, completerFlushes)
+	for range completerFlushes {
+		free = append(free, make([]finishItem, 0, c.batch))
+	}
+	done := make(chan flushed, completerFlushes)
+	writing := 0
+	landed := func(f flushed) {
+		writing--
+		retry = append(retry, f.retry...)
+		free = append(free, f.buf[:0])
+	}
+	for open || len(retry) > 0 || writing > 0 {
+		if len(free) == 0 {
+			landed(<-done)
+			continue
+		}
 		if !open && stopDeadline.IsZero() {
 			stopDeadline = time.Now().Add(finishRetryAfterStop)
 		}
-		buf = buf[:0]
+		buf := free[len(free)-1]
 		retry, buf = c.takeDue(retry, buf, time.Now(), stopDeadline)
 		if len(buf) == 0 {
-			// Wait for a new result or the next retry.
+			// Wait for a new result, the next retry or a write's end.
 			var wake <-chan time.Time
 			if len(retry) > 0 {
 				timer.Reset(time.Until(earliest(retry)))
@@ -130,7 +159,7 @@ func (c *completer) run() {
 			if open {
 				in = c.ch
 			}
-			if in == nil && wake == nil {
+			if in == nil && wake == nil && writing == 0 {
 				break
 			}
 			select {
@@ -141,6 +170,8 @@ func (c *completer) run() {
 					buf = append(buf, it)
 				}
 			case <-wake:
+			case f := <-done:
+				landed(f)
 			}
 			timer.Stop()
 			if len(buf) == 0 {
@@ -164,7 +195,13 @@ func (c *completer) run() {
 			}
 			timer.Stop()
 		}
-		retry = append(retry, c.flushIsolating(buf)...)
+		free = free[:len(free)-1]
+		writing++
+		go func() {
+			r := c.flushIsolating(buf)
+			clear(buf) // drop the references of the items written
+			done <- flushed{buf: buf, retry: r}
+		}()
 	}
 }
 

@@ -58,13 +58,14 @@ func (e *GoexitError) ErrorType() string { return "handler_goexit" }
 // LeaseExpiringError is the context.Cause of a handler's context when the
 // worker could not renew the task's lease and cancelled the handler shortly
 // before the lease, as last renewed, would expire (after which another
-// execution may take the task). If the handler then fails, the attempt is
+// execution may take the task): when less than Margin of it remained, and
+// never less than three quarters of Margin. If the handler then fails, the attempt is
 // recorded with this error, of type "lease_unrenewable"; a handler that
 // returns nil anyway has done its work, and its success is recorded if the
 // lease is still current.
 type LeaseExpiringError struct {
-	// Margin is how long before the lease's expiry the handler was
-	// cancelled.
+	// Margin is the queue's lease margin: the handler is cancelled once
+	// less than this remains of the lease.
 	Margin time.Duration
 }
 
@@ -86,15 +87,17 @@ type execution struct {
 	policy  rdq.Policy
 	snoozes int // the task's snoozes in its current life
 	cancel  context.CancelCauseFunc
-	// expiry cancels the handler shortly before leaseUntil, unless a
-	// heartbeat pushes leaseUntil back first; nil once the handler returned.
-	expiry *time.Timer
 	// probe is set for a circuit breaker's probe.
 	probe *store.HandlerPause
 	// started is when the claim was sent.
 	started time.Time
 
 	// Guarded by leaseSet.mu.
+	//
+	// watched: the expiry sweep cancels the handler shortly before
+	// leaseUntil, unless a heartbeat pushes leaseUntil back first; false
+	// once the handler returned or the sweep cancelled it.
+	watched  bool
 	nextBeat time.Time
 	// leaseUntil is a lower bound, on this process's monotonic clock, of
 	// when the lease last granted or renewed expires in the store: the
@@ -112,16 +115,45 @@ type leaseSet struct {
 	m           map[store.Lease]*execution
 	interrupted []*execution // returned after the grace period; to release
 	completing  sync.WaitGroup
+	// stopping, once set by cancelAll, is the cause every execution added
+	// since is cancelled with as it is added.
+	stopping error
 }
 
 func newLeaseSet() *leaseSet {
 	return &leaseSet{m: make(map[store.Lease]*execution)}
 }
 
+// add registers e, whose context is cancelled at once if cancelAll was
+// called.
 func (s *leaseSet) add(e *execution) {
 	s.mu.Lock()
 	s.m[e.lease] = e
+	cause := s.stopping
 	s.mu.Unlock()
+	if cause != nil {
+		e.cancel(cause)
+	}
+}
+
+// cancelAll cancels, with cause, the context of every registered execution
+// and of every execution added from now on. Execution contexts are not
+// children of a context the worker cancels (registering thousands of
+// children in one parent costs a busy worker a shared lock and map update
+// per execution); this is how they all end at once.
+func (s *leaseSet) cancelAll(cause error) {
+	s.mu.Lock()
+	if s.stopping == nil {
+		s.stopping = cause
+	}
+	execs := make([]*execution, 0, len(s.m))
+	for _, e := range s.m {
+		execs = append(execs, e)
+	}
+	s.mu.Unlock()
+	for _, e := range execs {
+		e.cancel(cause)
+	}
 }
 
 func (s *leaseSet) remove(e *execution) {
@@ -153,14 +185,28 @@ func (s *leaseSet) leaseValid(e *execution, now time.Time) bool {
 	return !e.lost && now.Before(e.leaseUntil)
 }
 
-// stopExpiry stops e's expiry timer once its handler has returned.
+// stopExpiry takes e out of the expiry sweep once its handler has
+// returned.
 func (s *leaseSet) stopExpiry(e *execution) {
 	s.mu.Lock()
+	e.watched = false
+	s.mu.Unlock()
+}
+
+// expiring returns the executions whose handlers are still running with
+// less than their queue's margin left of a lease that could not be renewed,
+// and takes them out of the sweep.
+func (s *leaseSet) expiring(now time.Time) []*execution {
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.expiry != nil {
-		e.expiry.Stop()
-		e.expiry = nil
+	var out []*execution
+	for _, e := range s.m {
+		if e.watched && !e.returned && !e.lost && e.leaseUntil.Sub(now) <= e.q.leaseMargin {
+			e.watched = false
+			out = append(out, e)
+		}
 	}
+	return out
 }
 
 // returnVerdict is what an execution does with its handler's result.
@@ -206,10 +252,7 @@ func (s *leaseSet) takeForRelease() []*execution {
 	for l, e := range s.m {
 		if !e.returned {
 			e.abandoned = true
-			if e.expiry != nil {
-				e.expiry.Stop() // its lease is released, not expiring
-				e.expiry = nil
-			}
+			e.watched = false // its lease is released, not expiring
 			delete(s.m, l)
 			out = append(out, e)
 		}
@@ -256,9 +299,6 @@ func (s *leaseSet) afterBeat(beats []beating, errs []error, now time.Time) (lost
 		if errs[i] == nil {
 			e.nextBeat = now.Add(e.q.heartbeat)
 			e.leaseUntil = now.Add(e.q.lease)
-			if e.expiry != nil {
-				e.expiry.Reset(time.Until(e.leaseUntil) - e.q.leaseMargin)
-			}
 			continue
 		}
 		if errors.Is(errs[i], store.ErrLeaseLost) {
@@ -302,36 +342,50 @@ func (w *Worker) newExecution(q *queue, t *rdq.Task, leased time.Time, probe *st
 		attempt:    t.NextAttempt(),
 		policy:     q.policy.ForTask(t),
 		snoozes:    t.Snoozes,
+		watched:    true,
 		nextBeat:   time.Now().Add(q.heartbeat),
 		leaseUntil: leased.Add(q.lease),
 	}
 	ctx, cancel := context.WithCancelCause(w.handlerCtx)
 	e.cancel = cancel
-	w.leases.mu.Lock()
-	e.expiry = time.AfterFunc(time.Until(e.leaseUntil)-q.leaseMargin, func() {
-		w.leaseExpiring(e)
-	})
-	w.leases.mu.Unlock()
 	w.leases.add(e)
 	w.metrics.inFlight(q).Inc()
 	w.logTask(slog.LevelDebug, "task claimed", e, slog.Int("life", t.Life))
 	return ctx, e
 }
 
-// leaseExpiring cancels e's handler when its lease, not renewed, is about to
-// expire, so that it stops before another execution can take the task.
-func (w *Worker) leaseExpiring(e *execution) {
-	w.leases.mu.Lock()
-	fire := e.expiry != nil && !e.returned && !e.lost && !e.abandoned &&
-		time.Until(e.leaseUntil) <= e.q.leaseMargin
-	w.leases.mu.Unlock()
-	if !fire {
-		return
+// expiryTick is how often the expiry sweep runs: a quarter of the shortest
+// lease margin, so a handler is cancelled with at least three quarters of
+// its margin left.
+func (w *Worker) expiryTick() time.Duration {
+	tick := w.queues[0].leaseMargin
+	for _, q := range w.queues[1:] {
+		tick = min(tick, q.leaseMargin)
 	}
-	w.metrics.leaseLost.WithLabelValues(e.q.name).Inc()
-	w.logTask(slog.LevelWarn, "lease could not be renewed and is about to expire; cancelling the handler", e,
-		slog.Duration("margin", e.q.leaseMargin))
-	e.cancel(&LeaseExpiringError{Margin: e.q.leaseMargin})
+	return max(tick/4, time.Millisecond)
+}
+
+// expiryLoop cancels the handlers whose leases, not renewed, are about to
+// expire, so that they stop before another execution can take their tasks,
+// until Stop ends it. It runs apart from the heartbeat loop, which a stalled
+// store can hold up for as long as a lease.
+func (w *Worker) expiryLoop() {
+	defer w.bg.Done()
+	ticker := time.NewTicker(w.expiryTick())
+	defer ticker.Stop()
+	for {
+		select {
+		case <-w.hbStop:
+			return
+		case <-ticker.C:
+			for _, e := range w.leases.expiring(time.Now()) {
+				w.metrics.leaseLost.WithLabelValues(e.q.name).Inc()
+				w.logTask(slog.LevelWarn, "lease could not be renewed and is about to expire; cancelling the handler", e,
+					slog.Duration("margin", e.q.leaseMargin))
+				e.cancel(&LeaseExpiringError{Margin: e.q.leaseMargin})
+			}
+		}
+	}
 }
 
 // execute runs the handler of e and hands its result to the completer; when
@@ -360,13 +414,14 @@ func (w *Worker) execute(ctx context.Context, e *execution, t *rdq.Task) {
 		}
 		t = r.task
 		ctx, e = w.newExecution(q, t, r.sent, nil)
-		if !w.awaitRetry(ctx, e, r.retryIn) {
+		if !w.awaitRetry(ctx, e, r.retryIn-time.Since(r.sent)) {
 			return
 		}
 	}
 }
 
-// awaitRetry waits out the delay d of a retry kept in place under e, and
+// awaitRetry waits out what remains, d, of the delay of a retry kept in
+// place under e (counted from when the write that kept it was sent), and
 // reports whether to run it. A worker that begins to stop meanwhile (or an
 // execution whose lease is being lost) runs nothing more: the task is given
 // back, due at once, with no attempt counted.
@@ -403,17 +458,18 @@ func (w *Worker) executeOnce(ctx context.Context, e *execution, t *rdq.Task) (ke
 	defer e.cancel(nil)
 
 	ctx = w.propagator.Extract(ctx, propagation.MapCarrier(t.Headers))
-	ctx, span := w.tracer.Start(ctx, "rdq.execute "+t.Handler,
-		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
+	ctx, span := w.tracer.Start(ctx, w.spanName(t.Handler), consumerSpan...)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(
 			attribute.String("rdq.task_id", t.ID.String()),
 			attribute.String("rdq.queue", q.name),
 			attribute.String("rdq.handler", t.Handler),
 			attribute.Int("rdq.attempt", e.attempt),
 			attribute.Int("rdq.life", t.Life),
 			attribute.String("rdq.worker_id", w.id),
-		))
-	defer span.End()
+		)
+	}
 
 	if e.policy.Exhausted(t.Attempts) {
 		// The task's attempts were spent before it was ever run (a first
@@ -470,18 +526,8 @@ func (w *Worker) finishExecution(ctx, hctx context.Context, span trace.Span, e *
 	w.metrics.inFlight(q).Dec()
 	w.metrics.handlerDurationOf(q, e.handler).Observe(dur.Seconds())
 
-	var te *rdq.TimeoutError
-	var le *LeaseExpiringError
-	switch {
-	case errors.As(cause, &te) && dur >= te.After:
-		// An overrun fails the attempt whatever the handler returned.
-		timeout := &rdq.TimeoutError{After: te.After}
-		if dur-te.After > max(te.After/10, 100*time.Millisecond) {
-			timeout.Ran = dur // it did not stop when told to
-		}
-		err = timeout
-	case err != nil && errors.As(cause, &le):
-		err = le
+	if cause != nil {
+		err = byCause(err, cause, dur)
 	}
 	interrupted := err != nil && errors.Is(cause, ErrStopping)
 
@@ -505,7 +551,9 @@ func (w *Worker) finishExecution(ctx, hctx context.Context, span trace.Span, e *
 		if w.snoozer != nil && e.probe == nil && e.policy.CanSnooze(e.snoozes) {
 			// Not yet: back to waiting, no attempt spent. (A breaker's
 			// probe must be answered, so it never snoozes.)
-			span.SetAttributes(attribute.String("rdq.outcome", "SNOOZED"))
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String("rdq.outcome", "SNOOZED"))
+			}
 			c := store.Completion{Lease: e.lease, Status: rdq.StatusPending, RetryIn: delay}
 			w.handOff(e, finishItem{e: e, c: c, snooze: true, dur: dur})
 			return nil
@@ -534,25 +582,52 @@ func (w *Worker) finishExecution(ctx, hctx context.Context, span trace.Span, e *
 		c.Status = rdq.StatusPending
 		c.RetryIn = d.RetryIn
 	}
+	recording := span.IsRecording()
 	if err != nil {
 		c.Attempt.Failure = failure
-		// Not span.RecordError(err): that calls the handler's error's
-		// methods, which judge has already found safe or replaced.
-		span.AddEvent("exception", trace.WithAttributes(
-			attribute.String("exception.type", failure.Type),
-			attribute.String("exception.message", failure.Message)))
-		span.SetStatus(codes.Error, failure.Message)
+		if recording {
+			// Not span.RecordError(err): that calls the handler's error's
+			// methods, which judge has already found safe or replaced.
+			span.AddEvent("exception", trace.WithAttributes(
+				attribute.String("exception.type", failure.Type),
+				attribute.String("exception.message", failure.Message)))
+			span.SetStatus(codes.Error, failure.Message)
+		}
 	}
-	span.SetAttributes(attribute.String("rdq.outcome", string(d.Outcome)))
+	if recording {
+		span.SetAttributes(attribute.String("rdq.outcome", string(d.Outcome)))
+	}
 	w.breakerAfter(e, err, d, failure)
 	if c.Status == rdq.StatusPending && w.mayRetryInPlace(ctx, e, err, c.RetryIn) {
-		span.SetAttributes(attribute.Bool("rdq.retry_in_place", true))
+		if recording {
+			span.SetAttributes(attribute.Bool("rdq.retry_in_place", true))
+		}
 		kept := make(chan inPlaceReply, 1)
 		w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur, inPlace: kept})
 		return kept
 	}
 	w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur})
 	return nil
+}
+
+// byCause is the result of an execution that ran for dur, whose handler
+// returned err after the worker cancelled its context with cause: a timeout
+// overrun fails the attempt whatever the handler returned; a failure after
+// the lease could not be renewed is recorded as that.
+func byCause(err, cause error, dur time.Duration) error {
+	var te *rdq.TimeoutError
+	var le *LeaseExpiringError
+	switch {
+	case errors.As(cause, &te) && dur >= te.After:
+		timeout := &rdq.TimeoutError{After: te.After}
+		if dur-te.After > max(te.After/10, 100*time.Millisecond) {
+			timeout.Ran = dur // it did not stop when told to
+		}
+		return timeout
+	case err != nil && errors.As(cause, &le):
+		return le
+	}
+	return err
 }
 
 // mayRetryInPlace reports whether the retry of e's failed attempt (err),
@@ -663,6 +738,19 @@ func decide(p rdq.Policy, n int, err error, u float64) (d rdq.Decision, perr err
 		}
 	}()
 	return p.Decide(n, err, u), nil
+}
+
+// consumerSpan starts an execution's span. The span's attributes are set
+// only on a span that records: building them costs a busy worker a
+// measurable share of its CPU, for nothing when tracing is off.
+var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
+// spanName is the name of the span of an execution of handler.
+func (w *Worker) spanName(handler string) string {
+	if name, ok := w.spanNames[handler]; ok {
+		return name
+	}
+	return "rdq.execute " + handler
 }
 
 // run calls the handler registered for t, wrapped in the worker's

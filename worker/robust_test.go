@@ -424,3 +424,47 @@ func TestLostRetryInPlaceReplyKeepsTheLease(t *testing.T) {
 		t.Errorf("%d lease-lost or dropped-result series (%v), want none", n, err)
 	}
 }
+
+// overlapStore holds each Finish call until two are being made at once.
+type overlapStore struct {
+	*pgstore.Store
+	writing    atomic.Int32
+	once       sync.Once
+	overlapped chan struct{} // closed once two Finish calls overlapped
+}
+
+func (s *overlapStore) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
+	if s.writing.Add(1) >= 2 {
+		s.once.Do(func() { close(s.overlapped) })
+	}
+	defer s.writing.Add(-1)
+	select {
+	case <-s.overlapped:
+	case <-time.After(20 * time.Second): // the test has failed by then
+	}
+	return s.Store.Finish(ctx, p)
+}
+
+// A slow write of results does not hold back the results that arrive
+// meanwhile: they are written at the same time, in a batch of their own.
+func TestResultsWrittenWhileAWriteIsSlow(t *testing.T) {
+	e := newEnv(t)
+	st := &overlapStore{Store: e.st, overlapped: make(chan struct{})}
+	e.newWorker(worker.Config{
+		Store:           st,
+		Queues:          map[string]worker.QueueConfig{"q": {Concurrency: 4}},
+		FinishBatchSize: 1,
+	}, map[string]worker.Handler{
+		"ok": func(ctx context.Context, task *rdq.Task) error { return nil },
+	})
+	first := e.submit(client.Task{Queue: "q", Handler: "ok"})
+	waitFor(t, 10*time.Second, func() error {
+		if n := st.writing.Load(); n != 1 {
+			return fmt.Errorf("%d Finish calls in progress, want the first one", n)
+		}
+		return nil
+	})
+	second := e.submit(client.Task{Queue: "q", Handler: "ok"})
+	e.waitStatus(second, rdq.StatusSucceeded, 10*time.Second)
+	e.waitStatus(first, rdq.StatusSucceeded, 10*time.Second)
+}

@@ -309,15 +309,19 @@ type Worker struct {
 	// handlerNames are the registered handlers, sorted; set by Start. A
 	// claim takes only their tasks.
 	handlerNames []string
+	// spanNames are the names of the executions' spans, by handler; set
+	// by Start.
+	spanNames map[string]string
 
 	// Set by Start.
-	baseCtx        context.Context // values of Start's ctx; cancelled when Stop ends
-	cancelBase     context.CancelFunc
-	loopCtx        context.Context // cancelled when Stop begins
-	cancelLoops    context.CancelFunc
-	handlerCtx     context.Context // parent of handler contexts; cancelled when grace ends
-	cancelHandlers context.CancelCauseFunc
-	stopClaiming   chan struct{}
+	baseCtx     context.Context // values of Start's ctx; cancelled when Stop ends
+	cancelBase  context.CancelFunc
+	loopCtx     context.Context // cancelled when Stop begins
+	cancelLoops context.CancelFunc
+	// handlerCtx is the parent of execution contexts: the values of
+	// Start's ctx, never cancelled (see leaseSet.cancelAll).
+	handlerCtx   context.Context
+	stopClaiming chan struct{}
 
 	loops sync.WaitGroup // fetch, notification and maintenance loops
 	execs sync.WaitGroup // executions
@@ -622,21 +626,26 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.state = stateRunning
 	w.handlerNames = slices.Sorted(maps.Keys(w.handlers))
+	w.spanNames = make(map[string]string, len(w.handlers))
+	for name := range w.handlers {
+		w.spanNames[name] = "rdq.execute " + name
+	}
 	for _, q := range w.queues {
 		q.metrics = newQueueMetrics(w.handlerNames)
 	}
 
 	w.baseCtx, w.cancelBase = context.WithCancel(context.WithoutCancel(ctx))
 	w.loopCtx, w.cancelLoops = context.WithCancel(w.baseCtx)
-	w.handlerCtx, w.cancelHandlers = context.WithCancelCause(w.baseCtx)
+	w.handlerCtx = context.WithoutCancel(w.baseCtx)
 	w.stopClaiming = make(chan struct{})
 	w.hbStop = make(chan struct{})
 	w.stopDone = make(chan struct{})
 
 	w.executors.start()
-	w.bg.Add(2)
+	w.bg.Add(3)
 	go w.completer.run()
 	go w.heartbeatLoop()
+	go w.expiryLoop()
 	if w.registryStore != nil {
 		w.registry = w.newRegistry(w.registryStore)
 		w.bg.Add(1)
@@ -719,7 +728,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		w.cancelHandlers(ErrStopping)
+		w.leases.cancelAll(ErrStopping)
 		select {
 		case <-done:
 		case <-time.After(abandonAfter):
@@ -739,7 +748,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	if w.registry != nil {
 		w.registry.deregister()
 	}
-	w.cancelHandlers(ErrStopping)
+	w.leases.cancelAll(ErrStopping)
 	w.cancelBase()
 
 	w.mu.Lock()
