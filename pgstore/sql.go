@@ -25,7 +25,11 @@ import (
 //     override, else the database's clock.
 //   - Durations travel as bigint microseconds and become intervals with
 //     "$n * interval '1 microsecond'".
-//   - Batches travel as arrays, expanded with unnest.
+//   - Batches travel as arrays, expanded with unnest. The hot path's
+//     batches (finish, retry in place) are expanded in the select list,
+//     where the unnests run in lockstep and generate_series numbers the
+//     elements: unnest in FROM (ROWS FROM) first copies every array into
+//     a tuplestore of its own.
 //   - Status literals are written into the SQL (not parameters), so the
 //     planner can match the partial indexes that carry them.
 //   - The alias t always names the tasks table, and taskColumns lists the
@@ -40,18 +44,25 @@ import (
 //     fenced with OFFSET 0, correlated to one batch element: the planner
 //     can neither flatten it into a join nor hash it, so it runs once per
 //     element as a unique probe of tasks_pkey. The update reaches the
-//     rows by the ctids the probes returned, named twice: as
-//     "t.ctid = ANY (ARRAY(SELECT tid …))", a TID scan of those rows
-//     whatever the table's size and statistics, and as the join condition
-//     that pairs each row with its batch element. A join on the ctids
+//     rows by the ctids the probes returned, as
+//     "t.ctid = ANY (ARRAY(SELECT tid …))": a TID scan of those rows
+//     whatever the table's size and statistics. A join on the ctids
 //     alone is planned on the estimates: on a table of a few hundred pages
 //     (a small queue, or any new install) as a hash join over the whole
-//     table, for every batch.
+//     table, for every batch. Each row is paired with its batch element
+//     by id ("t.id = w.id": a hash join of the scanned rows with the batch,
+//     whose elements name distinct tasks once probed), and the ctid the
+//     probe returned is tested with the lease, inside the IS TRUE test
+//     below. Written as a join condition, "t.ctid = w.tid" lets a generic
+//     plan fetch each ctid in a nested loop, the ANY then a filter that
+//     compares every row with the whole batch: a cost quadratic in the
+//     batch's size.
 //   - A status test that must not be served by a partial index (the probe
 //     of tasks_pkey is exact; reading tasks_lease_expiry_idx instead costs
 //     every lease in flight, dead entries included) is written
 //     "(t.status = 'IN_FLIGHT') IS TRUE": the same test, which no index
-//     predicate implies.
+//     predicate implies. A ctid test written inside it is no TID
+//     condition either.
 
 // taskColumns are the task columns every task-returning query selects, in
 // the order scanTask expects.
@@ -360,14 +371,15 @@ WITH leases AS (
     FROM unnest($1::uuid[], $2::bigint[]) AS l(id, token)
 ),
 found AS (
-    SELECT x.tid, x.held_token
+    SELECT l.id, x.tid, x.held_token
     FROM leases l CROSS JOIN LATERAL (` + leaseProbe + `) AS x
 )
 UPDATE {schema}.tasks AS t
 SET lease_expires_at = coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond',
     updated_at = coalesce($4::timestamptz, now())
 FROM found f
-WHERE t.ctid = ANY (ARRAY(SELECT f.tid FROM found f)) AND t.ctid = f.tid AND (t.lease_token = f.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+WHERE t.ctid = ANY (ARRAY(SELECT f.tid FROM found f)) AND t.id = f.id
+  AND (t.ctid = f.tid AND t.lease_token = f.held_token AND t.status = 'IN_FLIGHT') IS TRUE
 RETURNING t.id, t.lease_token`
 
 // leaseProbe is the subquery that finds the current lease of the batch
@@ -410,12 +422,12 @@ const leaseProbe = `
 // $12 Now override, $13 notification channel.
 const sqlFinish = `
 WITH input AS (
-    SELECT *
-    FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[],
-                $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[])
-         WITH ORDINALITY
-         AS i(id, token, status, retry_us, outcome, error_type, message, stack,
-              fingerprint, worker_id, duration_us, ord)
+    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::text[]) AS status,
+           unnest($4::bigint[]) AS retry_us, unnest($5::text[]) AS outcome,
+           unnest($6::text[]) AS error_type, unnest($7::text[]) AS message,
+           unnest($8::text[]) AS stack, unnest($9::text[]) AS fingerprint,
+           unnest($10::text[]) AS worker_id, unnest($11::bigint[]) AS duration_us,
+           generate_series(1, cardinality($1::uuid[])::bigint) AS ord
 ),
 clock AS (
     SELECT coalesce($12::timestamptz, now()) AS now
@@ -428,21 +440,21 @@ firsts AS (
     ORDER BY i.id, i.token, i.ord
 ),
 winners AS (
-    SELECT l.*, x.tid, x.held_token
-    FROM firsts l CROSS JOIN LATERAL (` + leaseProbe + `) AS x
+    SELECT l.*, x.tid, x.held_token, c.now
+    FROM firsts l CROSS JOIN clock c CROSS JOIN LATERAL (` + leaseProbe + `) AS x
 ),
 finished AS (
     UPDATE {schema}.tasks AS t
     SET status = w.status,
         attempts = t.attempts + CASE WHEN w.outcome IS NULL THEN 0 ELSE 1 END,
         last_attempt_number = t.last_attempt_number + CASE WHEN w.outcome IS NULL THEN 0 ELSE 1 END,
-        claimed_at = CASE WHEN w.in_row THEN c.now - w.duration_us * interval '1 microsecond'
+        claimed_at = CASE WHEN w.in_row THEN w.now - w.duration_us * interval '1 microsecond'
             ELSE t.claimed_at END,
         lease_owner = CASE WHEN w.in_row THEN w.worker_id ELSE t.lease_owner END,
         next_attempt_at = CASE WHEN w.status = 'PENDING'
-            THEN c.now + w.retry_us * interval '1 microsecond'
+            THEN w.now + w.retry_us * interval '1 microsecond'
             ELSE t.next_attempt_at END,
-        finished_at = CASE WHEN w.status IN ('SUCCEEDED', 'DEAD') THEN c.now END,
+        finished_at = CASE WHEN w.status IN ('SUCCEEDED', 'DEAD') THEN w.now END,
         lease_expires_at = NULL,
         held = w.status = 'PENDING' AND EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
                    WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
@@ -452,10 +464,10 @@ finished AS (
             THEN t.last_error_message ELSE w.message END,
         last_error_fingerprint = CASE WHEN w.outcome IS NULL OR w.outcome = 'SUCCESS'
             THEN t.last_error_fingerprint ELSE w.fingerprint END,
-        updated_at = c.now
-    FROM winners w CROSS JOIN clock c
-    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.ctid = w.tid
-      AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+        updated_at = w.now
+    FROM winners w
+    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.id = w.id
+      AND (t.ctid = w.tid AND t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING t.id, t.queue, t.status, t.life, t.next_attempt_at, t.last_attempt_number,
               t.handler, t.last_error_type, t.last_error_fingerprint,
               w.ord, w.token, w.outcome, w.error_type, w.message, w.stack, w.worker_id,
@@ -504,7 +516,7 @@ WITH leases AS (
     ORDER BY l.id, l.token, l.ord
 ),
 found AS (
-    SELECT l.ord, x.tid, x.held_token
+    SELECT l.ord, l.id, x.tid, x.held_token
     FROM leases l CROSS JOIN LATERAL (` + leaseProbe + `) AS x
 ),
 released AS (
@@ -516,7 +528,8 @@ released AS (
                        WHERE h.queue = t.queue AND h.handler = t.handler FOR KEY SHARE),
         updated_at = coalesce($3::timestamptz, now())
     FROM found l
-    WHERE t.ctid = ANY (ARRAY(SELECT l.tid FROM found l)) AND t.ctid = l.tid AND (t.lease_token = l.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+    WHERE t.ctid = ANY (ARRAY(SELECT l.tid FROM found l)) AND t.id = l.id
+      AND (t.ctid = l.tid AND t.lease_token = l.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING l.ord, t.queue
 ),
 notified AS (
@@ -580,11 +593,11 @@ SELECT s.ord FROM snoozed s CROSS JOIN notified`
 // $10 Now override, $11 lease (µs), $12 notification channel.
 const sqlRetryInPlace = `
 WITH input AS (
-    SELECT *
-    FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[],
-                $7::text[], $8::text[], $9::bigint[])
-         WITH ORDINALITY
-         AS i(id, token, retry_us, error_type, message, stack, fingerprint, worker_id, duration_us, ord)
+    SELECT unnest($1::uuid[]) AS id, unnest($2::bigint[]) AS token, unnest($3::bigint[]) AS retry_us,
+           unnest($4::text[]) AS error_type, unnest($5::text[]) AS message,
+           unnest($6::text[]) AS stack, unnest($7::text[]) AS fingerprint,
+           unnest($8::text[]) AS worker_id, unnest($9::bigint[]) AS duration_us,
+           generate_series(1, cardinality($1::uuid[])::bigint) AS ord
 ),
 clock AS (
     SELECT coalesce($10::timestamptz, now()) AS now
@@ -595,11 +608,11 @@ firsts AS (
     ORDER BY i.id, i.token, i.ord
 ),
 winners AS (
-    SELECT l.*, x.tid, x.held_token,
+    SELECT l.*, x.tid, x.held_token, c.now,
            EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
                    WHERE h.queue = x.queue AND h.handler = x.handler FOR KEY SHARE) AS handler_paused,
            EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = x.queue) AS queue_paused
-    FROM firsts l CROSS JOIN LATERAL (
+    FROM firsts l CROSS JOIN clock c CROSS JOIN LATERAL (
         SELECT x.ctid AS tid, x.lease_token AS held_token, x.queue, x.handler
         FROM {schema}.tasks AS x
         WHERE x.id = l.id AND x.lease_token = l.token
@@ -613,18 +626,18 @@ retried AS (
         last_attempt_number = t.last_attempt_number + 1,
         lease_token = t.lease_token + CASE WHEN w.handler_paused OR w.queue_paused THEN 0 ELSE 1 END,
         lease_expires_at = CASE WHEN w.handler_paused OR w.queue_paused THEN NULL
-            ELSE c.now + $11::bigint * interval '1 microsecond' END,
+            ELSE w.now + $11::bigint * interval '1 microsecond' END,
         lease_owner = CASE WHEN w.handler_paused OR w.queue_paused THEN t.lease_owner ELSE w.worker_id END,
-        claimed_at = CASE WHEN w.handler_paused OR w.queue_paused THEN t.claimed_at ELSE c.now END,
-        next_attempt_at = c.now + w.retry_us * interval '1 microsecond',
+        claimed_at = CASE WHEN w.handler_paused OR w.queue_paused THEN t.claimed_at ELSE w.now END,
+        next_attempt_at = w.now + w.retry_us * interval '1 microsecond',
         held = w.handler_paused,
         last_error_type = w.error_type,
         last_error_message = w.message,
         last_error_fingerprint = w.fingerprint,
-        updated_at = c.now
-    FROM winners w CROSS JOIN clock c
-    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.ctid = w.tid
-      AND (t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
+        updated_at = w.now
+    FROM winners w
+    WHERE t.ctid = ANY (ARRAY(SELECT w.tid FROM winners w)) AND t.id = w.id
+      AND (t.ctid = w.tid AND t.lease_token = w.held_token AND t.status = 'IN_FLIGHT') IS TRUE
     RETURNING ` + taskColumns + `, w.ord, t.status = 'IN_FLIGHT' AS kept, t.held,
               t.last_attempt_number, w.token AS old_token, w.error_type AS a_error_type,
               w.message AS a_message, w.stack AS a_stack, w.worker_id AS a_worker_id,
