@@ -461,31 +461,10 @@ func (w *Worker) executeOnce(ctx context.Context, e *execution, t *rdq.Task) (ke
 	ctx, span := w.tracer.Start(ctx, w.spanName(t.Handler), consumerSpan...)
 	defer span.End()
 	if span.IsRecording() {
-		span.SetAttributes(
-			attribute.String("rdq.task_id", t.ID.String()),
-			attribute.String("rdq.queue", q.name),
-			attribute.String("rdq.handler", t.Handler),
-			attribute.Int("rdq.attempt", e.attempt),
-			attribute.Int("rdq.life", t.Life),
-			attribute.String("rdq.worker_id", w.id),
-		)
+		w.describeSpan(span, e, t)
 	}
-
 	if e.policy.Exhausted(t.Attempts) {
-		// The task's attempts were spent before it was ever run (a first
-		// failure submitted with MaxAttempts 1, a policy lowered since):
-		// dead-letter it without running the handler or counting an
-		// attempt; its last recorded failure stays its cause.
-		w.leases.stopExpiry(e)
-		w.metrics.inFlight(q).Dec()
-		if w.leases.afterReturn(e, false) != verdictFinish {
-			return nil
-		}
-		defer w.leases.completing.Done()
-		span.SetStatus(codes.Error, "attempts exhausted before this execution")
-		d := rdq.Decision{Outcome: rdq.OutcomeRetryableFailure, Dead: true}
-		c := store.Completion{Lease: e.lease, Status: rdq.StatusDead}
-		w.handOff(e, finishItem{e: e, c: c, d: d, failure: rdq.Failure{Type: t.LastError.Type, Message: t.LastError.Message}})
+		w.finishExhausted(span, e, t)
 		return nil
 	}
 
@@ -512,6 +491,41 @@ func (w *Worker) executeOnce(ctx context.Context, e *execution, t *rdq.Task) (ke
 	err = w.run(hctx, q, t)
 	returned = true
 	return nil
+}
+
+// describeSpan sets the attributes of the span of e, an execution of t.
+// Kept out of executeOnce, as are other steps off the common path, so that
+// the stack an execution needs stays small: executions run on reused
+// goroutines, whose stacks the garbage collector shrinks while they wait.
+func (w *Worker) describeSpan(span trace.Span, e *execution, t *rdq.Task) {
+	span.SetAttributes(
+		attribute.String("rdq.task_id", t.ID.String()),
+		attribute.String("rdq.queue", e.q.name),
+		attribute.String("rdq.handler", t.Handler),
+		attribute.Int("rdq.attempt", e.attempt),
+		attribute.Int("rdq.life", t.Life),
+		attribute.String("rdq.worker_id", w.id),
+	)
+}
+
+// finishExhausted dead-letters t, whose attempts were spent before it was
+// ever run (a first failure submitted with MaxAttempts 1, a policy lowered
+// since), without running the handler or counting an attempt; its last
+// recorded failure stays its cause.
+func (w *Worker) finishExhausted(span trace.Span, e *execution, t *rdq.Task) {
+	w.leases.stopExpiry(e)
+	w.metrics.inFlight(e.q).Dec()
+	if w.leases.afterReturn(e, false) != verdictFinish {
+		return
+	}
+	defer w.leases.completing.Done()
+	span.SetStatus(codes.Error, "attempts exhausted before this execution")
+	w.handOff(e, finishItem{
+		e:       e,
+		c:       store.Completion{Lease: e.lease, Status: rdq.StatusDead},
+		d:       rdq.Decision{Outcome: rdq.OutcomeRetryableFailure, Dead: true},
+		failure: rdq.Failure{Type: t.LastError.Type, Message: t.LastError.Message},
+	})
 }
 
 // finishExecution records the result err of e's handler, which ran for dur
@@ -551,11 +565,7 @@ func (w *Worker) finishExecution(ctx, hctx context.Context, span trace.Span, e *
 		if w.snoozer != nil && e.probe == nil && e.policy.CanSnooze(e.snoozes) {
 			// Not yet: back to waiting, no attempt spent. (A breaker's
 			// probe must be answered, so it never snoozes.)
-			if span.IsRecording() {
-				span.SetAttributes(attribute.String("rdq.outcome", "SNOOZED"))
-			}
-			c := store.Completion{Lease: e.lease, Status: rdq.StatusPending, RetryIn: delay}
-			w.handOff(e, finishItem{e: e, c: c, snooze: true, dur: dur})
+			w.snooze(span, e, delay, dur)
 			return nil
 		}
 		err = rdq.RetryAfter(delay, &snoozeSpentError{after: delay, snoozes: e.snoozes, store: w.snoozer != nil})
@@ -565,49 +575,73 @@ func (w *Worker) finishExecution(ctx, hctx context.Context, span trace.Span, e *
 	if ge, ok := err.(*GoexitError); ok {
 		failure.Stack = rdq.Describe(&rdq.PanicError{Stack: ge.Stack}).Stack
 	}
-	c := store.Completion{
-		Lease: e.lease,
-		Attempt: &store.AttemptRecord{
-			Outcome:  d.Outcome,
-			WorkerID: w.id,
-			Duration: dur,
+	it := finishItem{
+		e: e,
+		c: store.Completion{
+			Lease: e.lease,
+			Attempt: &store.AttemptRecord{
+				Outcome:  d.Outcome,
+				WorkerID: w.id,
+				Duration: dur,
+			},
 		},
+		d:       d,
+		failure: failure,
+		dur:     dur,
 	}
 	switch {
 	case err == nil:
-		c.Status = rdq.StatusSucceeded
+		it.c.Status = rdq.StatusSucceeded
 	case d.Dead:
-		c.Status = rdq.StatusDead
+		it.c.Status = rdq.StatusDead
 	default:
-		c.Status = rdq.StatusPending
-		c.RetryIn = d.RetryIn
+		it.c.Status = rdq.StatusPending
+		it.c.RetryIn = d.RetryIn
 	}
-	recording := span.IsRecording()
 	if err != nil {
-		c.Attempt.Failure = failure
-		if recording {
-			// Not span.RecordError(err): that calls the handler's error's
-			// methods, which judge has already found safe or replaced.
-			span.AddEvent("exception", trace.WithAttributes(
-				attribute.String("exception.type", failure.Type),
-				attribute.String("exception.message", failure.Message)))
-			span.SetStatus(codes.Error, failure.Message)
-		}
-	}
-	if recording {
-		span.SetAttributes(attribute.String("rdq.outcome", string(d.Outcome)))
+		it.c.Attempt.Failure = failure
 	}
 	w.breakerAfter(e, err, d, failure)
-	if c.Status == rdq.StatusPending && w.mayRetryInPlace(ctx, e, err, c.RetryIn) {
-		if recording {
-			span.SetAttributes(attribute.Bool("rdq.retry_in_place", true))
-		}
-		kept := make(chan inPlaceReply, 1)
-		w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur, inPlace: kept})
-		return kept
+	inPlace := it.c.Status == rdq.StatusPending && w.mayRetryInPlace(ctx, e, err, it.c.RetryIn)
+	if span.IsRecording() {
+		describeOutcome(span, err != nil, d, failure, inPlace)
 	}
-	w.handOff(e, finishItem{e: e, c: c, d: d, failure: failure, dur: dur})
-	return nil
+	var kept chan inPlaceReply
+	if inPlace {
+		kept = make(chan inPlaceReply, 1)
+		it.inPlace = kept
+	}
+	w.handOff(e, it)
+	if kept == nil {
+		return nil
+	}
+	return kept
+}
+
+// snooze hands off e's snooze for delay: back to waiting, no attempt spent.
+func (w *Worker) snooze(span trace.Span, e *execution, delay, dur time.Duration) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("rdq.outcome", "SNOOZED"))
+	}
+	c := store.Completion{Lease: e.lease, Status: rdq.StatusPending, RetryIn: delay}
+	w.handOff(e, finishItem{e: e, c: c, snooze: true, dur: dur})
+}
+
+// describeOutcome records on a span the outcome d of its execution, which
+// failed with failure if failed, and whether its retry is kept in place.
+func describeOutcome(span trace.Span, failed bool, d rdq.Decision, failure rdq.Failure, inPlace bool) {
+	if failed {
+		// Not span.RecordError(err): that calls the handler's error's
+		// methods, which judge has already found safe or replaced.
+		span.AddEvent("exception", trace.WithAttributes(
+			attribute.String("exception.type", failure.Type),
+			attribute.String("exception.message", failure.Message)))
+		span.SetStatus(codes.Error, failure.Message)
+	}
+	span.SetAttributes(attribute.String("rdq.outcome", string(d.Outcome)))
+	if inPlace {
+		span.SetAttributes(attribute.Bool("rdq.retry_in_place", true))
+	}
 }
 
 // byCause is the result of an execution that ran for dur, whose handler

@@ -113,58 +113,100 @@ func signal(c chan struct{}) {
 	}
 }
 
+// claimsAtOnce is how many claims of one queue may be in flight at once.
+// A claim of hundreds of tasks takes the store a while; a second one, sent
+// when enough slots have freed meanwhile, keeps a busy worker's slots full
+// instead of waiting for the first. Claims skip each other's rows.
+const claimsAtOnce = 2
+
+// claimed is the answer to one claim of up to limit tasks, sent at sent.
+type claimed struct {
+	tasks []*rdq.Task
+	err   error
+	limit int
+	sent  time.Time
+}
+
 // fetchLoop claims tasks of q up to its free slots and starts executions,
 // whenever it is woken by a notification, a freed slot (if the queue may hold
-// more due tasks) or its poll timer, until the worker stops claiming.
+// more due tasks), a claim's answer or its poll timer, until the worker stops
+// claiming. While one claim is in flight, a second is sent once a quarter of
+// the queue's slots (at least one) is free again and the first claim's
+// predecessor found the queue full; the slots a claim asks for are reserved
+// until it answers.
 func (w *Worker) fetchLoop(q *queue) {
 	defer w.loops.Done()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	mayHaveMore := false
-	for {
-		select {
-		case <-w.stopClaiming:
-			return
-		default:
+	answers := make(chan claimed, claimsAtOnce)
+	inFlight, reserved := 0, 0
+	// stop releases what the claims in flight claim, once they answer.
+	stop := func() {
+		for ; inFlight > 0; inFlight-- {
+			a := <-answers
+			w.releaseUnstarted(q, a.tasks, "releasing tasks claimed while stopping")
 		}
-		free := q.concurrency - int(q.running.Load())
-		free -= w.probe(q, free)
-		if free > 0 {
-			claimed := time.Now()
-			tasks, err := w.claim(q, free)
-			switch {
-			case err != nil:
-				w.log.Error("claim failed", slog.String("queue", q.name), slog.Any("error", err))
-				mayHaveMore = false
-			default:
-				if w.stopped() {
-					w.releaseUnstarted(q, tasks, "releasing tasks claimed while stopping")
-					return
-				}
-				run, held := q.breaker.holdBack(tasks)
-				w.releaseUnstarted(q, held, "releasing tasks claimed while their handler's breaker tripped")
-				for _, t := range run {
-					w.startExecution(q, t, claimed)
-				}
-				// Tasks held back are due again at once; claim them after
-				// the next wake-up, not in a loop while the pause is written.
-				mayHaveMore = len(tasks) == free && len(held) == 0
-			}
-		} else {
-			mayHaveMore = true
+	}
+	second := max(1, q.concurrency/4)
+	// ready: woken since the last claim answered, or that claim filled
+	// every slot it asked for.
+	ready, mayHaveMore := false, false
+	for {
+		if w.stopped() {
+			stop()
+			return
+		}
+		free := q.concurrency - int(q.running.Load()) - reserved
+		if inFlight == 0 {
+			free -= w.probe(q, free)
+		}
+		if ready && free > 0 && (inFlight == 0 || (inFlight < claimsAtOnce && mayHaveMore && free >= second)) {
+			inFlight++
+			reserved += free
+			go func(limit int) {
+				sent := time.Now()
+				tasks, err := w.claim(q, limit)
+				answers <- claimed{tasks: tasks, err: err, limit: limit, sent: sent}
+			}(free)
+			continue
 		}
 
 		var slotFreed chan struct{}
-		if mayHaveMore {
+		if mayHaveMore || free <= 0 {
 			slotFreed = q.slotFreed
 		}
 		select {
 		case <-w.stopClaiming:
+			stop()
 			return
+		case a := <-answers:
+			inFlight--
+			reserved -= a.limit
+			if a.err != nil {
+				w.log.Error("claim failed", slog.String("queue", q.name), slog.Any("error", a.err))
+				ready, mayHaveMore = false, false
+				continue
+			}
+			if w.stopped() {
+				w.releaseUnstarted(q, a.tasks, "releasing tasks claimed while stopping")
+				stop()
+				return
+			}
+			run, held := q.breaker.holdBack(a.tasks)
+			w.releaseUnstarted(q, held, "releasing tasks claimed while their handler's breaker tripped")
+			for _, t := range run {
+				w.startExecution(q, t, a.sent)
+			}
+			// Tasks held back are due again at once; claim them after
+			// the next wake-up, not in a loop while the pause is written.
+			mayHaveMore = len(a.tasks) == a.limit && len(held) == 0
+			ready = mayHaveMore
+			continue
 		case <-q.wake:
 		case <-slotFreed:
 		case <-poll.C:
 		}
+		ready = true
 		poll.Reset(w.pollInterval)
 	}
 }

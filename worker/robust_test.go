@@ -468,3 +468,74 @@ func TestResultsWrittenWhileAWriteIsSlow(t *testing.T) {
 	e.waitStatus(second, rdq.StatusSucceeded, 10*time.Second)
 	e.waitStatus(first, rdq.StatusSucceeded, 10*time.Second)
 }
+
+// overlapClaimStore holds each claim after the first until two are being
+// made at once.
+type overlapClaimStore struct {
+	*pgstore.Store
+	calls, claiming atomic.Int32
+	once            sync.Once
+	overlapped      chan struct{} // closed once two claims overlapped
+}
+
+func (s *overlapClaimStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, error) {
+	if s.calls.Add(1) > 1 {
+		if s.claiming.Add(1) >= 2 {
+			s.once.Do(func() { close(s.overlapped) })
+		}
+		defer s.claiming.Add(-1)
+		select {
+		case <-s.overlapped:
+		case <-time.After(20 * time.Second): // the test has failed by then
+		}
+	}
+	return s.Store.Claim(ctx, p)
+}
+
+// A slow claim does not keep the slots that free meanwhile empty: a second
+// claim fills them at the same time.
+func TestSlotsFilledWhileAClaimIsSlow(t *testing.T) {
+	e := newEnv(t)
+	st := &overlapClaimStore{Store: e.st, overlapped: make(chan struct{})}
+	var started atomic.Int32
+	release := make(chan struct{})
+	var ids []rdq.ID
+	for range 16 {
+		ids = append(ids, e.submit(client.Task{Queue: "q", Handler: "h"}))
+	}
+	e.newWorker(worker.Config{
+		Store:  st,
+		Queues: map[string]worker.QueueConfig{"q": {Concurrency: 8}},
+	}, map[string]worker.Handler{
+		"h": func(ctx context.Context, task *rdq.Task) error {
+			if started.Add(1) <= 8 {
+				<-release
+			}
+			return nil
+		},
+	})
+	// The first claim fills the 8 slots. Freeing half of them sends a
+	// second claim, which the store holds; freeing the rest must send a
+	// third while the second is held.
+	waitFor(t, 10*time.Second, func() error {
+		if n := started.Load(); n != 8 {
+			return fmt.Errorf("%d executions started, want 8", n)
+		}
+		return nil
+	})
+	for range 4 {
+		release <- struct{}{}
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if n := st.claiming.Load(); n != 1 {
+			return fmt.Errorf("%d claims held, want 1", n)
+		}
+		return nil
+	})
+	for range 4 {
+		release <- struct{}{}
+	}
+	for _, id := range ids {
+		e.waitStatus(id, rdq.StatusSucceeded, 10*time.Second)
+	}
+}
