@@ -3,9 +3,10 @@
 // according to the queue's retry policy.
 //
 // A Worker runs, per queue, a fetch loop that claims up to its free
-// execution slots and a bounded pool of executions; one heartbeat loop
-// extends the leases of all running executions in one batched call; one
-// completer batches the finishes. A handler that returns an error, panics or
+// execution slots (with up to two claims in flight) and a bounded pool of
+// executions; one heartbeat loop extends the leases of all running
+// executions in one batched call; one completer batches the finishes and
+// writes up to two batches at a time. A handler that returns an error, panics or
 // outlives its timeout makes a failed attempt; the queue's rdq.Policy decides
 // between a retry after a backoff and the dead-letter queue. A retry due
 // before the next poll runs again in the same slot, under a lease the store
