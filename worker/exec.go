@@ -354,38 +354,21 @@ func (w *Worker) newExecution(q *queue, t *rdq.Task, leased time.Time, probe *st
 	return ctx, e
 }
 
-// expiryTick is how often the expiry sweep runs: a quarter of the shortest
-// lease margin, so a handler is cancelled with at least three quarters of
-// its margin left.
-func (w *Worker) expiryTick() time.Duration {
-	tick := w.queues[0].leaseMargin
-	for _, q := range w.queues[1:] {
-		tick = min(tick, q.leaseMargin)
-	}
-	return max(tick/4, time.Millisecond)
-}
-
 // expiryLoop cancels the handlers whose leases, not renewed, are about to
 // expire, so that they stop before another execution can take their tasks,
 // until Stop ends it. It runs apart from the heartbeat loop, which a stalled
-// store can hold up for as long as a lease.
+// store can hold up for as long as a lease. It looks every quarter of the
+// shortest lease margin, so a handler is cancelled with at least three
+// quarters of its margin left.
 func (w *Worker) expiryLoop() {
-	defer w.bg.Done()
-	ticker := time.NewTicker(w.expiryTick())
-	defer ticker.Stop()
-	for {
-		select {
-		case <-w.hbStop:
-			return
-		case <-ticker.C:
-			for _, e := range w.leases.expiring(time.Now()) {
-				w.metrics.leaseLost.WithLabelValues(e.q.name).Inc()
-				w.logTask(slog.LevelWarn, "lease could not be renewed and is about to expire; cancelling the handler", e,
-					slog.Duration("margin", e.q.leaseMargin))
-				e.cancel(&LeaseExpiringError{Margin: e.q.leaseMargin})
-			}
+	w.every(w.quarterOfShortest(func(q *queue) time.Duration { return q.leaseMargin }), func() {
+		for _, e := range w.leases.expiring(time.Now()) {
+			w.metrics.leaseLost.WithLabelValues(e.q.name).Inc()
+			w.logTask(slog.LevelWarn, "lease could not be renewed and is about to expire; cancelling the handler", e,
+				slog.Duration("margin", e.q.leaseMargin))
+			e.cancel(&LeaseExpiringError{Margin: e.q.leaseMargin})
 		}
-	}
+	})
 }
 
 // execute runs the handler of e and hands its result to the completer; when

@@ -10,29 +10,36 @@ import (
 	"github.com/srjn45/rdq/store"
 )
 
-// heartbeatTick is how often the heartbeat loop looks for due leases: a
-// quarter of the shortest heartbeat interval, so no lease is extended much
-// later than its interval.
-func (w *Worker) heartbeatTick() time.Duration {
-	tick := w.queues[0].heartbeat
-	for _, q := range w.queues[1:] {
-		tick = min(tick, q.heartbeat)
-	}
-	return max(tick/4, time.Millisecond)
+// heartbeatLoop extends the leases of all live executions, in one batched
+// Heartbeat call per lease duration, until Stop ends it. It looks for due
+// leases every quarter of the shortest heartbeat interval, so no lease is
+// extended much later than its interval.
+func (w *Worker) heartbeatLoop() {
+	w.every(w.quarterOfShortest(func(q *queue) time.Duration { return q.heartbeat }), w.beat)
 }
 
-// heartbeatLoop extends the leases of all live executions, in one batched
-// Heartbeat call per lease duration, until Stop ends it.
-func (w *Worker) heartbeatLoop() {
+// quarterOfShortest is a quarter of the shortest of the queues' durations d,
+// at least a millisecond: how often a loop looks for what is due by them.
+func (w *Worker) quarterOfShortest(d func(*queue) time.Duration) time.Duration {
+	shortest := d(w.queues[0])
+	for _, q := range w.queues[1:] {
+		shortest = min(shortest, d(q))
+	}
+	return max(shortest/4, time.Millisecond)
+}
+
+// every calls f every tick until Stop ends the heartbeat and expiry loops;
+// it is one of the worker's background goroutines.
+func (w *Worker) every(tick time.Duration, f func()) {
 	defer w.bg.Done()
-	ticker := time.NewTicker(w.heartbeatTick())
+	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-w.hbStop:
 			return
 		case <-ticker.C:
-			w.beat()
+			f()
 		}
 	}
 }

@@ -425,23 +425,37 @@ func TestLostRetryInPlaceReplyKeepsTheLease(t *testing.T) {
 	}
 }
 
+// overlap holds each call that enters it until two calls are inside at
+// once, or until the test has failed anyway.
+type overlap struct {
+	inside atomic.Int32
+	once   sync.Once
+	both   chan struct{} // closed once two calls were inside at once
+}
+
+func newOverlap() *overlap { return &overlap{both: make(chan struct{})} }
+
+// enter waits as overlap says; the caller calls the returned leave when its
+// call ends.
+func (o *overlap) enter() (leave func()) {
+	if o.inside.Add(1) >= 2 {
+		o.once.Do(func() { close(o.both) })
+	}
+	select {
+	case <-o.both:
+	case <-time.After(20 * time.Second): // the test has failed by then
+	}
+	return func() { o.inside.Add(-1) }
+}
+
 // overlapStore holds each Finish call until two are being made at once.
 type overlapStore struct {
 	*pgstore.Store
-	writing    atomic.Int32
-	once       sync.Once
-	overlapped chan struct{} // closed once two Finish calls overlapped
+	writes *overlap
 }
 
 func (s *overlapStore) Finish(ctx context.Context, p store.FinishParams) ([]error, error) {
-	if s.writing.Add(1) >= 2 {
-		s.once.Do(func() { close(s.overlapped) })
-	}
-	defer s.writing.Add(-1)
-	select {
-	case <-s.overlapped:
-	case <-time.After(20 * time.Second): // the test has failed by then
-	}
+	defer s.writes.enter()()
 	return s.Store.Finish(ctx, p)
 }
 
@@ -449,7 +463,7 @@ func (s *overlapStore) Finish(ctx context.Context, p store.FinishParams) ([]erro
 // meanwhile: they are written at the same time, in a batch of their own.
 func TestResultsWrittenWhileAWriteIsSlow(t *testing.T) {
 	e := newEnv(t)
-	st := &overlapStore{Store: e.st, overlapped: make(chan struct{})}
+	st := &overlapStore{Store: e.st, writes: newOverlap()}
 	e.newWorker(worker.Config{
 		Store:           st,
 		Queues:          map[string]worker.QueueConfig{"q": {Concurrency: 4}},
@@ -459,7 +473,7 @@ func TestResultsWrittenWhileAWriteIsSlow(t *testing.T) {
 	})
 	first := e.submit(client.Task{Queue: "q", Handler: "ok"})
 	waitFor(t, 10*time.Second, func() error {
-		if n := st.writing.Load(); n != 1 {
+		if n := st.writes.inside.Load(); n != 1 {
 			return fmt.Errorf("%d Finish calls in progress, want the first one", n)
 		}
 		return nil
@@ -473,21 +487,13 @@ func TestResultsWrittenWhileAWriteIsSlow(t *testing.T) {
 // made at once.
 type overlapClaimStore struct {
 	*pgstore.Store
-	calls, claiming atomic.Int32
-	once            sync.Once
-	overlapped      chan struct{} // closed once two claims overlapped
+	calls  atomic.Int32
+	claims *overlap
 }
 
 func (s *overlapClaimStore) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, error) {
 	if s.calls.Add(1) > 1 {
-		if s.claiming.Add(1) >= 2 {
-			s.once.Do(func() { close(s.overlapped) })
-		}
-		defer s.claiming.Add(-1)
-		select {
-		case <-s.overlapped:
-		case <-time.After(20 * time.Second): // the test has failed by then
-		}
+		defer s.claims.enter()()
 	}
 	return s.Store.Claim(ctx, p)
 }
@@ -496,7 +502,7 @@ func (s *overlapClaimStore) Claim(ctx context.Context, p store.ClaimParams) ([]*
 // claim fills them at the same time.
 func TestSlotsFilledWhileAClaimIsSlow(t *testing.T) {
 	e := newEnv(t)
-	st := &overlapClaimStore{Store: e.st, overlapped: make(chan struct{})}
+	st := &overlapClaimStore{Store: e.st, claims: newOverlap()}
 	var started atomic.Int32
 	release := make(chan struct{})
 	var ids []rdq.ID
@@ -527,7 +533,7 @@ func TestSlotsFilledWhileAClaimIsSlow(t *testing.T) {
 		release <- struct{}{}
 	}
 	waitFor(t, 10*time.Second, func() error {
-		if n := st.claiming.Load(); n != 1 {
+		if n := st.claims.inside.Load(); n != 1 {
 			return fmt.Errorf("%d claims held, want 1", n)
 		}
 		return nil
