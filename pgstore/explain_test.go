@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -301,8 +302,9 @@ func containsAny(s string, subs []string) bool {
 
 // TestClaimKeepsOnePlan checks that PostgreSQL, left to choose (the default
 // plan_cache_mode), settles on the generic plan of a worker's claim after
-// its first executions instead of planning every claim afresh: the plan
-// EXPLAIN EXECUTE shows then names the queue as a parameter.
+// its first executions instead of planning every claim afresh, whether it
+// starts at the front of the queue or at a floor: the plan EXPLAIN EXECUTE
+// shows then names the queue as a parameter.
 func TestClaimKeepsOnePlan(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
@@ -313,7 +315,8 @@ func TestClaimKeepsOnePlan(t *testing.T) {
 	}
 	defer conn.Release()
 	seedPlanData(t, ctx, conn.Conn(), schema)
-	sql, args := pgstore.ClaimQuery(s, []string{"q7"}, 10) // the seed's q7 holds only pending tasks
+	// The seed's q7 holds only pending tasks, due in the last 100 seconds.
+	sql, floorArgs := pgstore.ClaimFromQuery(s, "q7", nil, 10, time.Now().Add(-time.Hour))
 	const name = "rdq_claim"
 	if _, err := conn.Conn().Prepare(ctx, name, sql); err != nil {
 		t.Fatal(err)
@@ -323,33 +326,43 @@ func TestClaimKeepsOnePlan(t *testing.T) {
 			t.Error(err)
 		}
 	}()
+	for _, from := range []any{nil, floorArgs[len(floorArgs)-1]} {
+		args := append(slices.Clone(floorArgs[:len(floorArgs)-1]), from)
+		plan, err := claimPlanAfterSix(ctx, conn.Conn(), name, args)
+		if err != nil {
+			t.Fatalf("floor %v: %v", from, err)
+		}
+		if !strings.Contains(plan, "(queue = $1)") {
+			t.Fatalf("floor %v: after six claims the claim is still planned for its arguments:\n%s", from, plan)
+		}
+	}
+}
+
+// claimPlanAfterSix runs the prepared claim name six times with args in a
+// transaction it rolls back, each taking 10 tasks, and returns the plan
+// EXPLAIN EXECUTE shows then.
+func claimPlanAfterSix(ctx context.Context, conn *pgx.Conn, name string, args []any) (plan string, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer func() {
-		if err := tx.Rollback(ctx); err != nil {
-			t.Error(err)
+		if rerr := tx.Rollback(ctx); err == nil {
+			err = rerr
 		}
 	}()
 	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = auto"); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	for i := range 6 {
 		tag, err := tx.Exec(ctx, name, args...)
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		if tag.RowsAffected() != 10 {
-			t.Fatalf("claim %d took %d tasks, want 10", i+1, tag.RowsAffected())
+			return "", fmt.Errorf("claim %d took %d tasks, want 10", i+1, tag.RowsAffected())
 		}
 	}
-	plan, err := planText(tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1, $2, $3, $4, $5)",
+	return planText(tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1, $2, $3, $4, $5, $6)",
 		append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(plan, "(queue = $1)") {
-		t.Fatalf("after six claims the claim is still planned for its arguments:\n%s", plan)
-	}
 }

@@ -11,7 +11,7 @@ import (
 // EXPLAIN: the one-queue statement for one queue, as Claim picks it.
 func ClaimQuery(s *Store, queues []string, limit int) (string, []any) {
 	if len(queues) == 1 {
-		return s.q.claimQueue, []any{queues[0], limit, micros(time.Minute), nil, "explain"}
+		return s.q.claimQueue, []any{queues[0], limit, micros(time.Minute), nil, "explain", nil}
 	}
 	return s.q.claim, []any{queues, limit, micros(time.Minute), nil, "explain"}
 }
@@ -20,10 +20,26 @@ func ClaimQuery(s *Store, queues []string, limit int) (string, []any) {
 // and its arguments, as Claim picks it.
 func ClaimHandlersQuery(s *Store, queues, handlers []string, limit int) (string, []any) {
 	if len(queues) == 1 {
-		return s.q.claimQueueHandlers, []any{queues[0], limit, micros(time.Minute), nil, "explain", handlers}
+		return s.q.claimQueueHandlers, []any{queues[0], limit, micros(time.Minute), nil, "explain", handlers, nil}
 	}
 	return s.q.claimHandlers, []any{queues, limit, micros(time.Minute), nil, "explain", handlers}
 }
+
+// ClaimFromQuery returns the claim statement for one queue (and handlers,
+// if any) that starts at the floor from, and its arguments.
+func ClaimFromQuery(s *Store, queue string, handlers []string, limit int, from time.Time) (string, []any) {
+	if len(handlers) > 0 {
+		return s.q.claimQueueHandlers, []any{queue, limit, micros(time.Minute), nil, "explain", handlers, from}
+	}
+	return s.q.claimQueue, []any{queue, limit, micros(time.Minute), nil, "explain", from}
+}
+
+// ClaimFloorFor is claimFloorFor.
+const ClaimFloorFor = claimFloorFor
+
+// SetClaimFloorClock replaces the clock that times s's claims from the
+// front of a queue.
+func SetClaimFloorClock(s *Store, now func() time.Time) { s.floors.now = now }
 
 // ListDeadQuery returns the ListDead statement for p and its arguments.
 func ListDeadQuery(s *Store, p store.ListDeadParams) (string, []any) {

@@ -78,6 +78,9 @@ type Store struct {
 	listenPool *pgxpool.Pool
 	// keyRetention is Config.KeyRetention with the default applied.
 	keyRetention time.Duration
+	// floors is where one-queue claims start; nil in a view made by
+	// WithTx, whose claims start at the front.
+	floors *claimFloors
 }
 
 var (
@@ -132,6 +135,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	s.listenPool = pool
 	s.keyRetention = cmp.Or(cfg.KeyRetention, DefaultKeyRetention)
+	s.floors = newClaimFloors()
 	return s, nil
 }
 

@@ -120,6 +120,12 @@ func TestHotPlansHoldInEveryStatisticsState(t *testing.T) {
 		{"claim of a worker's handlers", func(s *pgstore.Store) (string, []any) {
 			return pgstore.ClaimHandlersQuery(s, []string{"q1"}, []string{"h1", "h2"}, 500)
 		}, []string{"Bitmap"}, byTID},
+		{"claim from a floor", func(s *pgstore.Store) (string, []any) {
+			return pgstore.ClaimFromQuery(s, "q1", nil, 500, time.Now().Add(-time.Hour))
+		}, []string{"Bitmap", "Sort"}, byTID},
+		{"claim of a worker's handlers from a floor", func(s *pgstore.Store) (string, []any) {
+			return pgstore.ClaimFromQuery(s, "q1", []string{"h1", "h2"}, 500, time.Now().Add(-time.Hour))
+		}, []string{"Bitmap"}, byTID},
 		{"claim of two queues and a worker's handlers", func(s *pgstore.Store) (string, []any) {
 			return pgstore.ClaimHandlersQuery(s, []string{"q1", "q2"}, []string{"h1", "h2"}, 500)
 		}, []string{"Bitmap"}, byTID},

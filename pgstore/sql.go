@@ -249,6 +249,14 @@ JOIN unnest($2::text[], $3::text[]) AS k(queue, idempotency_key)
 // of the index in order, with no array of unknown length to size), so
 // PostgreSQL plans it once per connection rather than at every claim.
 //
+// sqlClaimQueue starts its range at $6 (NULL: the front of the queue).
+// Every claim leaves the index entries of the tasks it took behind, dead,
+// at the front of the queue's range, until VACUUM removes them; a claim
+// that starts at the front reads them all (a million tasks since the last
+// VACUUM are some 6,000 index pages per claim). See claimFloors for the
+// start a claim is given while the queue has a backlog, and why no task is
+// lost by it.
+//
 // $4 Now override.
 const sqlClaim = claimUpdate + `
     SELECT d.ctid
@@ -264,7 +272,8 @@ RETURNING ` + taskColumns
 
 // sqlClaimHandlers is sqlClaim for the tasks of the handlers $6 only,
 // which is how a worker claims: a task of another handler is not locked or
-// changed. sqlClaimQueueHandlers does the same for the one queue $1.
+// changed. sqlClaimQueueHandlers does the same for the one queue $1,
+// starting at $7 as sqlClaimQueue starts at $6.
 //
 // Index: tasks_claim_idx, read as sqlClaim reads it, the handler a filter
 // on the rows of the range: no index is written for it on the hot path.
@@ -307,6 +316,7 @@ const (
         WHERE d.status = 'PENDING' AND NOT d.held
           AND d.queue = $1
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND d.next_attempt_at >= coalesce($7::timestamptz, '-infinity')
           AND d.handler = ANY ($6::text[])
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = $1)
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
@@ -349,6 +359,7 @@ WHERE t.status = 'PENDING' AND t.ctid = ANY (ARRAY(`
         WHERE d.status = 'PENDING' AND NOT d.held
           AND d.queue = $1
           AND d.next_attempt_at <= coalesce($4::timestamptz, now())
+          AND d.next_attempt_at >= coalesce($6::timestamptz, '-infinity')
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_queues AS p WHERE p.queue = $1)
           AND NOT EXISTS (SELECT 1 FROM {schema}.paused_handlers AS h
                           WHERE h.queue = $1 AND h.handler = d.handler OFFSET 0)

@@ -392,7 +392,11 @@ func leaseErrors(applied []bool) []error {
 // so concurrent claimers never receive the same task. Each claimed task is
 // IN_FLIGHT, owned by p.WorkerID, with a lease of p.Lease from the store's
 // clock and a token one greater than its previous one. The result is sorted
-// by due time.
+// by due time. A claim of one queue with a backlog starts where the last
+// claims took their tasks, so for up to a second it may pass over a task
+// that became due behind them (see claimFloors); when it finds fewer tasks
+// than its limit there, it takes the rest from the front in a second
+// statement.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, error) {
 	if len(p.Queues) == 0 {
 		return nil, errInvalid("claim: no queues")
@@ -404,18 +408,53 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]*rdq.Task, er
 		return nil, errInvalid("claim: lease %s, want a positive duration", p.Lease)
 	}
 	queues := distinct(p.Queues)
-	stmt, arg := s.q.claim, any(queues)
-	if len(queues) == 1 { // a worker's claim of one queue: the statement planned once (see sqlClaimQueue)
-		stmt, arg = s.q.claimQueue, queues[0]
-	}
-	args := []any{arg, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID)}
+	var handlers []string
 	if len(p.Handlers) > 0 {
-		stmt = s.q.claimHandlers
-		if len(queues) == 1 {
-			stmt = s.q.claimQueueHandlers
-		}
-		args = append(args, distinct(p.Handlers))
+		handlers = distinct(p.Handlers)
 	}
+	if len(queues) > 1 {
+		stmt, args := s.q.claim, []any{queues, p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID)}
+		if handlers != nil {
+			stmt, args = s.q.claimHandlers, append(args, handlers)
+		}
+		return s.claim(ctx, stmt, args)
+	}
+	// A worker's claim of one queue: the statement planned once (see
+	// sqlClaimQueue), starting at the queue's floor (see claimFloors).
+	key := floorKey(queues[0], handlers)
+	from := s.floors.start(key)
+	stmt, args := s.q.claimQueue, []any{queues[0], p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID), from}
+	if handlers != nil {
+		stmt, args = s.q.claimQueueHandlers, []any{queues[0], p.Limit, micros(p.Lease), p.Now, clean(p.WorkerID), handlers, from}
+	}
+	tasks, err := s.claim(ctx, stmt, args)
+	if err != nil {
+		return nil, err
+	}
+	if from != nil && len(tasks) < p.Limit {
+		// Fewer than the limit from the floor on (the backlog is gone, or
+		// the rest is locked): what is due behind the floor is taken now.
+		from = nil
+		if ctx.Err() == nil {
+			args[1], args[len(args)-1] = p.Limit-len(tasks), nil
+			more, err := s.claim(ctx, stmt, args)
+			if err != nil {
+				// The tasks of the first statement are leased, so they
+				// are returned; the floor is dropped, so the next claim
+				// reads from the front.
+				s.log.WarnContext(ctx, "rdq: claim from the front of the queue failed", "queue", queues[0], "error", err)
+			}
+			tasks = append(tasks, more...)
+			sortByDue(tasks)
+		}
+	}
+	s.floors.record(key, from, p.Limit, tasks)
+	return tasks, nil
+}
+
+// claim runs the claim statement stmt and returns the tasks it leased,
+// sorted by due time.
+func (s *Store) claim(ctx context.Context, stmt string, args []any) ([]*rdq.Task, error) {
 	rows, err := s.pool.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)

@@ -40,5 +40,6 @@ type db interface {
 func (s *Store) WithTx(tx pgx.Tx) *Store {
 	v := *s
 	v.pool = mapped{tx}
+	v.floors = nil
 	return &v
 }

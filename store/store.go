@@ -91,7 +91,10 @@ type Store interface {
 	// with a lease of p.Lease and a new fencing token. It returns the
 	// claimed tasks, possibly none. A task of a handler not in p.Handlers
 	// is not read, locked or changed: it stays PENDING for a claimant
-	// that runs it.
+	// that runs it. While at least p.Limit tasks are due, a store may
+	// pass over a task that became due behind the ones its last claims
+	// took, for at most a second, and never in a claim that returns
+	// fewer than p.Limit tasks.
 	Claim(ctx context.Context, p ClaimParams) ([]*rdq.Task, error)
 
 	// Heartbeat extends live leases to p.Extend from now. errs[i] is nil

@@ -404,13 +404,16 @@ final class PgStore {
     /**
      * Leases up to limit due tasks of queue whose handler is one of handlers
      * (the worker's registered handlers): the tasks of other handlers are not
-     * read, and wait for a worker that runs them.
+     * read, and wait for a worker that runs them. The claim reads the queue's
+     * range of the claim index from the front (the statement's floor, $7, is
+     * NULL).
      */
     List<Task> claim(Connection c, String queue, int limit, long leaseMicros, String workerId, String[] handlers)
             throws SQLException {
         List<Task> out = new ArrayList<>();
         try (PreparedStatement ps = claim.prepare(c, queue, limit,
-                leaseMicros, null, clean(workerId), c.createArrayOf("text", handlers)); ResultSet rs = ps.executeQuery()) {
+                leaseMicros, null, clean(workerId), c.createArrayOf("text", handlers), null);
+                ResultSet rs = ps.executeQuery()) {
             while (rs.next()) {
                 out.add(scanTask(rs));
             }
