@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -83,15 +84,6 @@ func (e *floorEnv) claim(limit int, handlers ...string) []rdq.ID {
 	return ids
 }
 
-func holds(ids []rdq.ID, id rdq.ID) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
 // While a queue has a backlog, a task that becomes due behind the claims'
 // floor waits for the next claim from the front, which comes once
 // ClaimFloorFor has passed since the last one; claims from the floor do
@@ -107,13 +99,13 @@ func TestClaimBehindTheFloorWaitsForAReadFromTheFront(t *testing.T) {
 		late := e.enqueue(1, "h", -time.Hour)[0]
 		for _, step := range []time.Duration{0, pgstore.ClaimFloorFor * 6 / 10} {
 			e.clock.advance(step)
-			if got := e.claim(10, handlers...); len(got) != 10 || holds(got, late) {
-				t.Fatalf("handlers %v: a full claim at the floor took %d tasks, the one behind it %v; want 10 without it", handlers, len(got), holds(got, late))
+			if got := e.claim(10, handlers...); len(got) != 10 || slices.Contains(got, late) {
+				t.Fatalf("handlers %v: a full claim at the floor took %d tasks, the one behind it %v; want 10 without it", handlers, len(got), slices.Contains(got, late))
 			}
 		}
 		e.clock.advance(pgstore.ClaimFloorFor * 4 / 10)
-		if got := e.claim(10, handlers...); len(got) != 10 || !holds(got, late) {
-			t.Fatalf("handlers %v: the claim %s after the read from the front took %d tasks, the one behind the floor %v; want 10 with it", handlers, pgstore.ClaimFloorFor, len(got), holds(got, late))
+		if got := e.claim(10, handlers...); len(got) != 10 || !slices.Contains(got, late) {
+			t.Fatalf("handlers %v: the claim %s after the read from the front took %d tasks, the one behind the floor %v; want 10 with it", handlers, pgstore.ClaimFloorFor, len(got), slices.Contains(got, late))
 		}
 	}
 }
@@ -131,7 +123,7 @@ func TestClaimBehindTheFloorIsTakenWhenTheBacklogEnds(t *testing.T) {
 	lateIn := func(ids []rdq.ID) int {
 		n := 0
 		for _, id := range late {
-			if holds(ids, id) {
+			if slices.Contains(ids, id) {
 				n++
 			}
 		}
