@@ -49,8 +49,8 @@ func (e *permanentError) Unwrap() error { return e.err }
 // IsPermanent reports whether err, or any error it wraps, was marked with
 // Permanent.
 func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
+	_, ok := as[*permanentError](err)
+	return ok
 }
 
 // RetryAfter marks err as retryable no sooner than d from now, overriding
@@ -110,8 +110,7 @@ func (e *SnoozeError) ErrorType() string { return "snoozed" }
 // SnoozeOf returns the delay requested with Snooze anywhere in err's chain,
 // and whether there was one.
 func SnoozeOf(err error) (time.Duration, bool) {
-	var s *SnoozeError
-	if errors.As(err, &s) {
+	if s, ok := as[*SnoozeError](err); ok {
 		return s.After, true
 	}
 	return 0, false
@@ -120,8 +119,7 @@ func SnoozeOf(err error) (time.Duration, bool) {
 // RetryAfterOf returns the delay requested with RetryAfter anywhere in err's
 // chain, and whether there was one.
 func RetryAfterOf(err error) (time.Duration, bool) {
-	var r *retryAfterError
-	if errors.As(err, &r) {
+	if r, ok := as[*retryAfterError](err); ok {
 		return r.after, true
 	}
 	return 0, false
@@ -285,8 +283,7 @@ func ErrorTypeOf(err error) string {
 	if err == nil {
 		return ""
 	}
-	var typed interface{ ErrorType() string }
-	if errors.As(err, &typed) {
+	if typed, ok := as[interface{ ErrorType() string }](err); ok {
 		if t := typed.ErrorType(); t != "" {
 			return t
 		}
@@ -317,11 +314,46 @@ func isPlainWrapper(err error) bool {
 	case *permanentError, *retryAfterError:
 		return true
 	}
-	switch reflect.TypeOf(err).String() {
-	case "*fmt.wrapError", "*fmt.wrapErrors":
-		return true
+	t := reflect.TypeOf(err)
+	return t == fmtWrapError || t == fmtWrapErrors
+}
+
+// The types of fmt.Errorf's errors with one %w and with several.
+var (
+	fmtWrapError  = reflect.TypeOf(fmt.Errorf("%w", errors.ErrUnsupported))
+	fmtWrapErrors = reflect.TypeOf(fmt.Errorf("%w %w", errors.ErrUnsupported, errors.ErrUnsupported))
+)
+
+// as is errors.As with a target of type T, without reflection: it returns
+// the first error in err's tree, in the order errors.As visits it, that is
+// a T or whose As method sets a T.
+func as[T any](err error) (T, bool) {
+	for err != nil {
+		if t, ok := err.(T); ok {
+			return t, true
+		}
+		if x, ok := err.(interface{ As(any) bool }); ok {
+			var t T
+			if x.As(&t) {
+				return t, true
+			}
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if t, ok := as[T](e); ok {
+					return t, true
+				}
+			}
+			err = nil
+		default:
+			err = nil
+		}
 	}
-	return false
+	var zero T
+	return zero, false
 }
 
 // Truncate caps s at limit bytes, cutting at a UTF-8 boundary and appending a
@@ -859,15 +891,11 @@ func (p Policy) describe(err error) Failure {
 		Type:    Truncate(cleanText(ErrorTypeOf(err)), MaxErrorTypeLength),
 		Message: Truncate(cleanText(err.Error()), MaxMessageBytes),
 	}
-	var pe *PanicError
-	var mp *MethodPanicError
-	var re *RemoteError
-	switch {
-	case errors.As(err, &pe):
+	if pe, ok := as[*PanicError](err); ok {
 		f.Stack = Truncate(cleanText(string(pe.Stack)), MaxStackBytes)
-	case errors.As(err, &mp):
+	} else if mp, ok := as[*MethodPanicError](err); ok {
 		f.Stack = Truncate(cleanText(string(mp.Stack)), MaxStackBytes)
-	case errors.As(err, &re):
+	} else if re, ok := as[*RemoteError](err); ok {
 		f.Stack = Truncate(cleanText(re.Stack), MaxStackBytes)
 	}
 	f.Fingerprint = p.fingerprint(f.Type, f.Message)

@@ -660,7 +660,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.loops.Add(1)
 		go w.fetchLoop(q)
 	}
-	if n, ok := store.NotifierOf(w.store); ok {
+	n, notifies := store.NotifierOf(w.store)
+	if notifies {
 		subCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
 		ch, err := w.subscribe(subCtx, n)
 		cancel()
@@ -674,7 +675,11 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.loops.Add(1)
 		go w.maintenanceLoop()
 	}
-	w.log.Info("worker started", slog.Any("queues", w.queueNames))
+	// What the store offers decides how the worker runs: a store wrapper
+	// that does not unwrap (store.Wrapper) hides it, and the worker then
+	// polls and sends every retry back to its queue.
+	w.log.Info("worker started", slog.Any("queues", w.queueNames),
+		slog.Bool("notifications", notifies), slog.Bool("retries_in_place", w.retrier != nil))
 	return nil
 }
 

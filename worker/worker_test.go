@@ -940,3 +940,44 @@ func TestStartWithoutHandlersFails(t *testing.T) {
 		t.Fatalf("task after the refused Start: %s with %d attempts, want PENDING with 0", task.Status, task.Attempts)
 	}
 }
+
+// TestStartLogsWhatTheStoreOffers checks that "worker started" says whether
+// the worker found the store's notifications and retries in place, which a
+// store wrapper that does not unwrap hides.
+func TestStartLogsWhatTheStoreOffers(t *testing.T) {
+	e := newEnv(t)
+	for name, c := range map[string]struct {
+		st   store.Store
+		want bool
+	}{
+		"the store":               {e.st, true},
+		"a wrapper that hides it": {plainStore{e.st}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var buf syncBuffer
+			w := e.newWorker(worker.Config{
+				Store:  c.st,
+				Queues: map[string]worker.QueueConfig{"q": {}},
+				Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+			}, map[string]worker.Handler{"h": func(context.Context, *rdq.Task) error { return nil }})
+			var started map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatalf("log line %q: %v", line, err)
+				}
+				if rec["msg"] == "worker started" && rec["worker_id"] == w.ID() {
+					started = rec
+				}
+			}
+			if started == nil {
+				t.Fatalf("no \"worker started\" record in:\n%s", buf.String())
+			}
+			for _, key := range []string{"notifications", "retries_in_place"} {
+				if started[key] != c.want {
+					t.Errorf("%s = %v, want %v", key, started[key], c.want)
+				}
+			}
+		})
+	}
+}

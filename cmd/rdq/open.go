@@ -10,16 +10,22 @@ import (
 	"strings"
 
 	"github.com/srjn45/rdq/dlq"
+	"github.com/srjn45/rdq/store"
 	"github.com/srjn45/rdq/storeurl"
 )
 
 // backend is an opened store with what the command needs beyond the DLQ.
+// It wraps the store (store.Wrapper), so the accessors of package store
+// find the store's optional capabilities through it.
 type backend struct {
 	dlq.Backend
 	close func()
 	// desc names the database for people, without secrets.
 	desc string
 }
+
+// Unwrap returns the store b opened.
+func (b *backend) Unwrap() store.Store { return b.Backend }
 
 // databaseURL is the URL the flags and environment select, with --schema
 // folded into a PostgreSQL URL as its schema parameter.
