@@ -114,7 +114,14 @@ func Ceiling(ctx context.Context, connString string, d time.Duration) (perSecond
 // the next ANALYZE; a benchmark on a fresh schema would measure those. The
 // ANALYZE invalidates them: the next run of each statement is planned anew.
 func Analyze(ctx context.Context, connString, schema string) (err error) {
-	conn, err := pgx.Connect(ctx, connString)
+	// Parsed as a pool's settings, which a store URL may carry
+	// (pool_max_conns and the like): a single connection's parser would
+	// send them to the server as run-time parameters, which it refuses.
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return fmt.Errorf("workload: analyze: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return fmt.Errorf("workload: analyze: %w", err)
 	}
